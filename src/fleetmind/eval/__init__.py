@@ -1,0 +1,1 @@
+"""fleetmind.eval."""

@@ -1,0 +1,294 @@
+"""An OpenAI-compatible chat client over httpx.
+
+Talks to any server speaking ``POST {base_url}/chat/completions`` (vLLM, Ollama, llama.cpp server,
+hosted APIs). Retries connection errors, 429 and 5xx with exponential backoff and seeded jitter
+inside the call's time limit; a 4xx raises :class:`LLMHTTPError` at once with the server's message.
+The API key is sent as a bearer token and never appears in a log line, an error or a ``repr``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import threading
+import time
+from typing import Any
+
+import httpx
+
+from fleetmind.llm.core import CallContext, ChatResult, Message, TokenUsage
+from fleetmind.llm.errors import LLMConnectionError, LLMHTTPError, LLMTimeoutError
+from fleetmind.llm.redact import redact
+from fleetmind.llm.settings import LLMSettings, SchemaMode
+
+log = logging.getLogger(__name__)
+
+_RETRYABLE_EXC = (
+    httpx.ConnectError,
+    httpx.ConnectTimeout,
+    httpx.RemoteProtocolError,
+    httpx.ReadError,
+    httpx.WriteError,
+    httpx.PoolTimeout,
+)
+
+
+def response_format(json_schema: dict[str, Any], mode: SchemaMode) -> dict[str, Any] | None:
+    """Build the ``response_format`` request field for a schema.
+
+    Args:
+        json_schema: the JSON schema the reply must follow.
+        mode: how the server wants it (see :data:`fleetmind.llm.settings.SchemaMode`).
+
+    Returns:
+        The field value, or None when the mode sends no schema.
+    """
+    if mode == "json_object_schema":
+        return {"type": "json_object", "schema": json_schema}
+    if mode == "json_schema":
+        name = str(json_schema.get("title", "reply"))[:64] or "reply"
+        return {
+            "type": "json_schema",
+            "json_schema": {"name": name, "schema": json_schema, "strict": True},
+        }
+    return None
+
+
+class OpenAICompatClient:
+    """Chat client for an OpenAI-compatible HTTP server.
+
+    Args:
+        base_url: server base URL including ``/v1`` (e.g. ``http://127.0.0.1:8080/v1``).
+        model: model name sent with each request.
+        api_key: bearer token, or None.
+        timeout_s: default time limit of a call (retries included) when the call gives none.
+        max_retries: retries after the first attempt on connection errors, 429 and 5xx.
+        backoff_s: first backoff delay; doubles each retry.
+        backoff_max_s: cap on one backoff delay.
+        jitter_seed: seed of the jitter generator (full jitter in [0.5, 1.0] of the delay).
+        schema_mode: how JSON schemas are sent.
+        extra_body: extra JSON fields merged into every request (e.g. ``{"seed": 0}``).
+        transport: an httpx transport (tests use it to inject faults).
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        api_key: str | None = None,
+        *,
+        timeout_s: float = 60.0,
+        max_retries: int = 3,
+        backoff_s: float = 0.25,
+        backoff_max_s: float = 4.0,
+        jitter_seed: int = 0,
+        schema_mode: SchemaMode = "json_object_schema",
+        extra_body: dict[str, Any] | None = None,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._model = model
+        self._api_key = api_key
+        self.timeout_s = timeout_s
+        self.max_retries = max_retries
+        self.backoff_s = backoff_s
+        self.backoff_max_s = backoff_max_s
+        self.schema_mode: SchemaMode = schema_mode
+        self.extra_body = dict(extra_body or {})
+        self._rng = random.Random(jitter_seed)
+        self._rng_lock = threading.Lock()
+        headers = {"Content-Type": "application/json"}
+        if api_key:
+            headers["Authorization"] = f"Bearer {api_key}"
+        self._http = httpx.Client(headers=headers, transport=transport, timeout=timeout_s)
+
+    @classmethod
+    def from_settings(cls, settings: LLMSettings, **kwargs: Any) -> OpenAICompatClient:
+        """Build a client from resolved settings.
+
+        Args:
+            settings: settings with a ``base_url``.
+            **kwargs: more constructor arguments.
+
+        Returns:
+            The client.
+
+        Raises:
+            LLMConnectionError: the settings name no base URL (use the embedded model instead).
+        """
+        if settings.base_url is None:
+            raise LLMConnectionError(
+                "no LLM base URL configured (FLEETMIND_LLM_BASE_URL / OPENAI_BASE_URL); "
+                "use fleetmind.llm.EmbeddedServer for the local model"
+            )
+        kwargs.setdefault("timeout_s", settings.timeout_s)
+        kwargs.setdefault("max_retries", settings.max_retries)
+        kwargs.setdefault("schema_mode", settings.schema_mode)
+        return cls(settings.base_url, settings.model, settings.api_key, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"OpenAICompatClient(base_url={self.base_url!r}, model={self._model!r})"
+
+    @property
+    def model(self) -> str:
+        """The model name sent with requests."""
+        return self._model
+
+    def close(self) -> None:
+        """Close the HTTP connection pool."""
+        self._http.close()
+
+    def __enter__(self) -> OpenAICompatClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def request_body(
+        self,
+        messages: list[Message],
+        *,
+        temperature: float,
+        max_tokens: int,
+        json_schema: dict[str, Any] | None,
+    ) -> dict[str, Any]:
+        """Build the JSON body of a chat completion request.
+
+        Args:
+            messages: the conversation.
+            temperature: sampling temperature.
+            max_tokens: cap on generated tokens.
+            json_schema: optional schema for constrained output.
+
+        Returns:
+            The request body.
+        """
+        body: dict[str, Any] = {
+            "model": self._model,
+            "messages": [m.as_dict() for m in messages],
+            "temperature": temperature,
+            "max_tokens": max_tokens,
+        }
+        if json_schema is not None:
+            fmt = response_format(json_schema, self.schema_mode)
+            if fmt is not None:
+                body["response_format"] = fmt
+        body.update(self.extra_body)
+        return body
+
+    def chat(
+        self,
+        messages: list[Message],
+        *,
+        temperature: float = 0.2,
+        max_tokens: int = 256,
+        json_schema: dict[str, Any] | None = None,
+        timeout_s: float | None = None,
+        context: CallContext | None = None,
+    ) -> ChatResult:
+        """Send a chat completion request; see :class:`fleetmind.llm.core.ChatClient`.
+
+        Raises:
+            LLMHTTPError: a 4xx status (at once) or a 429/5xx status after the retries.
+            LLMTimeoutError: the time limit passed.
+            LLMConnectionError: the server could not be reached after the retries, or answered
+                with something that is not a chat completion.
+        """
+        body = self.request_body(
+            messages, temperature=temperature, max_tokens=max_tokens, json_schema=json_schema
+        )
+        payload = json.dumps(body).encode()
+        limit = self.timeout_s if timeout_s is None else timeout_s
+        start = time.monotonic()
+        deadline = start + limit
+        url = f"{self.base_url}/chat/completions"
+        attempt = 0
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise LLMTimeoutError(f"POST {url}: no reply within {limit:.3g} s")
+            retry_after: float | None = None
+            try:
+                resp = self._http.post(url, content=payload, timeout=remaining)
+            except httpx.TimeoutException as exc:
+                if isinstance(exc, httpx.ConnectTimeout | httpx.PoolTimeout):
+                    err: LLMConnectionError = LLMConnectionError(
+                        f"POST {url}: {type(exc).__name__}"
+                    )
+                else:
+                    raise LLMTimeoutError(
+                        f"POST {url}: no reply within {limit:.3g} s ({type(exc).__name__})"
+                    ) from None
+            except _RETRYABLE_EXC as exc:
+                err = LLMConnectionError(
+                    f"POST {url}: {type(exc).__name__}: {self._clean(str(exc))}"
+                )
+            except httpx.HTTPError as exc:
+                raise LLMConnectionError(
+                    f"POST {url}: {type(exc).__name__}: {self._clean(str(exc))}"
+                ) from None
+            else:
+                if resp.status_code < 400:
+                    return self._result(resp, url, start)
+                detail = self._clean(resp.text[:300])
+                err = LLMHTTPError(
+                    f"POST {url}: HTTP {resp.status_code}: {detail}",
+                    status_code=resp.status_code,
+                )
+                if not err.retryable:
+                    raise err
+                retry_after = _retry_after(resp)
+            if attempt >= self.max_retries:
+                raise err
+            delay = self._backoff(attempt, retry_after)
+            remaining = deadline - time.monotonic()
+            if delay >= remaining:
+                raise LLMTimeoutError(
+                    f"POST {url}: no reply within {limit:.3g} s; last error: {err}"
+                ) from None
+            attempt += 1
+            log.info("llm retry %d/%d after %.3fs: %s", attempt, self.max_retries, delay, err)
+            time.sleep(delay)
+
+    def _backoff(self, attempt: int, retry_after: float | None) -> float:
+        base = min(self.backoff_max_s, self.backoff_s * 2.0**attempt)
+        with self._rng_lock:
+            delay = base * (0.5 + 0.5 * self._rng.random())
+        if retry_after is not None:
+            delay = max(delay, min(retry_after, self.backoff_max_s))
+        return delay
+
+    def _clean(self, text: str) -> str:
+        return redact(text, [self._api_key])
+
+    def _result(self, resp: httpx.Response, url: str, start: float) -> ChatResult:
+        try:
+            data = resp.json()
+            choice = data["choices"][0]
+            text = choice["message"].get("content") or ""
+            usage = data.get("usage") or {}
+            return ChatResult(
+                text=str(text),
+                usage=TokenUsage(
+                    int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
+                ),
+                latency_s=time.monotonic() - start,
+                model=str(data.get("model") or self._model),
+                finish_reason=choice.get("finish_reason"),
+            )
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
+            raise LLMConnectionError(
+                f"POST {url}: reply is not a chat completion ({type(exc).__name__}): "
+                f"{self._clean(resp.text[:200])!r}"
+            ) from None
+
+
+def _retry_after(resp: httpx.Response) -> float | None:
+    value = resp.headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        return None

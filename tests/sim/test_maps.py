@@ -261,7 +261,23 @@ def _outcome(parse: Callable[[str], GridMap], text: str) -> None:
         assert not bool((mask & grid.blocked).any())
 
 
-texts = st.one_of(st.text(), st.text(alphabet=MAP_CHARS))
+@st.composite
+def grids(draw: st.DrawFn, alphabet: str) -> list[str]:
+    """Rectangular rows over ``alphabet``, sometimes broken by one edit."""
+    height, width = draw(st.integers(1, 5)), draw(st.integers(1, 5))
+    row = st.text(alphabet=alphabet, min_size=width, max_size=width)
+    rows = draw(st.lists(row, min_size=height, max_size=height))
+    if draw(st.booleans()):
+        k = draw(st.integers(0, height - 1))
+        rows[k] = draw(st.one_of(st.text(max_size=6), st.text(alphabet=MAP_CHARS, max_size=6)))
+    return rows
+
+
+texts = st.one_of(
+    st.text(),
+    st.text(alphabet=MAP_CHARS),
+    grids("#@.xSCR").map("\n".join),
+)
 
 
 @settings(max_examples=150, deadline=None)
@@ -271,20 +287,24 @@ def test_text_parser_total(text: str) -> None:
 
 
 @settings(max_examples=150, deadline=None)
-@given(texts)
+@given(st.one_of(texts, grids("xX.gG").map("\n".join)))
 def test_rware_parser_total(text: str) -> None:
     _outcome(parse_rware_layout, text)
 
 
 @st.composite
 def movingai_texts(draw: st.DrawFn) -> str:
-    height = draw(st.one_of(st.integers(0, 4).map(str), st.text(max_size=3)))
-    width = draw(st.one_of(st.integers(0, 4).map(str), st.text(max_size=3)))
-    header = [f"type {draw(st.sampled_from(['octile', 'x']))}", f"height {height}"]
-    header.append(f"width {width}")
-    header = draw(st.permutations(header))
-    body = draw(st.lists(st.text(alphabet="@.ESGOTWx\u00e9 ", max_size=5), max_size=5))
-    return "\n".join([*header, "map", *body])
+    """A MovingAI file, usually well formed, with a random header value or body edit."""
+    rows = draw(grids("@.ESGOTW"))
+    height, width = str(len(rows)), str(len(rows[0]))
+    if draw(st.integers(0, 3)) == 0:
+        height = draw(st.one_of(st.integers(-1, 6).map(str), st.text(max_size=3)))
+    if draw(st.integers(0, 3)) == 0:
+        width = draw(st.one_of(st.integers(-1, 6).map(str), st.text(max_size=3)))
+    header = draw(st.permutations(["type octile", f"height {height}", f"width {width}"]))
+    if draw(st.integers(0, 5)) == 0:
+        header = draw(st.lists(st.sampled_from(header), max_size=4))
+    return "\n".join([*header, "map", *rows])
 
 
 @settings(max_examples=200, deadline=None)

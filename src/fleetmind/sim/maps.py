@@ -27,6 +27,9 @@ MovingAI ``.map`` (https://movingai.com/benchmarks/formats.html), as used by the
 Runners: header lines ``type X``, ``height H``, ``width W`` (any order, each once), then ``map``,
 then ``H`` rows of ``W`` characters. ``@ O T W`` are blocked, ``. G`` free, ``E`` a pickup point
 (free) and ``S`` a station (free). Blank lines after the last row are ignored.
+On the LoRR warehouse maps this legend makes the few ``E`` cells at the edges the pickups and
+the many ``S`` cells beside the racks the stations (on sortation maps: ``E`` induct points,
+``S`` chute sides).
 
 rware layout strings (``rware.Warehouse(layout=...)``): ``x`` shelf -> pickup cell, ``.``
 corridor, ``g`` goal -> station; upper case is accepted and every cell is free (robots drive under

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Set-up and work in one command (the README contract).
+#   ./run.sh demo [ARGS]   create .venv, install fleetmind with every extra, run `fleetmind demo`
+#   ./run.sh test [ARGS]   create .venv, install fleetmind with every extra + dev tools, run pytest
+# The first install compiles llama-cpp-python from source: about 4-10 minutes on 2 cores.
+set -euo pipefail
+cd "$(dirname "$0")"
+what="${1:-}"
+shift || true
+PY="${PYTHON:-python3}"
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-2}"
+install() {
+  .venv/bin/python -m pip install --quiet --upgrade pip
+  .venv/bin/python -m pip install --quiet -e ".[$1]"
+}
+case "$what" in
+  demo)
+    install all
+    exec .venv/bin/fleetmind demo "$@"
+    ;;
+  test)
+    install all,dev
+    # Browser tests drive Debian's Chromium through Playwright (never `playwright install`).
+    if [ ! -x /usr/bin/chromium ] && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+      (apt-get update -qq && apt-get install -y -qq chromium >/dev/null) \
+        || echo "run.sh: could not install chromium; browser tests will be skipped" >&2
+    fi
+    set +e
+    .venv/bin/python -m pytest "$@"
+    rc=$?
+    set -e
+    if [ "$rc" = 5 ]; then
+      echo "run.sh: pytest collected no tests (exit 5): treating it as a failure" >&2
+      exit 1
+    fi
+    exit "$rc"
+    ;;
+  *)
+    echo "usage: ./run.sh demo|test [ARGS]" >&2
+    exit 2
+    ;;
+esac

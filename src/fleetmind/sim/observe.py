@@ -1,0 +1,156 @@
+"""Observations: local egocentric windows, a global state, and compact discrete codes.
+
+All functions work on batches: positions ``(B, N, 2)``; the single-world simulator passes
+``B = 1``.
+
+Local window of radius ``r`` (``k = 2r + 1``), flattened channel-major, then 6 scalars::
+
+    channel 0  walls (cells off the grid count as walls)
+    channel 1  other robots
+    channel 2  pickup cells (shelves)
+    channel 3  own target cell, when inside the window
+    scalars    carrying, has_task, dr / H, dc / W, sign(dr), sign(dc)   (dr = target row - row)
+
+Global state for centralised training: channels walls, robots, carrying robots, targets,
+pickups, stations over the whole grid, flattened (``6 * H * W`` floats).
+
+Compact discrete code for tabular learners (:func:`tabular_state`), ``4608`` states: direction
+to the target (sign of dr and dc, 9 values) x walls on the 4 sides (16) x robots on the 4 sides
+(16) x carrying (2). It generalises across cells, so a tabular learner can master navigation
+on a small warehouse in minutes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import NDArray
+
+from fleetmind.sim.grid import DELTAS
+
+N_LOCAL_CHANNELS = 4
+N_SCALARS = 6
+N_GLOBAL_CHANNELS = 6
+N_TABULAR_STATES = 9 * 16 * 16 * 2
+
+
+def local_size(radius: int) -> int:
+    """Length of a flattened local observation of ``radius``."""
+    k = 2 * radius + 1
+    return N_LOCAL_CHANNELS * k * k + N_SCALARS
+
+
+class LocalObserver:
+    """Builds local observations for one map (static layers are padded once).
+
+    Args:
+        blocked: ``(H, W)`` walls.
+        pickups: ``(H, W)`` pickup cells.
+        radius: window radius.
+    """
+
+    def __init__(self, blocked: NDArray[np.bool_], pickups: NDArray[np.bool_], radius: int = 2):
+        self.radius = radius
+        self.shape = blocked.shape
+        self._walls = np.pad(blocked, radius, constant_values=True).astype(np.float32)
+        self._pickups = np.pad(pickups, radius, constant_values=False).astype(np.float32)
+        k = 2 * radius + 1
+        self._dr = np.arange(k)[:, None]  # (k, 1)
+        self._dc = np.arange(k)[None, :]  # (1, k)
+
+    @property
+    def size(self) -> int:
+        """Length of one robot's observation."""
+        return local_size(self.radius)
+
+    def __call__(
+        self,
+        pos: NDArray[np.int32],
+        goal: NDArray[np.int32],
+        carrying: NDArray[np.bool_],
+        has_task: NDArray[np.bool_],
+    ) -> NDArray[np.float32]:
+        """``(B, N, size)`` observations for every robot in every world."""
+        n_envs, n_robots, _ = pos.shape
+        r = self.radius
+        k = 2 * r + 1
+        h, w = self.shape
+        rows = pos[..., 0][:, :, None, None] + self._dr  # (B, N, k, 1) padded coords
+        cols = pos[..., 1][:, :, None, None] + self._dc  # (B, N, 1, k)
+        walls = self._walls[rows, cols]
+        shelves = self._pickups[rows, cols]
+        occ = np.zeros((n_envs, h + 2 * r, w + 2 * r), dtype=np.float32)
+        env_idx = np.repeat(np.arange(n_envs), n_robots)
+        occ[env_idx, pos[..., 0].ravel() + r, pos[..., 1].ravel() + r] = 1.0
+        robots = occ[np.arange(n_envs)[:, None, None, None], rows, cols]
+        robots[:, :, r, r] = 0.0  # not oneself
+        rel = (goal - pos).astype(np.int64)  # (B, N, 2)
+        target = np.zeros((n_envs, n_robots, k, k), dtype=np.float32)
+        inside = (np.abs(rel) <= r).all(axis=-1) & has_task
+        b_i, n_i = np.nonzero(inside)
+        target[b_i, n_i, rel[b_i, n_i, 0] + r, rel[b_i, n_i, 1] + r] = 1.0
+        scalars = np.stack(
+            [
+                carrying.astype(np.float32),
+                has_task.astype(np.float32),
+                rel[..., 0] / h * has_task,
+                rel[..., 1] / w * has_task,
+                np.sign(rel[..., 0]) * has_task,
+                np.sign(rel[..., 1]) * has_task,
+            ],
+            axis=-1,
+        ).astype(np.float32)
+        window = np.stack([walls, robots, shelves, target], axis=2)  # (B, N, 4, k, k)
+        return np.concatenate(
+            [window.reshape(n_envs, n_robots, -1), scalars], axis=-1, dtype=np.float32
+        )
+
+
+def global_state(
+    blocked: NDArray[np.bool_],
+    pickups: NDArray[np.bool_],
+    stations: NDArray[np.bool_],
+    pos: NDArray[np.int32],
+    goal: NDArray[np.int32],
+    carrying: NDArray[np.bool_],
+    has_task: NDArray[np.bool_],
+) -> NDArray[np.float32]:
+    """``(B, 6 * H * W)`` global state (see the module docstring)."""
+    n_envs, n_robots, _ = pos.shape
+    h, w = blocked.shape
+    state = np.zeros((n_envs, N_GLOBAL_CHANNELS, h, w), dtype=np.float32)
+    state[:, 0] = blocked
+    state[:, 4] = pickups
+    state[:, 5] = stations
+    env_idx = np.repeat(np.arange(n_envs), n_robots)
+    pr, pc = pos[..., 0].ravel(), pos[..., 1].ravel()
+    state[env_idx, 1, pr, pc] = 1.0
+    state[env_idx, 2, pr, pc] = carrying.ravel()
+    tasked = has_task.ravel()
+    np.add.at(state, (env_idx[tasked], 3, goal[..., 0].ravel()[tasked], goal[..., 1].ravel()[tasked]), 1.0)
+    return state.reshape(n_envs, -1)
+
+
+def tabular_state(
+    blocked: NDArray[np.bool_],
+    pos: NDArray[np.int32],
+    goal: NDArray[np.int32],
+    carrying: NDArray[np.bool_],
+    has_task: NDArray[np.bool_],
+) -> NDArray[np.int64]:
+    """``(B, N)`` compact discrete states in ``[0, N_TABULAR_STATES)``."""
+    n_envs, n_robots, _ = pos.shape
+    h, w = blocked.shape
+    rel = np.where(has_task[..., None], goal - pos, 0)
+    direction = (np.sign(rel[..., 0]) + 1) * 3 + (np.sign(rel[..., 1]) + 1)  # 0..8
+    padded = np.pad(blocked, 1, constant_values=True)
+    occ = np.zeros((n_envs, h + 2, w + 2), dtype=bool)
+    env_idx = np.repeat(np.arange(n_envs), n_robots)
+    occ[env_idx, pos[..., 0].ravel() + 1, pos[..., 1].ravel() + 1] = True
+    wall_bits = np.zeros((n_envs, n_robots), dtype=np.int64)
+    robot_bits = np.zeros((n_envs, n_robots), dtype=np.int64)
+    for bit, delta in enumerate(DELTAS[1:]):
+        rr = pos[..., 0] + 1 + delta[0]
+        cc = pos[..., 1] + 1 + delta[1]
+        wall_bits |= padded[rr, cc].astype(np.int64) << bit
+        robot_bits |= occ[np.arange(n_envs)[:, None], rr, cc].astype(np.int64) << bit
+    return ((direction * 16 + wall_bits) * 16 + robot_bits) * 2 + carrying.astype(np.int64)

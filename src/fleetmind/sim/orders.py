@@ -1,0 +1,308 @@
+"""Orders: what customers want, where it is, how urgent it is, and what the note says.
+
+An :class:`Order` becomes a task for one robot: go to ``pickup``, load, carry to ``station``.
+Orders differ, because choosing who does what is the planner's job and must be worth doing:
+
+- ``priority``: ``"normal"`` or ``"urgent"`` (urgent weighs :data:`URGENT_WEIGHT` in the
+  priority-weighted throughput);
+- ``due``: the tick by which delivery counts as on time;
+- ``capability``: an optional structured requirement (``"cold"``, ``"heavy"``) a robot must have;
+- ``note``: short free text. Some constraints live *only* in the note; their ground truth is kept
+  in ``hidden`` so a run can score them, but planners that read only structured fields never see it.
+
+Text-only constraint kinds (:class:`HiddenConstraint`):
+
+- ``robot``: only one named robot may serve the order ("fragile: only robot_3 has the soft
+  gripper");
+- ``deadline``: a delivery deadline tighter than ``due`` ("VIP customer, deliver before tick 300");
+- ``hold``: the load may not be picked up before a release tick ("hold until the truck arrives at
+  tick 500").
+
+Orders arrive by a seeded Poisson process (:class:`OrderStream`) or from a JSON-lines task file
+(:func:`load_task_file`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from fleetmind.errors import ConfigError, TaskFileError
+from fleetmind.sim.grid import Cell, GridMap
+
+Priority = Literal["normal", "urgent"]
+HiddenKind = Literal["robot", "deadline", "hold"]
+URGENT_WEIGHT = 3.0
+CAPABILITIES = ("cold", "heavy")
+
+
+@dataclass(frozen=True)
+class HiddenConstraint:
+    """The ground truth behind a text-only constraint (never shown to a note-blind planner).
+
+    Attributes:
+        kind: ``robot``, ``deadline`` or ``hold``.
+        robot: for ``robot``: the only robot id allowed to serve the order.
+        tick: for ``deadline``: deliver strictly before this tick; for ``hold``: do not pick up
+            before this tick.
+    """
+
+    kind: HiddenKind
+    robot: str | None = None
+    tick: int | None = None
+
+
+@dataclass(frozen=True)
+class Order:
+    """One customer order; it becomes one robot task.
+
+    Attributes:
+        id: stable id, ``o0``, ``o1``, ...
+        tick: arrival tick.
+        pickup: shelf cell to load at.
+        station: drop-off cell.
+        priority: ``normal`` or ``urgent``.
+        due: tick by which delivery is on time.
+        capability: required robot capability, or None.
+        note: free text for planners that read it.
+        hidden: ground truth of a text-only constraint in the note, or None.
+    """
+
+    id: str
+    tick: int
+    pickup: Cell
+    station: Cell
+    priority: Priority = "normal"
+    due: int = 1 << 30
+    capability: str | None = None
+    note: str = ""
+    hidden: HiddenConstraint | None = None
+
+    @property
+    def weight(self) -> float:
+        """Weight in the priority-weighted throughput."""
+        return URGENT_WEIGHT if self.priority == "urgent" else 1.0
+
+
+@dataclass(frozen=True)
+class OrderConfig:
+    """How the order stream is generated.
+
+    Attributes:
+        rate: mean orders per tick (Poisson). ``None`` means every idle robot immediately gets a
+            fresh random task (the RWARE-style lifelong setting used for training).
+        urgent_share: share of urgent orders.
+        capability_share: share of orders needing a structured capability.
+        text_share: share of orders whose note carries a text-only constraint.
+        due_slack: ticks between arrival and due, as a multiple of the order's travel distance
+            lower bound (Manhattan pickup->station) plus ``due_base``.
+        due_base: fixed slack added to every due tick.
+        max_open: cap on open (unserved) orders; arrivals beyond it are dropped and counted.
+    """
+
+    rate: float | None = 0.1
+    urgent_share: float = 0.2
+    capability_share: float = 0.15
+    text_share: float = 0.3
+    due_slack: float = 3.0
+    due_base: int = 30
+    max_open: int = 10_000
+
+    def __post_init__(self) -> None:
+        if self.rate is not None and not self.rate > 0:
+            raise ConfigError(f"orders.rate: expected a positive number or None, got {self.rate}")
+        for name in ("urgent_share", "capability_share", "text_share"):
+            value = getattr(self, name)
+            if not 0.0 <= value <= 1.0:
+                raise ConfigError(f"orders.{name}: expected a share in [0, 1], got {value}")
+
+
+_FILLER_NOTES = (
+    "standard restock",
+    "customer asked for tracking",
+    "regular weekly order",
+    "pack with the usual care",
+    "",
+)
+
+
+class OrderStream:
+    """A seeded generator of orders for one map and fleet.
+
+    Args:
+        grid: the map (must have pickup and station cells).
+        robot_ids: ids of the fleet (for ``robot`` notes).
+        capabilities: per robot, the set of capabilities it has (for feasible ``robot`` notes).
+        config: stream parameters.
+        rng: the generator that drives every random choice of the stream.
+    """
+
+    def __init__(
+        self,
+        grid: GridMap,
+        robot_ids: Sequence[str],
+        capabilities: Sequence[frozenset[str]],
+        config: OrderConfig,
+        rng: np.random.Generator,
+    ) -> None:
+        self.grid = grid
+        self.robot_ids = list(robot_ids)
+        self.capabilities = list(capabilities)
+        self.config = config
+        self.rng = rng
+        self._pickups = np.argwhere(grid.pickups).astype(np.int32)
+        self._stations = np.argwhere(grid.stations).astype(np.int32)
+        if len(self._pickups) == 0 or len(self._stations) == 0:
+            raise ConfigError(f"map {grid.name!r} needs pickup and station cells to make orders")
+        self._next_id = 0
+
+    def make(self, tick: int) -> Order:
+        """Draw one order arriving at ``tick``."""
+        cfg = self.config
+        rng = self.rng
+        pickup = self._pickups[rng.integers(len(self._pickups))]
+        station = self._stations[rng.integers(len(self._stations))]
+        p_cell: Cell = (int(pickup[0]), int(pickup[1]))
+        s_cell: Cell = (int(station[0]), int(station[1]))
+        distance = abs(p_cell[0] - s_cell[0]) + abs(p_cell[1] - s_cell[1])
+        urgent = bool(rng.random() < cfg.urgent_share)
+        slack = cfg.due_base + cfg.due_slack * distance
+        due = tick + int(slack * (0.6 if urgent else 1.0))
+        capability: str | None = None
+        if rng.random() < cfg.capability_share:
+            capability = str(CAPABILITIES[rng.integers(len(CAPABILITIES))])
+        note = _FILLER_NOTES[int(rng.integers(len(_FILLER_NOTES)))]
+        hidden: HiddenConstraint | None = None
+        if rng.random() < cfg.text_share:
+            hidden, note = self._text_constraint(tick, due, distance, capability)
+        order = Order(
+            id=f"o{self._next_id}",
+            tick=tick,
+            pickup=p_cell,
+            station=s_cell,
+            priority="urgent" if urgent else "normal",
+            due=due,
+            capability=capability,
+            note=note,
+            hidden=hidden,
+        )
+        self._next_id += 1
+        return order
+
+    def _text_constraint(
+        self, tick: int, due: int, distance: int, capability: str | None
+    ) -> tuple[HiddenConstraint, str]:
+        rng = self.rng
+        kind = ("robot", "deadline", "hold")[int(rng.integers(3))]
+        if kind == "robot":
+            allowed = [
+                rid
+                for rid, caps in zip(self.robot_ids, self.capabilities, strict=True)
+                if capability is None or capability in caps
+            ] or self.robot_ids
+            robot = allowed[int(rng.integers(len(allowed)))]
+            return HiddenConstraint("robot", robot=robot), (
+                f"fragile: only {robot} has the soft gripper"
+            )
+        if kind == "deadline":
+            deadline = tick + max(distance + 10, (due - tick) // 2)
+            return HiddenConstraint("deadline", tick=deadline), (
+                f"VIP customer, deliver before tick {deadline}"
+            )
+        release = tick + int(rng.integers(20, 60))
+        return HiddenConstraint("hold", tick=release), (
+            f"hold until the truck arrives at tick {release}"
+        )
+
+    def arrivals(self, tick: int) -> list[Order]:
+        """Orders arriving at ``tick`` (Poisson with the configured rate; none when rate is None)."""
+        if self.config.rate is None:
+            return []
+        return [self.make(tick) for _ in range(int(self.rng.poisson(self.config.rate)))]
+
+
+class _TaskLine(BaseModel):
+    """One line of a task file."""
+
+    model_config = ConfigDict(extra="forbid")
+    tick: int = Field(ge=0)
+    pickup: tuple[int, int]
+    station: tuple[int, int]
+    priority: Priority = "normal"
+    due: int | None = None
+    capability: str | None = None
+    note: str = ""
+    hidden: dict[str, str | int] | None = None
+
+
+def load_task_file(path: str | Path, grid: GridMap) -> list[Order]:
+    """Read orders from a JSON-lines task file.
+
+    Each non-empty line is an object with ``tick``, ``pickup`` ``[row, col]``, ``station``
+    ``[row, col]`` and optionally ``priority``, ``due``, ``capability``, ``note`` and ``hidden``
+    (``{"kind": "robot"|"deadline"|"hold", "robot": id, "tick": t}``). Lines starting with ``#``
+    are comments.
+
+    Raises:
+        TaskFileError: naming the file, line and field at fault.
+    """
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise TaskFileError(f"{p}: cannot read task file ({exc.strerror})") from None
+    orders: list[Order] = []
+    for lineno, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        try:
+            item = _TaskLine.model_validate(json.loads(line))
+        except json.JSONDecodeError as exc:
+            raise TaskFileError(f"{p}:{lineno}: not valid JSON ({exc.msg})") from None
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            field = ".".join(str(x) for x in err["loc"]) or "<line>"
+            raise TaskFileError(f"{p}:{lineno}: field {field!r}: {err['msg']}") from None
+        for name, cell in (("pickup", item.pickup), ("station", item.station)):
+            if not grid.is_free(cell):
+                raise TaskFileError(f"{p}:{lineno}: field {name!r}: {cell} is not a free cell")
+        hidden = None
+        if item.hidden is not None:
+            try:
+                kind = item.hidden["kind"]
+                if kind not in ("robot", "deadline", "hold"):
+                    raise ValueError(kind)
+                robot = item.hidden.get("robot")
+                htick = item.hidden.get("tick")
+                hidden = HiddenConstraint(
+                    kind,  # type: ignore[arg-type]
+                    robot=None if robot is None else str(robot),
+                    tick=None if htick is None else int(htick),
+                )
+            except (KeyError, ValueError):
+                raise TaskFileError(
+                    f"{p}:{lineno}: field 'hidden': expected kind robot|deadline|hold"
+                ) from None
+        orders.append(
+            Order(
+                id=f"o{len(orders)}",
+                tick=item.tick,
+                pickup=item.pickup,
+                station=item.station,
+                priority=item.priority,
+                due=item.due if item.due is not None else 1 << 30,
+                capability=item.capability,
+                note=item.note,
+                hidden=hidden,
+            )
+        )
+    # Ids follow arrival order, whatever the order of lines in the file.
+    orders.sort(key=lambda o: o.tick)
+    return [replace(o, id=f"o{i}") for i, o in enumerate(orders)]

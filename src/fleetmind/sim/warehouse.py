@@ -1,0 +1,493 @@
+"""One warehouse world: robots, orders, tasks, faults, battery, rewards and scores.
+
+:class:`Warehouse` is the simulator the dispatch tier drives and the PettingZoo env wraps. The
+per-tick work is numpy over the fleet (:func:`fleetmind.sim.dynamics.resolve_moves`); Python runs
+only per event (an order arriving, a pickup, a delivery).
+
+A robot with a task heads for the order's pickup cell; standing on it, it loads and heads for the
+station; standing on the station while loaded, it delivers and becomes idle. Who serves which
+order is decided outside (``assign``) unless ``auto_assign`` is on, in which case the oldest open
+order goes to the nearest idle robot that has the required capability. With ``OrderConfig(rate=None)``
+every idle robot at once gets a fresh random task (the lifelong RWARE-style setting for training).
+
+Scores (see :meth:`Warehouse.metrics`): throughput (deliveries per tick), on-time rate,
+priority-weighted throughput, constraint violations (``structured``: a robot without the required
+capability served the order; ``text_only``: a constraint that only the note states was broken),
+collision attempts and wall bumps.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from fleetmind.errors import ConfigError
+from fleetmind.sim import rewards as rw
+from fleetmind.sim.dynamics import resolve_moves
+from fleetmind.sim.grid import WAIT, Cell, GridMap
+from fleetmind.sim.orders import Order, OrderConfig, OrderStream
+
+
+@dataclass(frozen=True)
+class BatteryConfig:
+    """Optional battery model.
+
+    Attributes:
+        capacity: charge of a full battery.
+        drain_per_move: charge used by each executed move.
+        recharge_per_tick: charge gained per tick on a charger cell.
+    """
+
+    capacity: float = 200.0
+    drain_per_move: float = 1.0
+    recharge_per_tick: float = 10.0
+
+
+@dataclass(frozen=True)
+class WarehouseConfig:
+    """Everything that defines a warehouse episode besides the map.
+
+    Attributes:
+        n_robots: fleet size.
+        max_steps: time limit (truncation, never termination).
+        orders: order stream settings.
+        reward: reward constants and mode.
+        battery: battery model, or None for unlimited.
+        auto_assign: hand open orders to idle robots without a planner.
+        capabilities: per robot capabilities; default: every third robot ``cold``, every fourth
+            ``heavy``.
+    """
+
+    n_robots: int = 4
+    max_steps: int = 500
+    orders: OrderConfig = field(default_factory=OrderConfig)
+    reward: rw.RewardConfig = field(default_factory=rw.RewardConfig)
+    battery: BatteryConfig | None = None
+    auto_assign: bool = True
+    capabilities: tuple[frozenset[str], ...] | None = None
+
+    def __post_init__(self) -> None:
+        if self.n_robots < 1:
+            raise ConfigError(f"robots: expected at least 1, got {self.n_robots}")
+        if self.max_steps < 1:
+            raise ConfigError(f"steps: expected at least 1, got {self.max_steps}")
+        if self.capabilities is not None and len(self.capabilities) != self.n_robots:
+            raise ConfigError(
+                f"capabilities: expected {self.n_robots} entries, got {len(self.capabilities)}"
+            )
+
+
+def default_capabilities(n_robots: int) -> tuple[frozenset[str], ...]:
+    """Every third robot (from robot_2) is ``cold``, every fourth (from robot_3) ``heavy``."""
+    caps = []
+    for i in range(n_robots):
+        c = set()
+        if i % 3 == 2:
+            c.add("cold")
+        if i % 4 == 3:
+            c.add("heavy")
+        caps.append(frozenset(c))
+    return tuple(caps)
+
+
+@dataclass
+class OrderRecord:
+    """What happened to one order (mutable bookkeeping, copied by snapshots)."""
+
+    order: Order
+    robot: int = -1
+    assigned_tick: int = -1
+    picked_tick: int = -1
+    delivered_tick: int = -1
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """What one tick did.
+
+    Attributes:
+        rewards: ``(N,)`` rewards after the reward mode.
+        individual: ``(N,)`` individual rewards.
+        moved: ``(N,)`` robots that changed cell.
+        conflict: ``(N,)`` robots whose move failed because of another robot.
+        wall_bump: ``(N,)`` robots that bumped a wall or the border.
+        picked: ids of orders loaded this tick.
+        delivered: ids of orders delivered this tick.
+        arrived: ids of orders that arrived this tick.
+        idle: indices of robots that became idle this tick.
+        truncated: the time limit was reached.
+    """
+
+    rewards: NDArray[np.float32]
+    individual: NDArray[np.float32]
+    moved: NDArray[np.bool_]
+    conflict: NDArray[np.bool_]
+    wall_bump: NDArray[np.bool_]
+    picked: tuple[str, ...]
+    delivered: tuple[str, ...]
+    arrived: tuple[str, ...]
+    idle: tuple[int, ...]
+    truncated: bool
+
+
+class Warehouse:
+    """A single warehouse world.
+
+    Args:
+        grid: the map.
+        config: episode settings.
+        seed: root seed; split into named generators for placement, orders and tasks.
+        start: optional ``(N, 2)`` start cells; default from the map's starts, then random.
+        orders: optional fixed order list (a task file) instead of the Poisson stream.
+    """
+
+    def __init__(
+        self,
+        grid: GridMap,
+        config: WarehouseConfig | None = None,
+        *,
+        seed: int | None = None,
+        start: NDArray[np.int32] | None = None,
+        orders: Sequence[Order] | None = None,
+    ) -> None:
+        self.grid = grid
+        self.config = config or WarehouseConfig()
+        n = self.config.n_robots
+        self.robot_ids = [f"robot_{i}" for i in range(n)]
+        self.capabilities = self.config.capabilities or default_capabilities(n)
+        self._fixed_orders = list(orders) if orders is not None else None
+        self._start = None if start is None else np.asarray(start, dtype=np.int32)
+        self.reset(seed)
+
+    # ------------------------------------------------------------------ lifecycle
+    def reset(self, seed: int | None = None) -> None:
+        """Start a new episode; the same seed gives the same episode."""
+        from fleetmind.sim.maps import start_cells
+
+        n = self.config.n_robots
+        self.seed = seed
+        place_ss, order_ss, task_ss = np.random.SeedSequence(seed).spawn(3)
+        place_rng = np.random.default_rng(place_ss)
+        self.pos: NDArray[np.int32] = (
+            self._start.copy() if self._start is not None else start_cells(self.grid, n, rng=place_rng)
+        )
+        if self.pos.shape != (n, 2):
+            raise ConfigError(f"start: expected shape ({n}, 2), got {self.pos.shape}")
+        self.goal = self.pos.copy()  # (N, 2) current target cell
+        self.has_task = np.zeros(n, dtype=bool)
+        self.carrying = np.zeros(n, dtype=bool)
+        self.order_of = np.full(n, -1, dtype=np.int64)  # index into self.records
+        self.broken_until = np.full(n, -1, dtype=np.int64)
+        self.battery = np.full(
+            n, self.config.battery.capacity if self.config.battery else np.inf, dtype=np.float64
+        )
+        self.tick = 0
+        self.records: list[OrderRecord] = []
+        self.index: dict[str, int] = {}
+        self.open: list[int] = []  # record indices of unassigned orders, arrival order
+        self.delivered_by = np.zeros(n, dtype=np.int64)
+        self.reward_sum = np.zeros(n, dtype=np.float64)
+        self.collision_attempts = 0
+        self.wall_bumps = 0
+        self.orders_dropped = 0
+        self.stream = OrderStream(
+            self.grid,
+            self.robot_ids,
+            self.capabilities,
+            self.config.orders,
+            np.random.default_rng(order_ss),
+        )
+        self._task_rng = np.random.default_rng(task_ss)
+        self._pending = list(self._fixed_orders) if self._fixed_orders is not None else None
+        self._arrive(0)
+        self._refill()
+
+    # ------------------------------------------------------------------ orders and tasks
+    def _add_order(self, order: Order) -> int:
+        idx = len(self.records)
+        self.records.append(OrderRecord(order))
+        self.index[order.id] = idx
+        return idx
+
+    def _arrive(self, tick: int) -> list[str]:
+        """Admit the orders arriving at ``tick``."""
+        if self._pending is not None:
+            new = []
+            while self._pending and self._pending[0].tick <= tick:
+                new.append(self._pending.pop(0))
+        else:
+            new = self.stream.arrivals(tick)
+        ids = []
+        for order in new:
+            if len(self.open) >= self.config.orders.max_open:
+                self.orders_dropped += 1
+                continue
+            self.open.append(self._add_order(order))
+            ids.append(order.id)
+        return ids
+
+    def _refill(self) -> None:
+        """Give idle robots work: fresh random tasks (rate None) or FIFO auto-assignment."""
+        idle = np.flatnonzero(~self.has_task & (self.broken_until < self.tick))
+        if len(idle) == 0:
+            return
+        if self.config.orders.rate is None and self._pending is None:
+            for i in idle:
+                order = self.stream.make(self.tick)
+                self._add_order(order)
+                self._give(int(i), len(self.records) - 1)
+            return
+        if not self.config.auto_assign:
+            return
+        free = set(int(i) for i in idle)
+        for rec_idx in list(self.open):
+            if not free:
+                break
+            order = self.records[rec_idx].order
+            able = [i for i in free if order.capability is None or order.capability in self.capabilities[i]]
+            if not able:
+                continue
+            pr, pc = order.pickup
+            best = min(able, key=lambda i: (abs(int(self.pos[i, 0]) - pr) + abs(int(self.pos[i, 1]) - pc), i))
+            self._give(best, rec_idx)
+            free.discard(best)
+
+    def _give(self, robot: int, rec_idx: int) -> None:
+        rec = self.records[rec_idx]
+        rec.robot = robot
+        rec.assigned_tick = self.tick
+        if rec_idx in self.open:
+            self.open.remove(rec_idx)
+        self.order_of[robot] = rec_idx
+        self.has_task[robot] = True
+        self.carrying[robot] = False
+        self.goal[robot] = rec.order.pickup
+
+    def assign(self, robot: int | str, order_id: str) -> None:
+        """Give an open order to an idle robot (the planner's decision).
+
+        Raises:
+            ConfigError: unknown robot or order, robot busy or broken, order not open.
+        """
+        r = self.robot_index(robot)
+        if order_id not in self.index:
+            raise ConfigError(f"assign: unknown order {order_id!r}")
+        rec_idx = self.index[order_id]
+        if rec_idx not in self.open:
+            raise ConfigError(f"assign: order {order_id!r} is not open")
+        if self.has_task[r]:
+            raise ConfigError(f"assign: {self.robot_ids[r]} is busy")
+        if self.broken_until[r] >= self.tick:
+            raise ConfigError(f"assign: {self.robot_ids[r]} is broken")
+        self._give(r, rec_idx)
+
+    def unassign(self, robot: int | str) -> str | None:
+        """Take back a robot's order if it is not loaded yet; returns the order id."""
+        r = self.robot_index(robot)
+        if not self.has_task[r] or self.carrying[r]:
+            return None
+        rec_idx = int(self.order_of[r])
+        rec = self.records[rec_idx]
+        rec.robot = -1
+        rec.assigned_tick = -1
+        self.open.append(rec_idx)
+        self.open.sort()
+        self.order_of[r] = -1
+        self.has_task[r] = False
+        self.goal[r] = self.pos[r]
+        return rec.order.id
+
+    def robot_index(self, robot: int | str) -> int:
+        """Index of a robot given its index or id."""
+        if isinstance(robot, str):
+            try:
+                return self.robot_ids.index(robot)
+            except ValueError:
+                raise ConfigError(f"unknown robot {robot!r}") from None
+        if not 0 <= robot < len(self.robot_ids):
+            raise ConfigError(f"unknown robot index {robot}")
+        return int(robot)
+
+    def break_robot(self, robot: int | str, ticks: int) -> None:
+        """Fault injection: the robot stops for ``ticks`` ticks (its order goes back if unloaded)."""
+        r = self.robot_index(robot)
+        self.broken_until[r] = self.tick + ticks - 1
+        self.unassign(r)
+
+    @property
+    def broken(self) -> NDArray[np.bool_]:
+        """``(N,)`` robots currently out of order."""
+        return self.broken_until >= self.tick
+
+    def open_orders(self) -> list[Order]:
+        """Unassigned orders, oldest first."""
+        return [self.records[i].order for i in self.open]
+
+    def order(self, order_id: str) -> OrderRecord:
+        """The record of an order by id."""
+        return self.records[self.index[order_id]]
+
+    def task_of(self, robot: int) -> Order | None:
+        """The order a robot is serving, if any."""
+        idx = int(self.order_of[robot])
+        return None if idx < 0 else self.records[idx].order
+
+    # ------------------------------------------------------------------ stepping
+    def _transition(
+        self, actions: NDArray[np.integer], *, variants: NDArray[np.integer] | None = None
+    ) -> tuple[Any, NDArray[np.bool_], NDArray[np.bool_]]:
+        """Pure part of a tick over ``B`` action variants: moves, pickups and deliveries."""
+        acts = np.asarray(actions).reshape(1, -1) if variants is None else variants
+        n_var = acts.shape[0]
+        frozen = self.broken | (self.battery <= 0)
+        pos = np.broadcast_to(self.pos, (n_var, *self.pos.shape))
+        res = resolve_moves(
+            pos, acts, self.grid.blocked, tick=self.tick, frozen=np.broadcast_to(frozen, acts.shape)
+        )
+        at_goal = (res.pos == self.goal).all(axis=-1) & self.has_task
+        picked = at_goal & ~self.carrying
+        delivered = at_goal & self.carrying
+        return res, picked, delivered
+
+    def counterfactual_team_rewards(self, actions: NDArray[np.integer]) -> NDArray[np.float32]:
+        """``(N,)`` team reward of this tick had robot ``i`` waited instead (state unchanged)."""
+        n = len(self.robot_ids)
+        variants = np.broadcast_to(np.asarray(actions), (n, n)).copy()
+        variants[np.arange(n), np.arange(n)] = WAIT
+        res, picked, delivered = self._transition(actions, variants=variants)
+        ind = rw.individual(self.config.reward, delivered=delivered, picked=picked, conflict=res.conflict)
+        return ind.sum(axis=-1)
+
+    def step(self, actions: NDArray[np.integer] | Sequence[int]) -> StepResult:
+        """Advance one tick with one action per robot (ids 0..4)."""
+        acts = np.asarray(actions, dtype=np.int64)
+        n = len(self.robot_ids)
+        if acts.shape != (n,):
+            raise ConfigError(f"step: expected {n} actions, got shape {acts.shape}")
+        if ((acts < 0) | (acts > 4)).any():
+            raise ConfigError(f"step: action ids must be in 0..4, got {acts.tolist()}")
+        team_without = (
+            self.counterfactual_team_rewards(acts) if self.config.reward.mode == "difference" else None
+        )
+        res, picked_m, delivered_m = self._transition(acts)
+        picked_m, delivered_m = picked_m[0], delivered_m[0]
+        conflict, wall_bump, moved = res.conflict[0], res.wall_bump[0], res.moved[0]
+        self.pos = res.pos[0]
+        if self.config.battery is not None:
+            b = self.config.battery
+            self.battery -= b.drain_per_move * moved
+            on_charger = self.grid.chargers[self.pos[:, 0], self.pos[:, 1]]
+            self.battery = np.minimum(self.battery + b.recharge_per_tick * on_charger, b.capacity)
+            self.battery = np.maximum(self.battery, 0.0)
+        picked: list[str] = []
+        for r in np.flatnonzero(picked_m):
+            rec = self.records[int(self.order_of[r])]
+            rec.picked_tick = self.tick + 1
+            self.carrying[r] = True
+            self.goal[r] = rec.order.station
+            picked.append(rec.order.id)
+        delivered: list[str] = []
+        idle: list[int] = []
+        for r in np.flatnonzero(delivered_m):
+            rec = self.records[int(self.order_of[r])]
+            rec.delivered_tick = self.tick + 1
+            self.carrying[r] = False
+            self.has_task[r] = False
+            self.order_of[r] = -1
+            self.goal[r] = self.pos[r]
+            self.delivered_by[r] += 1
+            delivered.append(rec.order.id)
+            idle.append(int(r))
+        ind = rw.individual(
+            self.config.reward, delivered=delivered_m, picked=picked_m, conflict=conflict
+        )
+        rewards = rw.combine(
+            self.config.reward,
+            ind,
+            team_without=None if team_without is None else team_without.astype(np.float32),
+        )
+        self.reward_sum += rewards
+        self.collision_attempts += int(conflict.sum())
+        self.wall_bumps += int(wall_bump.sum())
+        self.tick += 1
+        arrived = self._arrive(self.tick)
+        self._refill()
+        return StepResult(
+            rewards=rewards,
+            individual=ind,
+            moved=moved,
+            conflict=conflict,
+            wall_bump=wall_bump,
+            picked=tuple(picked),
+            delivered=tuple(delivered),
+            arrived=tuple(arrived),
+            idle=tuple(idle),
+            truncated=self.tick >= self.config.max_steps,
+        )
+
+    # ------------------------------------------------------------------ snapshots
+    def snapshot(self) -> dict[str, Any]:
+        """A deep copy of the mutable state; :meth:`restore` brings the world back to it."""
+        keep = ("grid", "config", "robot_ids", "capabilities", "_fixed_orders", "_start")
+        return copy.deepcopy({k: v for k, v in self.__dict__.items() if k not in keep})
+
+    def restore(self, snapshot: dict[str, Any]) -> None:
+        """Return to a state taken by :meth:`snapshot` (the snapshot stays reusable)."""
+        self.__dict__.update(copy.deepcopy(snapshot))
+
+    # ------------------------------------------------------------------ scores
+    def violations(self) -> dict[str, int]:
+        """Constraint violations among delivered orders: ``structured`` and ``text_only``."""
+        structured = 0
+        text_only = 0
+        for rec in self.records:
+            if rec.delivered_tick < 0:
+                continue
+            o = rec.order
+            if o.capability is not None and o.capability not in self.capabilities[rec.robot]:
+                structured += 1
+            h = o.hidden
+            if h is None:
+                continue
+            if (
+                (h.kind == "robot" and self.robot_ids[rec.robot] != h.robot)
+                or (h.kind == "deadline" and h.tick is not None and rec.delivered_tick >= h.tick)
+                or (h.kind == "hold" and h.tick is not None and rec.picked_tick < h.tick)
+            ):
+                text_only += 1
+        return {"structured": structured, "text_only": text_only}
+
+    def metrics(self) -> dict[str, Any]:
+        """Scores of the episode so far (keys of the DESIGN.md metrics contract)."""
+        done = [r for r in self.records if r.delivered_tick >= 0]
+        steps = max(self.tick, 1)
+        on_time = sum(1 for r in done if r.delivered_tick <= r.order.due)
+        return {
+            "steps": self.tick,
+            "robots": len(self.robot_ids),
+            "tasks_completed": len(done),
+            "throughput": len(done) / steps,
+            "on_time_rate": on_time / len(done) if done else 0.0,
+            "priority_weighted_throughput": sum(r.order.weight for r in done) / steps,
+            "constraint_violations": self.violations(),
+            "collision_attempts": self.collision_attempts,
+            "wall_bumps": self.wall_bumps,
+            "orders_arrived": len(self.records),
+            "orders_open": len(self.open),
+            "orders_dropped": self.orders_dropped,
+            "per_agent_deliveries": {
+                rid: int(d) for rid, d in zip(self.robot_ids, self.delivered_by, strict=True)
+            },
+            "per_agent_reward": {
+                rid: float(r) for rid, r in zip(self.robot_ids, self.reward_sum, strict=True)
+            },
+        }
+
+    def cell_of(self, robot: int) -> Cell:
+        """Current cell of a robot."""
+        return (int(self.pos[robot, 0]), int(self.pos[robot, 1]))

@@ -1,0 +1,129 @@
+"""The standard env faces of the warehouse, the determinism checker, and the real LoRR maps."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from gymnasium import spaces
+from pettingzoo.test import parallel_api_test
+
+from fleetmind.envs import make_parallel, make_vector
+from fleetmind.sim import observe
+from fleetmind.sim.distances import DistanceOracle
+from fleetmind.sim.grid import DELTAS
+from fleetmind.testing import NondeterminismError, check_determinism
+
+LORR = Path(__file__).resolve().parents[2].parent / "shared" / "maps" / "lorr"
+
+
+@pytest.mark.parametrize("obs", ["local", "tabular"])
+def test_parallel_env_passes_pettingzoo_api_test(obs: str) -> None:
+    parallel_api_test(make_parallel("warehouse-tiny", 3, seed=0, max_steps=40, obs=obs), num_cycles=50)
+
+
+def test_time_limit_is_truncation_not_termination() -> None:
+    env = make_parallel("warehouse-tiny", 2, max_steps=5)
+    env.reset(seed=0)
+    for _ in range(5):
+        _, _, term, trunc, _ = env.step({a: 0 for a in env.agents})
+    assert not any(term.values())
+    assert all(trunc.values())
+    assert env.agents == []
+
+
+def test_state_space_matches_state() -> None:
+    env = make_parallel("warehouse-small", 4, seed=1)
+    env.reset()
+    assert env.state().shape == env.state_space.shape
+
+
+@pytest.mark.parametrize(
+    "factory",
+    [
+        lambda: make_parallel("warehouse-tiny", 4, max_steps=120, order_rate=0.3),
+        lambda: make_parallel("warehouse-tiny", 3, max_steps=60, reward_mode="difference"),
+        lambda: make_vector("warehouse-small", 6, 4, max_steps=30),
+    ],
+)
+def test_whole_episodes_are_deterministic(factory) -> None:
+    assert check_determinism(factory, steps=150) > 25
+
+
+class _LeakyEnv:
+    """A ParallelEnv-shaped env that draws from an unseeded generator mid-episode."""
+
+    def __init__(self) -> None:
+        self.possible_agents = ["robot_0"]
+        self.agents = list(self.possible_agents)
+        self.t = 0
+        self._noise = np.random.default_rng()  # deliberately unseeded
+
+    def action_space(self, agent: str) -> spaces.Discrete:
+        return spaces.Discrete(5)
+
+    def reset(self, seed=None, options=None):
+        self.t = 0
+        self.agents = list(self.possible_agents)
+        return {"robot_0": 0}, {"robot_0": {}}
+
+    def step(self, actions):
+        self.t += 1
+        # Identical for the first 10 steps, then random: a one-step seed test would miss it.
+        obs = 0 if self.t < 10 else int(self._noise.integers(1 << 30))
+        return {"robot_0": obs}, {"robot_0": 0.0}, {"robot_0": False}, {"robot_0": False}, {"robot_0": {}}
+
+
+def test_checker_catches_a_nondeterministic_env() -> None:
+    with pytest.raises(NondeterminismError, match="step 9: observation"):
+        check_determinism(_LeakyEnv, steps=50)
+
+
+def test_vector_env_shapes_and_autoreset() -> None:
+    env = make_vector("warehouse-small", 5, 3, max_steps=4, seed=2)
+    obs, _ = env.reset()
+    assert obs.shape == (3, 5, observe.local_size(2))
+    for _ in range(4):
+        obs, rew, term, trunc, info = env.step(np.zeros((3, 5), dtype=int))
+    assert rew.shape == (3, 5) and trunc.all() and not term.any()
+    assert (env.sim.tick == 0).all()
+    assert env.global_state().shape[0] == 3
+
+
+def test_vector_and_single_env_share_dynamics() -> None:
+    # One world of the vector env and the single env follow the same rules: robots conserved
+    # and deliveries happen under a shortest-path-ish greedy policy.
+    env = make_vector("warehouse-tiny", 2, 2, seed=0, max_steps=400)
+    env.reset()
+    grid = env.grid
+    oracle = DistanceOracle(grid)
+    delivered = 0
+    for _ in range(300):
+        s = env.sim
+        acts = np.zeros((2, 2), dtype=int)
+        for b in range(2):
+            for i in range(2):
+                dmap = oracle.to(tuple(s.goal[b, i]))
+                cand = [
+                    (dmap[tuple(s.pos[b, i] + DELTAS[a])] if grid.is_free(tuple(s.pos[b, i] + DELTAS[a])) else 1 << 30, a)
+                    for a in range(5)
+                ]
+                acts[b, i] = min(cand)[1]
+        _, _, _, _, info = env.step(acts)
+        delivered += int(info["delivered"].sum())
+        for b in range(2):
+            assert len({tuple(p) for p in s.pos[b].tolist()}) == 2
+    assert delivered > 0
+
+
+@pytest.mark.parametrize("name", ["warehouse_small.map", "warehouse_large.map", "sortation_large.map"])
+def test_real_lorr_maps_load_and_run(name: str) -> None:
+    path = LORR / name
+    if not path.exists():
+        pytest.skip(f"League of Robot Runners maps not found at {LORR} (shared/ folder absent)")
+    env = make_parallel(str(path), 50, seed=0, max_steps=20)
+    env.reset()
+    for _ in range(20):
+        env.step({a: 2 for a in env.agents})
+    assert len({tuple(p) for p in env.world.pos.tolist()}) == 50

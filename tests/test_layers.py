@@ -1,0 +1,85 @@
+"""The arrows of DESIGN.md: no module imports from a tier above it."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "fleetmind"
+
+# What each package may import from fleetmind (besides itself). `errors` is the floor.
+ALLOWED: dict[str, set[str]] = {
+    "errors": set(),
+    "sim": {"errors"},
+    "envs": {"errors", "sim"},
+    "safety": {"errors", "sim"},
+    "rl": {"errors", "sim", "envs"},
+    "llm": {"errors"},
+    "dispatch": {"errors", "sim", "envs", "safety", "rl", "llm"},
+    "testing": {"errors", "sim", "envs", "llm"},
+    "eval": {"errors", "sim", "envs", "safety", "rl", "llm", "dispatch", "testing"},
+    "bench": {"errors", "sim", "envs", "safety", "rl", "llm", "dispatch", "eval", "testing"},
+    "web": {"errors", "sim", "envs", "safety", "rl", "llm", "dispatch", "eval", "testing"},
+    "cli": {
+        "errors", "sim", "envs", "safety", "rl", "llm", "dispatch", "eval", "testing", "bench",
+        "web",
+    },
+    "__init__": set(),
+}
+
+
+def _layer(path: Path) -> str:
+    rel = path.relative_to(SRC)
+    return rel.parts[0].removesuffix(".py")
+
+
+def _imports(path: Path) -> list[tuple[int, str]]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    package = ".".join(("fleetmind", *path.relative_to(SRC).parent.parts))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - node.level + 1]
+                name = ".".join([*base, node.module] if node.module else base)
+            else:
+                name = node.module or ""
+            found.append((node.lineno, name))
+    return [(line, n) for line, n in found if n == "fleetmind" or n.startswith("fleetmind.")]
+
+
+def _violations() -> list[str]:
+    bad = []
+    for path in sorted(SRC.rglob("*.py")):
+        layer = _layer(path)
+        allowed = ALLOWED.get(layer)
+        if allowed is None:
+            bad.append(f"{path}: package {layer!r} has no place in the layer table")
+            continue
+        for line, name in _imports(path):
+            parts = name.split(".")
+            target = parts[1] if len(parts) > 1 else "__init__"
+            if target != layer and target not in allowed:
+                bad.append(f"{path.relative_to(SRC)}:{line}: {layer} imports {name}")
+    return bad
+
+
+def test_no_upward_imports() -> None:
+    assert _violations() == []
+
+
+def test_checker_catches_an_upward_import(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = tmp_path / "fleetmind"
+    (fake / "sim").mkdir(parents=True)
+    (fake / "sim" / "bad.py").write_text("from fleetmind.dispatch import loop\n")
+    (fake / "llm").mkdir()
+    (fake / "llm" / "bad.py").write_text("from ..sim import grid\n")
+    monkeypatch.setattr(__import__(__name__), "SRC", fake)
+    found = _violations()
+    assert any("sim imports fleetmind.dispatch" in v for v in found)
+    assert any("llm imports fleetmind.sim" in v for v in found)

@@ -5,8 +5,6 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import pytest
-
 SRC = Path(__file__).resolve().parents[1] / "src" / "fleetmind"
 
 # What each package may import from fleetmind (besides itself). `errors` is the floor.
@@ -23,21 +21,30 @@ ALLOWED: dict[str, set[str]] = {
     "bench": {"errors", "sim", "envs", "safety", "rl", "llm", "dispatch", "eval", "testing"},
     "web": {"errors", "sim", "envs", "safety", "rl", "llm", "dispatch", "eval", "testing"},
     "cli": {
-        "errors", "sim", "envs", "safety", "rl", "llm", "dispatch", "eval", "testing", "bench",
+        "errors",
+        "sim",
+        "envs",
+        "safety",
+        "rl",
+        "llm",
+        "dispatch",
+        "eval",
+        "testing",
+        "bench",
         "web",
     },
     "__init__": set(),
 }
 
 
-def _layer(path: Path) -> str:
-    rel = path.relative_to(SRC)
+def _layer(path: Path, src: Path) -> str:
+    rel = path.relative_to(src)
     return rel.parts[0].removesuffix(".py")
 
 
-def _imports(path: Path) -> list[tuple[int, str]]:
+def _imports(path: Path, src: Path) -> list[tuple[int, str]]:
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    package = ".".join(("fleetmind", *path.relative_to(SRC).parent.parts))
+    package = ".".join(("fleetmind", *path.relative_to(src).parent.parts))
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -53,19 +60,19 @@ def _imports(path: Path) -> list[tuple[int, str]]:
     return [(line, n) for line, n in found if n == "fleetmind" or n.startswith("fleetmind.")]
 
 
-def _violations() -> list[str]:
+def _violations(src: Path = SRC) -> list[str]:
     bad = []
-    for path in sorted(SRC.rglob("*.py")):
-        layer = _layer(path)
+    for path in sorted(src.rglob("*.py")):
+        layer = _layer(path, src)
         allowed = ALLOWED.get(layer)
         if allowed is None:
             bad.append(f"{path}: package {layer!r} has no place in the layer table")
             continue
-        for line, name in _imports(path):
+        for line, name in _imports(path, src):
             parts = name.split(".")
             target = parts[1] if len(parts) > 1 else "__init__"
             if target != layer and target not in allowed:
-                bad.append(f"{path.relative_to(SRC)}:{line}: {layer} imports {name}")
+                bad.append(f"{path.relative_to(src)}:{line}: {layer} imports {name}")
     return bad
 
 
@@ -73,13 +80,12 @@ def test_no_upward_imports() -> None:
     assert _violations() == []
 
 
-def test_checker_catches_an_upward_import(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_checker_catches_an_upward_import(tmp_path: Path) -> None:
     fake = tmp_path / "fleetmind"
     (fake / "sim").mkdir(parents=True)
     (fake / "sim" / "bad.py").write_text("from fleetmind.dispatch import loop\n")
     (fake / "llm").mkdir()
     (fake / "llm" / "bad.py").write_text("from ..sim import grid\n")
-    monkeypatch.setattr(__import__(__name__), "SRC", fake)
-    found = _violations()
+    found = _violations(fake)
     assert any("sim imports fleetmind.dispatch" in v for v in found)
     assert any("llm imports fleetmind.sim" in v for v in found)

@@ -53,9 +53,7 @@ def test_smallest_cycle_rotates() -> None:
     # A 4-connected grid is bipartite, so it has no odd cycles: the smallest cycle of robots
     # that rotate together has 4 robots (a 2x2 square). Three robots in that square just follow.
     layout = "..\n.."
-    new, res = _step(
-        layout, [(0, 0), (0, 1), (1, 1), (1, 0)], [RIGHT, DOWN, LEFT, UP]
-    )
+    new, res = _step(layout, [(0, 0), (0, 1), (1, 1), (1, 0)], [RIGHT, DOWN, LEFT, UP])
     assert new == [(0, 1), (1, 1), (1, 0), (0, 0)]
     assert not res.conflict.any()
 
@@ -153,9 +151,9 @@ def test_any_joint_action_gives_a_collision_free_move(scene) -> None:
 def test_batch_equals_worlds_stepped_alone(n_envs: int) -> None:
     rng = np.random.default_rng(0)
     grid = parse_text_map("\n".join(["." * 8] * 8))
-    pos = np.stack([
-        np.argwhere(~grid.blocked)[rng.choice(64, 20, replace=False)] for _ in range(n_envs)
-    ]).astype(np.int32)
+    pos = np.stack(
+        [np.argwhere(~grid.blocked)[rng.choice(64, 20, replace=False)] for _ in range(n_envs)]
+    ).astype(np.int32)
     acts = rng.integers(0, 5, size=(n_envs, 20))
     batch = resolve_moves(pos, acts, grid.blocked, tick=5)
     for b in range(n_envs):

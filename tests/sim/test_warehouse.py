@@ -27,14 +27,18 @@ def _one_order(**kw) -> list[Order]:
 def _world(orders=None, **cfg) -> Warehouse:
     config = WarehouseConfig(n_robots=1, orders=OrderConfig(rate=0.5), **cfg)
     return Warehouse(
-        LINE, config, seed=0, start=np.array([[0, 2]], dtype=np.int32),
+        LINE,
+        config,
+        seed=0,
+        start=np.array([[0, 2]], dtype=np.int32),
         orders=orders if orders is not None else _one_order(),
     )
 
 
 def test_pickup_then_delivery_counted_once() -> None:
     w = _world()
-    assert w.has_task[0] and w.task_of(0).id == "o0"
+    assert w.has_task[0]
+    assert w.task_of(0).id == "o0"
     out = [w.step([a]) for a in (RIGHT, RIGHT)]
     assert out[-1].picked == ("o0",)
     assert w.carrying[0]
@@ -125,7 +129,11 @@ def test_difference_reward_is_team_minus_team_without_me() -> None:
 
 
 def test_counterfactual_matches_replaying_with_a_wait() -> None:
-    w = Warehouse(load_map("warehouse-tiny"), WarehouseConfig(n_robots=4, orders=OrderConfig(rate=None)), seed=3)
+    w = Warehouse(
+        load_map("warehouse-tiny"),
+        WarehouseConfig(n_robots=4, orders=OrderConfig(rate=None)),
+        seed=3,
+    )
     rng = np.random.default_rng(0)
     for _ in range(30):
         acts = rng.integers(0, 5, size=4)
@@ -168,7 +176,11 @@ def test_same_seed_same_orders() -> None:
 @given(seed=st.integers(0, 10_000), n=st.integers(1, 8), rate=st.floats(0.05, 1.0))
 @settings(max_examples=25, deadline=None)
 def test_robots_and_orders_are_conserved(seed: int, n: int, rate: float) -> None:
-    w = Warehouse(load_map("warehouse-tiny"), WarehouseConfig(n_robots=n, orders=OrderConfig(rate=rate)), seed=seed)
+    w = Warehouse(
+        load_map("warehouse-tiny"),
+        WarehouseConfig(n_robots=n, orders=OrderConfig(rate=rate)),
+        seed=seed,
+    )
     rng = np.random.default_rng(seed)
     for _ in range(40):
         w.step(rng.integers(0, 5, size=n))
@@ -184,9 +196,17 @@ def test_task_file_loads_and_reports_errors(tmp_path: Path) -> None:
     good = tmp_path / "tasks.jsonl"
     good.write_text(
         "# a comment\n"
-        + json.dumps({"tick": 5, "pickup": [0, 4], "station": [0, 0], "priority": "urgent"}) + "\n"
-        + json.dumps({"tick": 1, "pickup": [0, 4], "station": [0, 0],
-                      "hidden": {"kind": "robot", "robot": "robot_0"}}) + "\n"
+        + json.dumps({"tick": 5, "pickup": [0, 4], "station": [0, 0], "priority": "urgent"})
+        + "\n"
+        + json.dumps(
+            {
+                "tick": 1,
+                "pickup": [0, 4],
+                "station": [0, 0],
+                "hidden": {"kind": "robot", "robot": "robot_0"},
+            }
+        )
+        + "\n"
     )
     orders = load_task_file(good, LINE)
     assert [o.tick for o in orders] == [1, 5]
@@ -203,7 +223,7 @@ def test_task_file_loads_and_reports_errors(tmp_path: Path) -> None:
 
 
 def test_bad_config_is_named() -> None:
-    with pytest.raises(ConfigError, match="orders.rate"):
+    with pytest.raises(ConfigError, match=r"orders\.rate"):
         OrderConfig(rate=-1)
     with pytest.raises(ConfigError, match="reward mode"):
         RewardConfig.parse("greedy")

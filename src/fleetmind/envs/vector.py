@@ -77,7 +77,11 @@ class WarehouseVectorEnv:
     def step(
         self, actions: NDArray[np.integer]
     ) -> tuple[
-        NDArray[np.float32], NDArray[np.float32], NDArray[np.bool_], NDArray[np.bool_], dict[str, Any]
+        NDArray[np.float32],
+        NDArray[np.float32],
+        NDArray[np.bool_],
+        NDArray[np.bool_],
+        dict[str, Any],
     ]:
         """Step every world once with ``(B, N)`` actions."""
         out = self.sim.step(actions)
@@ -93,7 +97,7 @@ class WarehouseVectorEnv:
 
 
 def make_vector(
-    map: str | GridMap,  # noqa: A002 - the DESIGN.md contract names it `map`
+    map: str | GridMap,
     robots: int,
     num_envs: int,
     *,

@@ -6,7 +6,8 @@ Environment id: ``fleetmind/warehouse-v0``.
 - Observation (``obs="local"``, default): ``Box(0-1ish, float32)`` of length
   ``4 * (2r+1)^2 + 6`` (see :mod:`fleetmind.sim.observe`: walls, robots, shelves, own target
   in an egocentric window of radius ``r``, then carrying, has-task and direction to the target).
-  ``obs="tabular"``: ``Discrete(4608)``, the compact code of :func:`~fleetmind.sim.observe.tabular_state`.
+  ``obs="tabular"``: ``Discrete(4608)``, the compact code of
+  :func:`~fleetmind.sim.observe.tabular_state`.
 - Action: ``Discrete(5)``: 0 wait, 1 up, 2 down, 3 left, 4 right.
 - Reward: per robot, see :mod:`fleetmind.sim.rewards` (mode ``reward_mode``).
 - Termination: never (lifelong orders). Truncation: every agent at ``max_steps``.
@@ -18,7 +19,7 @@ Version history: v0, first release.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from gymnasium import spaces
@@ -42,7 +43,10 @@ def resolve_map(map_spec: str | GridMap) -> GridMap:
 class WarehouseParallelEnv(ParallelEnv[str, Any, int]):  # type: ignore[misc]
     """The warehouse as a PettingZoo ParallelEnv (see the module docstring)."""
 
-    metadata = {"name": "fleetmind/warehouse-v0", "render_modes": ["ansi", "rgb_array"]}
+    metadata: ClassVar[dict[str, Any]] = {
+        "name": "fleetmind/warehouse-v0",
+        "render_modes": ["ansi", "rgb_array"],
+    }
 
     def __init__(
         self,
@@ -94,7 +98,9 @@ class WarehouseParallelEnv(ParallelEnv[str, Any, int]):  # type: ignore[misc]
         """``Discrete(5)`` for every agent."""
         return self._act_space
 
-    def _batch(self) -> tuple[NDArray[np.int32], ...]:
+    def _batch(
+        self,
+    ) -> tuple[NDArray[np.int32], NDArray[np.int32], NDArray[np.bool_], NDArray[np.bool_]]:
         w = self.world
         return w.pos[None], w.goal[None], w.carrying[None], w.has_task[None]
 
@@ -110,9 +116,10 @@ class WarehouseParallelEnv(ParallelEnv[str, Any, int]):  # type: ignore[misc]
         """The global state (see the module docstring)."""
         pos, goal, carrying, has_task = self._batch()
         g = self.grid
-        return observe.global_state(
+        state: NDArray[np.float32] = observe.global_state(
             g.blocked, g.pickups, g.stations, pos, goal, carrying, has_task
         )[0]
+        return state
 
     def reset(
         self, seed: int | None = None, options: dict[str, Any] | None = None
@@ -125,7 +132,9 @@ class WarehouseParallelEnv(ParallelEnv[str, Any, int]):  # type: ignore[misc]
         infos: dict[str, dict[str, Any]] = {a: {} for a in self.agents}
         return self._observations(), infos
 
-    def step(self, actions: dict[str, int]) -> tuple[
+    def step(
+        self, actions: dict[str, int]
+    ) -> tuple[
         dict[str, Any],
         dict[str, float],
         dict[str, bool],
@@ -140,8 +149,8 @@ class WarehouseParallelEnv(ParallelEnv[str, Any, int]):  # type: ignore[misc]
             delivered_now[self.world.order(oid).robot] = True
         obs = self._observations()
         rewards = {a: float(res.rewards[i]) for i, a in enumerate(self.agents)}
-        terminations = {a: False for a in self.agents}
-        truncations = {a: res.truncated for a in self.agents}
+        terminations = dict.fromkeys(self.agents, False)
+        truncations = dict.fromkeys(self.agents, res.truncated)
         infos = {
             a: {
                 "delivered": bool(delivered_now[i]),
@@ -161,9 +170,19 @@ class WarehouseParallelEnv(ParallelEnv[str, Any, int]):  # type: ignore[misc]
 
         w = self.world
         if self.render_mode == "ansi":
-            return render.ascii(self.grid, w.pos, carrying=w.carrying, targets=np.where(w.has_task[:, None], w.goal, -1))
+            return render.ascii(
+                self.grid,
+                w.pos,
+                carrying=w.carrying,
+                targets=np.where(w.has_task[:, None], w.goal, -1),
+            )
         if self.render_mode == "rgb_array":
-            return render.rgb(self.grid, w.pos, carrying=w.carrying, targets=np.where(w.has_task[:, None], w.goal, -1))
+            return render.rgb(
+                self.grid,
+                w.pos,
+                carrying=w.carrying,
+                targets=np.where(w.has_task[:, None], w.goal, -1),
+            )
         return None
 
     def close(self) -> None:
@@ -171,7 +190,7 @@ class WarehouseParallelEnv(ParallelEnv[str, Any, int]):  # type: ignore[misc]
 
 
 def make_parallel(
-    map: str | GridMap,  # noqa: A002 - the DESIGN.md contract names it `map`
+    map: str | GridMap,
     robots: int,
     *,
     seed: int | None = None,

@@ -65,9 +65,7 @@ def describe(world: Warehouse, *, max_tokens: int = 800) -> str:
     head = [f"tick {world.tick}; {len(world.robot_ids)} robots; {len(world.open)} open orders"]
     spots = hot_spots(world)
     if spots:
-        head.append(
-            "congestion: " + "; ".join(f"{n} robots near ({r},{c})" for (r, c), n in spots)
-        )
+        head.append("congestion: " + "; ".join(f"{n} robots near ({r},{c})" for (r, c), n in spots))
     robots = [_robot_line(world, i) for i in range(len(world.robot_ids))]
     orders = [_order_line(o.id, world) for o in world.open_orders()]
     # Orders matter most to a planner: give them up to two thirds of what is left.

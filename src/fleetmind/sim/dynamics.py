@@ -69,7 +69,9 @@ def resolve_moves(
     if frozen is not None:
         acts = np.where(frozen, WAIT, acts)
     tgt = pos + DELTAS[acts]  # (B, N, 2)
-    off_grid = (tgt[..., 0] < 0) | (tgt[..., 0] >= height) | (tgt[..., 1] < 0) | (tgt[..., 1] >= width)
+    off_grid = (
+        (tgt[..., 0] < 0) | (tgt[..., 0] >= height) | (tgt[..., 1] < 0) | (tgt[..., 1] >= width)
+    )
     tgt = np.where(off_grid[..., None], pos, tgt)
     wall_bump = off_grid | blocked[tgt[..., 0], tgt[..., 1]]
     tgt = np.where(wall_bump[..., None], pos, tgt)

@@ -126,7 +126,9 @@ def global_state(
     state[env_idx, 1, pr, pc] = 1.0
     state[env_idx, 2, pr, pc] = carrying.ravel()
     tasked = has_task.ravel()
-    np.add.at(state, (env_idx[tasked], 3, goal[..., 0].ravel()[tasked], goal[..., 1].ravel()[tasked]), 1.0)
+    gr = goal[..., 0].ravel()[tasked]
+    gc = goal[..., 1].ravel()[tasked]
+    np.add.at(state, (env_idx[tasked], np.full(len(gr), 3), gr, gc), 1.0)
     return state.reshape(n_envs, -1)
 
 
@@ -153,4 +155,5 @@ def tabular_state(
         cc = pos[..., 1] + 1 + delta[1]
         wall_bits |= padded[rr, cc].astype(np.int64) << bit
         robot_bits |= occ[np.arange(n_envs)[:, None], rr, cc].astype(np.int64) << bit
-    return ((direction * 16 + wall_bits) * 16 + robot_bits) * 2 + carrying.astype(np.int64)
+    codes: NDArray[np.int64] = ((direction * 16 + wall_bits) * 16 + robot_bits) * 2 + carrying
+    return codes

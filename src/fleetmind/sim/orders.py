@@ -221,7 +221,7 @@ class OrderStream:
         )
 
     def arrivals(self, tick: int) -> list[Order]:
-        """Orders arriving at ``tick`` (Poisson with the configured rate; none when rate is None)."""
+        """Orders arriving at ``tick`` (Poisson at the configured rate; none if rate is None)."""
         if self.config.rate is None:
             return []
         return [self.make(tick) for _ in range(int(self.rng.poisson(self.config.rate)))]

@@ -107,9 +107,14 @@ def combine(
     if cfg.mode == "individual":
         return rewards
     if cfg.mode == "shared":
-        return np.broadcast_to(team, rewards.shape).astype(np.float32)
+        shared: NDArray[np.float32] = np.broadcast_to(team, rewards.shape).astype(np.float32)
+        return shared
     if cfg.mode == "mixed":
-        return (cfg.weight * rewards + (1.0 - cfg.weight) * team).astype(np.float32)
+        mixed: NDArray[np.float32] = (cfg.weight * rewards + (1.0 - cfg.weight) * team).astype(
+            np.float32
+        )
+        return mixed
     if team_without is None:
         raise ConfigError("difference rewards need the counterfactual team rewards")
-    return (team - team_without).astype(np.float32)
+    diff: NDArray[np.float32] = (team - team_without).astype(np.float32)
+    return diff

@@ -98,8 +98,12 @@ class VectorWarehouse:
         return np.where(self.carrying[..., None], self.station, self.pickup)
 
     def _transition(
-        self, pos: NDArray[np.int32], actions: NDArray[np.integer], tick: NDArray[np.int64],
-        goal: NDArray[np.int32], carrying: NDArray[np.bool_],
+        self,
+        pos: NDArray[np.int32],
+        actions: NDArray[np.integer],
+        tick: NDArray[np.int64],
+        goal: NDArray[np.int32],
+        carrying: NDArray[np.bool_],
     ) -> tuple[NDArray[np.int32], NDArray[np.bool_], NDArray[np.bool_], NDArray[np.bool_]]:
         res = resolve_moves(pos, actions, self.grid.blocked, tick=tick)
         at_goal = (res.pos == goal).all(axis=-1)
@@ -110,7 +114,9 @@ class VectorWarehouse:
         acts = np.asarray(actions)
         b, n = self.num_envs, self.n_robots
         if acts.shape != (b, n):
-            raise ConfigError(f"vector step: expected actions of shape ({b}, {n}), got {acts.shape}")
+            raise ConfigError(
+                f"vector step: expected actions of shape ({b}, {n}), got {acts.shape}"
+            )
         goal = self.goal
         new_pos, picked, delivered, conflict = self._transition(
             self.pos, acts, self.tick, goal, self.carrying
@@ -128,15 +134,19 @@ class VectorWarehouse:
                 np.repeat(goal, n, axis=0),
                 np.repeat(self.carrying, n, axis=0),
             )
-            team_without = rw.individual(self.reward, delivered=vd, picked=vp, conflict=vc).sum(
-                axis=-1
-            ).reshape(b, n)
+            team_without = (
+                rw.individual(self.reward, delivered=vd, picked=vp, conflict=vc)
+                .sum(axis=-1)
+                .reshape(b, n)
+            )
         rewards = rw.combine(self.reward, ind, team_without=team_without)
         self.pos = new_pos
         self.carrying = (self.carrying | picked) & ~delivered
         n_new = int(delivered.sum())
         if n_new:
-            self.pickup[delivered] = self._pickups[self._task_rng.integers(len(self._pickups), size=n_new)]
+            self.pickup[delivered] = self._pickups[
+                self._task_rng.integers(len(self._pickups), size=n_new)
+            ]
             self.station[delivered] = self._stations[
                 self._task_rng.integers(len(self._stations), size=n_new)
             ]

@@ -7,8 +7,9 @@ only per event (an order arriving, a pickup, a delivery).
 A robot with a task heads for the order's pickup cell; standing on it, it loads and heads for the
 station; standing on the station while loaded, it delivers and becomes idle. Who serves which
 order is decided outside (``assign``) unless ``auto_assign`` is on, in which case the oldest open
-order goes to the nearest idle robot that has the required capability. With ``OrderConfig(rate=None)``
-every idle robot at once gets a fresh random task (the lifelong RWARE-style setting for training).
+order goes to the nearest idle robot that has the required capability. With
+``OrderConfig(rate=None)`` every idle robot at once gets a fresh random task (the lifelong
+RWARE-style setting for training).
 
 Scores (see :meth:`Warehouse.metrics`): throughput (deliveries per tick), on-time rate,
 priority-weighted throughput, constraint violations (``structured``: a robot without the required
@@ -174,7 +175,9 @@ class Warehouse:
         place_ss, order_ss, task_ss = np.random.SeedSequence(seed).spawn(3)
         place_rng = np.random.default_rng(place_ss)
         self.pos: NDArray[np.int32] = (
-            self._start.copy() if self._start is not None else start_cells(self.grid, n, rng=place_rng)
+            self._start.copy()
+            if self._start is not None
+            else start_cells(self.grid, n, rng=place_rng)
         )
         if self.pos.shape != (n, 2):
             raise ConfigError(f"start: expected shape ({n}, 2), got {self.pos.shape}")
@@ -244,16 +247,23 @@ class Warehouse:
             return
         if not self.config.auto_assign:
             return
-        free = set(int(i) for i in idle)
+        free = {int(i) for i in idle}
         for rec_idx in list(self.open):
             if not free:
                 break
             order = self.records[rec_idx].order
-            able = [i for i in free if order.capability is None or order.capability in self.capabilities[i]]
+            able = [
+                i
+                for i in free
+                if order.capability is None or order.capability in self.capabilities[i]
+            ]
             if not able:
                 continue
             pr, pc = order.pickup
-            best = min(able, key=lambda i: (abs(int(self.pos[i, 0]) - pr) + abs(int(self.pos[i, 1]) - pc), i))
+            best = min(
+                able,
+                key=lambda i: (abs(int(self.pos[i, 0]) - pr) + abs(int(self.pos[i, 1]) - pc), i),
+            )
             self._give(best, rec_idx)
             free.discard(best)
 
@@ -314,7 +324,7 @@ class Warehouse:
         return int(robot)
 
     def break_robot(self, robot: int | str, ticks: int) -> None:
-        """Fault injection: the robot stops for ``ticks`` ticks (its order goes back if unloaded)."""
+        """Fault injection: the robot stops for ``ticks`` ticks; an unloaded order goes back."""
         r = self.robot_index(robot)
         self.broken_until[r] = self.tick + ticks - 1
         self.unassign(r)
@@ -360,8 +370,11 @@ class Warehouse:
         variants = np.broadcast_to(np.asarray(actions), (n, n)).copy()
         variants[np.arange(n), np.arange(n)] = WAIT
         res, picked, delivered = self._transition(actions, variants=variants)
-        ind = rw.individual(self.config.reward, delivered=delivered, picked=picked, conflict=res.conflict)
-        return ind.sum(axis=-1)
+        ind = rw.individual(
+            self.config.reward, delivered=delivered, picked=picked, conflict=res.conflict
+        )
+        team: NDArray[np.float32] = ind.sum(axis=-1, dtype=np.float32)
+        return team
 
     def step(self, actions: NDArray[np.integer] | Sequence[int]) -> StepResult:
         """Advance one tick with one action per robot (ids 0..4)."""
@@ -372,7 +385,9 @@ class Warehouse:
         if ((acts < 0) | (acts > 4)).any():
             raise ConfigError(f"step: action ids must be in 0..4, got {acts.tolist()}")
         team_without = (
-            self.counterfactual_team_rewards(acts) if self.config.reward.mode == "difference" else None
+            self.counterfactual_team_rewards(acts)
+            if self.config.reward.mode == "difference"
+            else None
         )
         res, picked_m, delivered_m = self._transition(acts)
         picked_m, delivered_m = picked_m[0], delivered_m[0]

@@ -11,7 +11,6 @@ import json
 import logging
 import sys
 import time
-from pathlib import Path
 from typing import Annotated, Any
 
 import numpy as np
@@ -28,7 +27,9 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
-bench_app = typer.Typer(help="The project's own benchmarks, as a table or JSON.", no_args_is_help=True)
+bench_app = typer.Typer(
+    help="The project's own benchmarks, as a table or JSON.", no_args_is_help=True
+)
 app.add_typer(bench_app, name="bench")
 
 console = Console()
@@ -40,12 +41,17 @@ EXIT_BAD_INPUT = 2
 
 @app.callback()
 def _main(
-    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks instead of one-line errors.")] = False,
+    debug: Annotated[
+        bool, typer.Option("--debug", help="Show tracebacks instead of one-line errors.")
+    ] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log at INFO level.")] = False,
 ) -> None:
     """fleetmind: planner (LLM or solver), executor (RL or shortest path), shield (rules)."""
     _state["debug"] = debug
-    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
 
 
 def _print_json(data: Any) -> None:
@@ -54,7 +60,9 @@ def _print_json(data: Any) -> None:
 
 @app.command()
 def demo(
-    map_name: Annotated[str, typer.Option("--map", help="Preset name, map file, or rware layout.")] = "warehouse-small",
+    map_name: Annotated[
+        str, typer.Option("--map", help="Preset name, map file, or rware layout.")
+    ] = "warehouse-small",
     robots: Annotated[int, typer.Option(help="Number of robots.")] = 8,
     steps: Annotated[int, typer.Option(help="Ticks to simulate.")] = 300,
     seed: Annotated[int, typer.Option(help="Root seed.")] = 0,
@@ -95,12 +103,20 @@ def demo(
     table = Table(title="KPIs")
     table.add_column("metric")
     table.add_column("value", justify="right")
-    for key in ("tasks_completed", "throughput", "on_time_rate", "priority_weighted_throughput",
-                "collision_attempts", "wall_bumps"):
+    for key in (
+        "tasks_completed",
+        "throughput",
+        "on_time_rate",
+        "priority_weighted_throughput",
+        "collision_attempts",
+        "wall_bumps",
+    ):
         value = m[key]
         table.add_row(key, f"{value:.4f}" if isinstance(value, float) else str(value))
     table.add_row("constraint_violations", json.dumps(m["constraint_violations"]))
-    table.add_row("step_latency_ms p50/p95/p99", "/".join(f"{v:.2f}" for v in m["step_latency_ms"].values()))
+    table.add_row(
+        "step_latency_ms p50/p95/p99", "/".join(f"{v:.2f}" for v in m["step_latency_ms"].values())
+    )
     console.print(table)
 
 

@@ -20,14 +20,16 @@ LORR = Path(__file__).resolve().parents[2].parent / "shared" / "maps" / "lorr"
 
 @pytest.mark.parametrize("obs", ["local", "tabular"])
 def test_parallel_env_passes_pettingzoo_api_test(obs: str) -> None:
-    parallel_api_test(make_parallel("warehouse-tiny", 3, seed=0, max_steps=40, obs=obs), num_cycles=50)
+    parallel_api_test(
+        make_parallel("warehouse-tiny", 3, seed=0, max_steps=40, obs=obs), num_cycles=50
+    )
 
 
 def test_time_limit_is_truncation_not_termination() -> None:
     env = make_parallel("warehouse-tiny", 2, max_steps=5)
     env.reset(seed=0)
     for _ in range(5):
-        _, _, term, trunc, _ = env.step({a: 0 for a in env.agents})
+        _, _, term, trunc, _ = env.step(dict.fromkeys(env.agents, 0))
     assert not any(term.values())
     assert all(trunc.values())
     assert env.agents == []
@@ -72,7 +74,13 @@ class _LeakyEnv:
         self.t += 1
         # Identical for the first 10 steps, then random: a one-step seed test would miss it.
         obs = 0 if self.t < 10 else int(self._noise.integers(1 << 30))
-        return {"robot_0": obs}, {"robot_0": 0.0}, {"robot_0": False}, {"robot_0": False}, {"robot_0": {}}
+        return (
+            {"robot_0": obs},
+            {"robot_0": 0.0},
+            {"robot_0": False},
+            {"robot_0": False},
+            {"robot_0": {}},
+        )
 
 
 def test_checker_catches_a_nondeterministic_env() -> None:
@@ -85,8 +93,10 @@ def test_vector_env_shapes_and_autoreset() -> None:
     obs, _ = env.reset()
     assert obs.shape == (3, 5, observe.local_size(2))
     for _ in range(4):
-        obs, rew, term, trunc, info = env.step(np.zeros((3, 5), dtype=int))
-    assert rew.shape == (3, 5) and trunc.all() and not term.any()
+        obs, rew, term, trunc, _info = env.step(np.zeros((3, 5), dtype=int))
+    assert rew.shape == (3, 5)
+    assert trunc.all()
+    assert not term.any()
     assert (env.sim.tick == 0).all()
     assert env.global_state().shape[0] == 3
 
@@ -106,7 +116,12 @@ def test_vector_and_single_env_share_dynamics() -> None:
             for i in range(2):
                 dmap = oracle.to(tuple(s.goal[b, i]))
                 cand = [
-                    (dmap[tuple(s.pos[b, i] + DELTAS[a])] if grid.is_free(tuple(s.pos[b, i] + DELTAS[a])) else 1 << 30, a)
+                    (
+                        dmap[tuple(s.pos[b, i] + DELTAS[a])]
+                        if grid.is_free(tuple(s.pos[b, i] + DELTAS[a]))
+                        else 1 << 30,
+                        a,
+                    )
                     for a in range(5)
                 ]
                 acts[b, i] = min(cand)[1]
@@ -117,7 +132,9 @@ def test_vector_and_single_env_share_dynamics() -> None:
     assert delivered > 0
 
 
-@pytest.mark.parametrize("name", ["warehouse_small.map", "warehouse_large.map", "sortation_large.map"])
+@pytest.mark.parametrize(
+    "name", ["warehouse_small.map", "warehouse_large.map", "sortation_large.map"]
+)
 def test_real_lorr_maps_load_and_run(name: str) -> None:
     path = LORR / name
     if not path.exists():
@@ -125,5 +142,5 @@ def test_real_lorr_maps_load_and_run(name: str) -> None:
     env = make_parallel(str(path), 50, seed=0, max_steps=20)
     env.reset()
     for _ in range(20):
-        env.step({a: 2 for a in env.agents})
+        env.step(dict.fromkeys(env.agents, 2))
     assert len({tuple(p) for p in env.world.pos.tolist()}) == 50

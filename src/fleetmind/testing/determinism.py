@@ -53,9 +53,7 @@ def _kind(env: Any) -> str:
 
 def _sample_actions(env: Any, kind: str, rng: np.random.Generator) -> Any:
     if kind == "parallel":
-        return {
-            a: int(rng.integers(env.action_space(a).n)) for a in env.agents
-        }
+        return {a: int(rng.integers(env.action_space(a).n)) for a in env.agents}
     if kind == "vector":
         return rng.integers(env.n_actions, size=(env.num_envs, env.n_robots))
     return int(rng.integers(env.action_space.n))

@@ -1,0 +1,541 @@
+"""The shield: turns each robot's ranking of its 5 actions into one collision-free joint move.
+
+The algorithm is one step of PIBT (Okumura et al., "Priority Inheritance with Backtracking for
+Iterative Multi-agent Path Finding", IJCAI 2019 / AIJ 2022):
+
+1. Robots are taken in priority order (higher first, ties by robot index).
+2. A robot that has not planned yet tries its candidate cells in its preference order. A cell is
+   skipped if it is a wall, off the grid, forbidden (unless the robot waits where it is), already
+   reserved for the next tick (vertex conflict), or the current cell of the robot that pushed it
+   (that would be a swap).
+3. If the chosen cell holds a robot that has not planned yet, that robot inherits the priority and
+   must plan now, with the pusher's current cell excluded. If it finds no cell it stays, the pusher
+   loses that cell and backtracks to its next candidate.
+4. A robot left with no candidate stays. This is always possible for the robot that started a push
+   chain: nobody can have reserved its cell without pushing it first.
+
+The result never has a vertex conflict, a swap, or a move into a wall or a forbidden cell;
+following a robot that moves away and rotations of three or more robots are allowed. The push
+chain runs on an explicit stack, so a chain through a thousand robots needs no deep recursion.
+
+Deadlock escape: the shield owns a :class:`~fleetmind.safety.deadlock.DeadlockMonitor`. When
+``resolve`` is given each robot's distance to target, robots that have made no progress for
+``deadlock_window`` ticks are reported and escape for ``escape_ticks`` ticks: they plan before
+every other robot (among themselves, robots that escaped less often first, then a seeded random
+order), and robots they push step sideways (off the pusher's line of travel) before they retreat,
+which is how a robot pushed down a corridor finds a side pocket.
+
+Performance: static legality of the 5 moves of all robots is computed with numpy in one pass; the
+push loop reads Python lists (scalar access to a list is several times faster than to a numpy
+array). The occupancy tables are kept between calls and only the cells touched by a call are
+cleared, so nothing proportional to the grid size is rebuilt per tick.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Final
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from fleetmind.errors import ConfigError, FleetmindError
+from fleetmind.safety.deadlock import DeadlockMonitor
+from fleetmind.sim.grid import DELTAS, DOWN, LEFT, N_ACTIONS, RIGHT, UP, WAIT, Cell, GridMap
+
+logger = logging.getLogger(__name__)
+
+# Order in which actions missing from a preference row are appended: moves first, WAIT last
+# (a robot always has WAIT as its final, safe fallback).
+FILL_ORDER: Final[tuple[int, ...]] = (UP, DOWN, LEFT, RIGHT, WAIT)
+
+# Rule names, the keys of ShieldDecision.rule_counts. The first group explains why an intervened
+# robot did not get its first choice (exactly one per intervened robot); the last two count events.
+RULES: Final[tuple[str, ...]] = (
+    "wall",
+    "forbidden",
+    "vertex",
+    "swap",
+    "yield",
+    "broken",
+    "invalid_preference",
+    "sanitised",
+    "deadlock_escape",
+)
+
+# Reason codes used inside the push loop (indices into _REASON_NAMES).
+_OK: Final = 0
+_WALL: Final = 1
+_FORBIDDEN: Final = 2
+_VERTEX: Final = 3
+_SWAP: Final = 4
+_YIELD: Final = 5
+_BROKEN: Final = 6
+_INVALID: Final = 7
+_REASON_NAMES: Final[tuple[str, ...]] = (
+    "",
+    "wall",
+    "forbidden",
+    "vertex",
+    "swap",
+    "yield",
+    "broken",
+    "invalid_preference",
+)
+
+# Moves perpendicular to each action: where a pushed robot steps aside during a deadlock escape.
+_SIDEWAYS: Final[tuple[frozenset[int], ...]] = (
+    frozenset(),
+    frozenset((LEFT, RIGHT)),
+    frozenset((LEFT, RIGHT)),
+    frozenset((UP, DOWN)),
+    frozenset((UP, DOWN)),
+)
+
+
+class ShieldInputError(FleetmindError, ValueError):
+    """The arrays handed to :meth:`Shield.resolve` are malformed (the message names the field)."""
+
+
+@dataclass(frozen=True)
+class ShieldDecision:
+    """The shield's answer for one tick.
+
+    Attributes:
+        actions: ``(N,)`` int64, the action each robot executes; the joint move is collision-free.
+        intervened: ``(N,)`` bool, True where the executed action differs from the first entry of
+            the robot's preference row as given (an out-of-range first entry always counts).
+        rule_counts: how many robots each rule touched this tick; every name in :data:`RULES` is
+            present. ``wall``/``forbidden``/``vertex``/``swap``/``yield``/``broken``/
+            ``invalid_preference`` give, for each intervened robot, why its first choice was not
+            executed (``yield``: it wanted to wait but was pushed away; ``broken``: the robot is
+            broken, or its first choice was a broken robot's cell). ``sanitised`` counts preference
+            rows that had to be repaired, ``deadlock_escape`` the escapes started this tick.
+        stuck: robots the deadlock monitor reported this tick (forward these to the planner).
+        escaping: ``(N,)`` bool, robots in escape mode this tick.
+    """
+
+    actions: NDArray[np.int64]
+    intervened: NDArray[np.bool_]
+    rule_counts: dict[str, int]
+    stuck: tuple[int, ...] = ()
+    escaping: NDArray[np.bool_] = field(default_factory=lambda: np.zeros(0, dtype=bool))
+
+
+def sanitise_preferences(preferences: ArrayLike) -> tuple[NDArray[np.int64], NDArray[np.bool_]]:
+    """Repair preference rows into permutations of the 5 action ids.
+
+    Invalid entries (out of range) and repeats are dropped, keeping the first occurrence; the
+    missing actions are appended in :data:`FILL_ORDER` (moves, then WAIT last).
+
+    Args:
+        preferences: ``(N, K)`` integer rankings, best first, ``K >= 1``.
+
+    Returns:
+        ``(ranked, repaired)``: ``(N, 5)`` int64 permutations, and ``(N,)`` bool marking the rows
+        that were not already a permutation of ``0..4``.
+
+    Raises:
+        ShieldInputError: when ``preferences`` is not a 2-D integer array.
+    """
+    raw = np.asarray(preferences)
+    if raw.ndim != 2 or raw.shape[1] < 1:
+        raise ShieldInputError(f"preferences: expected shape (N, 5), got {raw.shape}")
+    if raw.size and not np.issubdtype(raw.dtype, np.integer):
+        raise ShieldInputError(f"preferences: expected integer action ids, got dtype {raw.dtype}")
+    n = raw.shape[0]
+    raw = raw.astype(np.int64, copy=False)
+    if raw.shape[1] == N_ACTIONS:
+        ok = (np.sort(raw, axis=1) == np.arange(N_ACTIONS)).all(axis=1)
+    else:
+        ok = np.zeros(n, dtype=bool)
+    ranked = np.empty((n, N_ACTIONS), dtype=np.int64)
+    if raw.shape[1] == N_ACTIONS:
+        ranked[ok] = raw[ok]
+    for i in np.flatnonzero(~ok).tolist():
+        row: list[int] = []
+        for a in raw[i].tolist():
+            if 0 <= a < N_ACTIONS and a not in row:
+                row.append(a)
+        row.extend(a for a in FILL_ORDER if a not in row)
+        ranked[i] = row
+    return ranked, ~ok
+
+
+class Shield:
+    """Collision-free joint moves from per-robot action rankings (one step of PIBT).
+
+    Args:
+        grid: the map; its blocked cells are walls.
+        forbidden: cells treated like walls (maintenance zones); robots already on one may wait
+            there or leave but no robot enters one.
+        deadlock_window: ticks without progress before a robot is reported stuck.
+        escape_ticks: how long a stuck robot stays in escape mode; ``deadlock_window`` when None.
+        seed: seed or generator for the random order among escaping robots.
+
+    Raises:
+        ConfigError: when a forbidden cell is off the grid or a setting is out of range.
+    """
+
+    def __init__(
+        self,
+        grid: GridMap,
+        *,
+        forbidden: Iterable[Cell] = (),
+        deadlock_window: int = 8,
+        escape_ticks: int | None = None,
+        seed: int | np.random.Generator | None = 0,
+    ) -> None:
+        self.grid = grid
+        height, width = grid.shape
+        self._height = height
+        self._width = width
+        self._blocked_flat: NDArray[np.bool_] = np.ascontiguousarray(grid.blocked, dtype=bool)
+        self._blocked_flat = self._blocked_flat.reshape(-1)
+        self._forbidden_flat: NDArray[np.bool_] = np.zeros(height * width, dtype=bool)
+        self.set_forbidden(forbidden)
+        self.monitor = DeadlockMonitor(window=deadlock_window)
+        ticks = deadlock_window if escape_ticks is None else escape_ticks
+        if int(ticks) < 1:
+            raise ConfigError(f"escape_ticks: must be at least 1, got {ticks}")
+        self.escape_ticks = int(ticks)
+        self._rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+        # Occupancy tables over flat cell indices, -1 where empty. Kept between calls; each call
+        # clears exactly the entries it wrote.
+        self._occ_now: list[int] = [-1] * (height * width)
+        self._occ_next: list[int] = [-1] * (height * width)
+        # Escape state, sized to the fleet on first use.
+        self._escape_left: NDArray[np.int64] = np.zeros(0, dtype=np.int64)  # (N,)
+        self._escape_rank: NDArray[np.float64] = np.zeros(0, dtype=np.float64)  # (N,)
+        self._escape_count: NDArray[np.int64] = np.zeros(0, dtype=np.int64)  # (N,)
+
+    @property
+    def forbidden(self) -> list[Cell]:
+        """The forbidden cells, in reading order."""
+        flat = np.flatnonzero(self._forbidden_flat)
+        return [(int(f // self._width), int(f % self._width)) for f in flat]
+
+    def set_forbidden(self, cells: Iterable[Cell]) -> None:
+        """Replace the set of forbidden cells.
+
+        Args:
+            cells: ``(row, col)`` cells no robot may enter from now on.
+
+        Raises:
+            ConfigError: when a cell is off the grid.
+        """
+        mask = np.zeros(self._height * self._width, dtype=bool)
+        for k, cell in enumerate(cells):
+            r, c = int(cell[0]), int(cell[1])
+            if not (0 <= r < self._height and 0 <= c < self._width):
+                raise ConfigError(
+                    f"forbidden[{k}]: cell ({r}, {c}) is off the {self._height}x{self._width} grid"
+                )
+            mask[r * self._width + c] = True
+        self._forbidden_flat = mask
+
+    def start_escape(self, robots: Iterable[int]) -> None:
+        """Put robots into escape mode for ``escape_ticks`` ticks (e.g. on a planner's request).
+
+        Args:
+            robots: robot indices; they must be valid for the fleet of the last ``resolve`` call.
+        """
+        idx = np.asarray(list(robots), dtype=np.int64)
+        if idx.size == 0:
+            return
+        # Fewer earlier escapes first; a seeded random order among equals.
+        self._escape_rank[idx] = -self._escape_count[idx] + self._rng.random(idx.size)
+        self._escape_count[idx] += 1
+        self._escape_left[idx] = self.escape_ticks
+        logger.debug("deadlock escape for robots %s", idx.tolist())
+
+    def _fit_fleet(self, n: int) -> None:
+        if self._escape_left.shape != (n,):
+            if self._escape_left.size:
+                logger.info("fleet size changed to %d: escape state reset", n)
+            self._escape_left = np.zeros(n, dtype=np.int64)
+            self._escape_rank = np.zeros(n, dtype=np.float64)
+            self._escape_count = np.zeros(n, dtype=np.int64)
+
+    def _check_positions(self, positions: ArrayLike) -> NDArray[np.int64]:
+        pos = np.asarray(positions)
+        if pos.ndim != 2 or pos.shape[1] != 2:
+            raise ShieldInputError(f"positions: expected shape (N, 2), got {pos.shape}")
+        if pos.size and not np.issubdtype(pos.dtype, np.integer):
+            raise ShieldInputError(f"positions: expected integer cells, got dtype {pos.dtype}")
+        pos = pos.astype(np.int64, copy=False)
+        outside = (
+            (pos[:, 0] < 0)
+            | (pos[:, 0] >= self._height)
+            | (pos[:, 1] < 0)
+            | (pos[:, 1] >= self._width)
+        )
+        if outside.any():
+            i = int(np.flatnonzero(outside)[0])
+            raise ShieldInputError(
+                f"positions[{i}]: cell {tuple(pos[i].tolist())} is off the "
+                f"{self._height}x{self._width} grid"
+            )
+        flat = pos[:, 0] * self._width + pos[:, 1]
+        on_wall = self._blocked_flat[flat]
+        if on_wall.any():
+            i = int(np.flatnonzero(on_wall)[0])
+            raise ShieldInputError(f"positions[{i}]: cell {tuple(pos[i].tolist())} is blocked")
+        if flat.size > 1:
+            srt = np.sort(flat)
+            dup = srt[1:] == srt[:-1]
+            if dup.any():
+                cell = int(srt[1:][dup][0])
+                robots = np.flatnonzero(flat == cell).tolist()
+                raise ShieldInputError(
+                    f"positions{robots}: robots share cell "
+                    f"({cell // self._width}, {cell % self._width})"
+                )
+        return pos
+
+    def resolve(
+        self,
+        positions: ArrayLike,
+        preferences: ArrayLike,
+        *,
+        priorities: ArrayLike | None = None,
+        broken: ArrayLike | None = None,
+        dist_to_target: ArrayLike | None = None,
+        active: ArrayLike | None = None,
+    ) -> ShieldDecision:
+        """Choose one collision-free joint move for one tick.
+
+        Args:
+            positions: ``(N, 2)`` int, distinct free cells ``(row, col)``.
+            preferences: ``(N, 5)`` int, each robot's ranking of the action ids, best first.
+                Garbage is repaired by :func:`sanitise_preferences`.
+            priorities: ``(N,)`` float, higher plans first; ties go to the lower robot index.
+                All equal when None.
+            broken: ``(N,)`` bool, robots that never move and are obstacles.
+            dist_to_target: ``(N,)`` int, each robot's distance to its target; when given, the
+                deadlock monitor is updated and stuck robots start an escape.
+            active: ``(N,)`` bool, robots that have a target (for the deadlock monitor).
+
+        Returns:
+            The decision; ``actions`` never contains a vertex conflict, a swap, or a move into a
+            wall, off the grid or into a forbidden cell, and broken robots always wait.
+
+        Raises:
+            ShieldInputError: when an array has the wrong shape or type, a position is off the
+                grid or blocked, two robots share a cell, or a priority is not finite.
+        """
+        pos = self._check_positions(positions)
+        n = pos.shape[0]
+        raw_prefs = np.asarray(preferences)
+        if raw_prefs.ndim != 2 or raw_prefs.shape[0] != n:
+            raise ShieldInputError(
+                f"preferences: expected shape ({n}, 5) to match positions, got {raw_prefs.shape}"
+            )
+        ranked, repaired = sanitise_preferences(raw_prefs)
+        if priorities is None:
+            prio = np.zeros(n, dtype=np.float64)
+        else:
+            prio = np.asarray(priorities, dtype=np.float64)
+            if prio.shape != (n,):
+                raise ShieldInputError(f"priorities: expected shape ({n},), got {prio.shape}")
+            if not np.isfinite(prio).all():
+                i = int(np.flatnonzero(~np.isfinite(prio))[0])
+                raise ShieldInputError(f"priorities[{i}]: must be finite, got {prio[i]}")
+        if broken is None:
+            brk = np.zeros(n, dtype=bool)
+        else:
+            brk = np.asarray(broken, dtype=bool)
+            if brk.shape != (n,):
+                raise ShieldInputError(f"broken: expected shape ({n},), got {brk.shape}")
+
+        self._fit_fleet(n)
+        stuck: list[int] = []
+        if dist_to_target is not None:
+            try:
+                stuck = self.monitor.update(dist_to_target, active)
+            except ValueError as exc:
+                raise ShieldInputError(str(exc)) from exc
+            fresh = [i for i in stuck if not brk[i]]
+            self.start_escape(fresh)
+        escaping = (self._escape_left > 0) & ~brk
+
+        # Plan order: escaping robots first (by escape rank), then by priority, then by index.
+        rank = np.where(escaping, self._escape_rank, 0.0)
+        order = np.lexsort((np.arange(n), -prio, -rank, ~escaping))
+
+        # Static legality of each robot's 5 moves: 0 ok, _WALL, _FORBIDDEN.
+        target = pos[:, None, :] + DELTAS[None, :, :].astype(np.int64)  # (N, 5, 2)
+        rows, cols = target[..., 0], target[..., 1]
+        inside = (rows >= 0) & (rows < self._height) & (cols >= 0) & (cols < self._width)
+        flat = np.where(inside, rows * self._width + cols, 0)  # (N, 5)
+        code = np.where(
+            ~inside | self._blocked_flat[flat],
+            _WALL,
+            np.where(self._forbidden_flat[flat], _FORBIDDEN, _OK),
+        )
+        code[:, WAIT] = _OK  # waiting is always legal, even on a forbidden cell
+
+        actions, reasons = self._pibt(
+            cur=(pos[:, 0] * self._width + pos[:, 1]).tolist(),
+            target=flat.tolist(),
+            code=code.tolist(),
+            cands=ranked.tolist(),
+            order=order.tolist(),
+            broken=brk.tolist(),
+            escaping=escaping.tolist(),
+        )
+
+        act = np.asarray(actions, dtype=np.int64)
+        first = raw_prefs[:, 0].astype(np.int64) if raw_prefs.shape[1] else np.full(n, -1)
+        intervened = act != first
+        first_invalid = (first < 0) | (first >= N_ACTIONS)
+        counts = dict.fromkeys(RULES, 0)
+        for i in np.flatnonzero(intervened).tolist():
+            if brk[i]:
+                reason = _BROKEN
+            elif first_invalid[i]:
+                reason = _INVALID
+            else:
+                reason = reasons[i]
+                # The first choice was executed only if reasons stayed _OK; a robot whose
+                # tentative first cell was lost to a push that failed is a vertex conflict.
+                if reason == _OK:
+                    reason = _VERTEX
+            counts[_REASON_NAMES[reason]] += 1
+        counts["sanitised"] = int(repaired.sum())
+        counts["deadlock_escape"] = len(stuck) - int(brk[stuck].sum()) if stuck else 0
+
+        self._escape_left = np.maximum(self._escape_left - 1, 0)
+        act.flags.writeable = False
+        intervened.flags.writeable = False
+        escaping.flags.writeable = False
+        return ShieldDecision(
+            actions=act,
+            intervened=intervened,
+            rule_counts=counts,
+            stuck=tuple(stuck),
+            escaping=escaping,
+        )
+
+    def _pibt(
+        self,
+        *,
+        cur: list[int],
+        target: list[list[int]],
+        code: list[list[int]],
+        cands: list[list[int]],
+        order: list[int],
+        broken: list[bool],
+        escaping: list[bool],
+    ) -> tuple[list[int], list[int]]:
+        """Run one PIBT step on flat cell indices.
+
+        Args:
+            cur: ``N`` current flat cells.
+            target: ``N x 5`` flat target cell of each action (0 where off the grid).
+            code: ``N x 5`` static legality of each action (``_OK``, ``_WALL``, ``_FORBIDDEN``).
+            cands: ``N x 5`` sanitised preference rows; rows of pushed robots may be reordered.
+            order: robot indices in planning order.
+            broken: ``N`` flags of broken robots.
+            escaping: ``N`` flags of escaping robots.
+
+        Returns:
+            ``(actions, reasons)``: the action of each robot, and the reason code of the first
+            rule that rejected its first choice (``_OK`` when none did).
+        """
+        n = len(cur)
+        occ_now = self._occ_now
+        occ_next = self._occ_next
+        nxt = [-1] * n  # planned flat cell, -1 while unplanned
+        act = [WAIT] * n
+        parent = [-1] * n
+        tried = [0] * n  # how many candidates each robot has tried
+        reasons = [_OK] * n
+        sideways = _SIDEWAYS
+        try:
+            for i in range(n):
+                occ_now[cur[i]] = i
+            for i in range(n):
+                if broken[i]:
+                    nxt[i] = cur[i]
+                    occ_next[cur[i]] = i
+
+            for root in order:
+                if nxt[root] != -1:
+                    continue
+                escape = escaping[root]
+                parent[root] = -1
+                stack = [root]
+                while stack:
+                    i = stack[-1]
+                    cand = cands[i]
+                    tgt = target[i]
+                    legal = code[i]
+                    p = parent[i]
+                    p_cell = cur[p] if p >= 0 else -1
+                    k = tried[i]
+                    pushed = -1
+                    done = False
+                    while k < N_ACTIONS:
+                        a = cand[k]
+                        k += 1
+                        bad = legal[a]
+                        if not bad:
+                            v = tgt[a]
+                            holder = occ_next[v]
+                            if holder != -1:
+                                if holder == p and a == WAIT:
+                                    bad = _YIELD
+                                elif broken[holder]:
+                                    bad = _BROKEN
+                                else:
+                                    bad = _VERTEX
+                            elif v == p_cell:
+                                bad = _SWAP
+                        if bad:
+                            if k == 1:
+                                reasons[i] = bad
+                            continue
+                        occ_next[v] = i
+                        nxt[i] = v
+                        act[i] = a
+                        j = occ_now[v]
+                        if j != -1 and j != i and nxt[j] == -1:
+                            parent[j] = i
+                            tried[j] = 0
+                            if escape:
+                                side = sideways[a]
+                                row = cands[j]
+                                cands[j] = [b for b in row if b in side] + [
+                                    b for b in row if b not in side
+                                ]
+                            pushed = j
+                        else:
+                            done = True
+                        break
+                    tried[i] = k
+                    if pushed >= 0:
+                        stack.append(pushed)
+                    elif done:
+                        # Success propagates: every robot on the stack keeps its cell.
+                        break
+                    else:
+                        # No cell left: stay. Only the pusher can hold this cell right now.
+                        c = cur[i]
+                        assert occ_next[c] in (-1, p), "PIBT invariant: own cell taken"
+                        occ_next[c] = i
+                        nxt[i] = c
+                        act[i] = WAIT
+                        stack.pop()
+        except BaseException:
+            # Tentative reservations may be left anywhere: start the tables afresh.
+            size = self._height * self._width
+            self._occ_now = [-1] * size
+            self._occ_next = [-1] * size
+            raise
+        for i in range(n):
+            occ_now[cur[i]] = -1
+            occ_next[nxt[i]] = -1
+        return act, reasons

@@ -1,0 +1,132 @@
+"""An independent checker of one joint move: the referee the shield is tested against.
+
+This module deliberately shares no code with :mod:`fleetmind.safety.shield`. It is written to be
+obviously right rather than fast: plain dictionaries over robot indices. The evaluation tier uses
+it to count executed collisions; the tests use it to check every joint move the shield returns.
+
+Rules checked (the simulator's collision semantics):
+
+- ``invalid_action``: an action id outside ``0..4``;
+- ``out_of_bounds``: a move off the grid;
+- ``wall``: a move onto a blocked cell;
+- ``forbidden``: a move onto a forbidden cell (only when ``forbidden`` is given; a robot already
+  on a forbidden cell may wait there or leave);
+- ``vertex``: two or more robots end the tick on one cell;
+- ``swap``: two robots exchange cells.
+
+A robot whose move is illegal (the first four rules) is taken to stay where it is for the vertex
+and swap checks, as the simulator would leave it. Following a robot that moves away, and rotations
+of three or more robots, are not conflicts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from fleetmind.errors import FleetmindError
+from fleetmind.sim.grid import Cell, GridMap
+
+ConflictKind = Literal["invalid_action", "out_of_bounds", "wall", "forbidden", "vertex", "swap"]
+
+# (row, col) offset of each action id; written out again here on purpose so the checker does not
+# depend on the constants the shield uses.
+_OFFSETS: dict[int, tuple[int, int]] = {0: (0, 0), 1: (-1, 0), 2: (1, 0), 3: (0, -1), 4: (0, 1)}
+
+
+class VerifyInputError(FleetmindError, ValueError):
+    """The positions or actions handed to :func:`conflicts` are malformed."""
+
+
+@dataclass(frozen=True)
+class Conflict:
+    """One broken rule in a joint move.
+
+    Attributes:
+        kind: which rule is broken.
+        robots: the robot indices involved, ascending.
+        cell: the cell at fault (the shared cell for ``vertex``, the target cell for illegal
+            moves, the first robot's start cell for ``swap``).
+    """
+
+    kind: ConflictKind
+    robots: tuple[int, ...]
+    cell: Cell
+
+
+def conflicts(
+    grid: GridMap,
+    positions: ArrayLike,
+    actions: ArrayLike,
+    *,
+    forbidden: Iterable[Cell] = (),
+) -> list[Conflict]:
+    """List every rule the joint move ``actions`` breaks when taken from ``positions``.
+
+    Args:
+        grid: the map.
+        positions: ``(N, 2)`` integer cells ``(row, col)``, one per robot.
+        actions: ``(N,)`` action ids, one per robot.
+        forbidden: cells no robot may enter this tick.
+
+    Returns:
+        The conflicts, in a deterministic order (illegal moves by robot, then vertex conflicts by
+        cell, then swaps by robot pair). Empty when the joint move is safe.
+
+    Raises:
+        VerifyInputError: when the shapes do not match.
+    """
+    pos = np.asarray(positions)
+    act = np.asarray(actions)
+    if pos.ndim != 2 or pos.shape[1] != 2:
+        raise VerifyInputError(f"positions: expected shape (N, 2), got {pos.shape}")
+    if act.shape != (pos.shape[0],):
+        raise VerifyInputError(f"actions: expected shape ({pos.shape[0]},), got {act.shape}")
+    height, width = grid.shape
+    banned = {(int(r), int(c)) for r, c in forbidden}
+    starts: list[Cell] = [(int(r), int(c)) for r, c in pos.tolist()]
+    found: list[Conflict] = []
+
+    ends: list[Cell] = []
+    for i, (start, raw) in enumerate(zip(starts, act.tolist(), strict=True)):
+        action = int(raw)
+        if action not in _OFFSETS:
+            found.append(Conflict("invalid_action", (i,), start))
+            ends.append(start)
+            continue
+        dr, dc = _OFFSETS[action]
+        end = (start[0] + dr, start[1] + dc)
+        if action == 0:
+            ends.append(start)
+        elif not (0 <= end[0] < height and 0 <= end[1] < width):
+            found.append(Conflict("out_of_bounds", (i,), end))
+            ends.append(start)
+        elif bool(grid.blocked[end]):
+            found.append(Conflict("wall", (i,), end))
+            ends.append(start)
+        elif end in banned:
+            found.append(Conflict("forbidden", (i,), end))
+            ends.append(start)
+        else:
+            ends.append(end)
+
+    by_cell: dict[Cell, list[int]] = {}
+    for i, end in enumerate(ends):
+        by_cell.setdefault(end, []).append(i)
+    for cell in sorted(by_cell):
+        robots = by_cell[cell]
+        if len(robots) > 1:
+            found.append(Conflict("vertex", tuple(robots), cell))
+
+    start_owner = {cell: i for i, cell in enumerate(starts)}
+    for i, (start, end) in enumerate(zip(starts, ends, strict=True)):
+        if start == end:
+            continue
+        j = start_owner.get(end)
+        if j is not None and j > i and ends[j] == start:
+            found.append(Conflict("swap", (i, j), start))
+    return found

@@ -91,7 +91,7 @@ def test_checker_catches_a_nondeterministic_env() -> None:
 def test_vector_env_shapes_and_autoreset() -> None:
     env = make_vector("warehouse-small", 5, 3, max_steps=4, seed=2)
     obs, _ = env.reset()
-    assert obs.shape == (3, 5, observe.local_size(2))
+    assert obs.shape == (3, 5, observe.local_size(2, heuristic=True))
     for _ in range(4):
         obs, rew, term, trunc, _info = env.step(np.zeros((3, 5), dtype=int))
     assert rew.shape == (3, 5)
@@ -144,3 +144,21 @@ def test_real_lorr_maps_load_and_run(name: str) -> None:
     for _ in range(20):
         env.step(dict.fromkeys(env.agents, 2))
     assert len({tuple(p) for p in env.world.pos.tolist()}) == 50
+
+
+def test_heuristic_values_point_along_shortest_paths() -> None:
+    env = make_vector("warehouse-small", 6, 2, seed=4)
+    obs, _ = env.reset()
+    heur = obs[..., -5:]
+    oracle = DistanceOracle(env.grid)
+    s = env.sim
+    for b in range(2):
+        for i in range(6):
+            here = oracle.between(tuple(s.pos[b, i]), tuple(s.goal[b, i]))
+            for a in range(1, 5):
+                nxt = tuple(s.pos[b, i] + DELTAS[a])
+                if not env.grid.is_free(nxt):
+                    assert heur[b, i, a] == 2.0
+                else:
+                    assert heur[b, i, a] == np.sign(oracle.between(nxt, tuple(s.goal[b, i])) - here)
+            assert heur[b, i, 0] == 0.0

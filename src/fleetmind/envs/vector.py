@@ -22,6 +22,7 @@ from numpy.typing import NDArray
 
 from fleetmind.envs.warehouse import resolve_map
 from fleetmind.sim import observe as obs_mod
+from fleetmind.sim.distances import DistanceOracle
 from fleetmind.sim.grid import GridMap
 from fleetmind.sim.maps import require_tasks
 from fleetmind.sim.rewards import RewardConfig
@@ -40,6 +41,7 @@ class WarehouseVectorEnv:
         max_steps: int = 500,
         reward_mode: str = "individual",
         radius: int = 2,
+        heuristic: bool = True,
         observe: bool = True,
         seed: int | None = None,
     ) -> None:
@@ -56,7 +58,9 @@ class WarehouseVectorEnv:
             reward=RewardConfig.parse(reward_mode),
             seed=seed,
         )
-        self._observer = obs_mod.LocalObserver(grid.blocked, grid.pickups, radius)
+        self._observer = obs_mod.LocalObserver(
+            grid.blocked, grid.pickups, radius, oracle=DistanceOracle(grid) if heuristic else None
+        )
         self.obs_size = self._observer.size
         self.n_actions = 5
         self._seed = seed
@@ -111,6 +115,6 @@ def make_vector(
         robots: robots per world.
         num_envs: worlds.
         seed: root seed.
-        **options: ``max_steps``, ``reward_mode``, ``radius``, ``observe``.
+        **options: ``max_steps``, ``reward_mode``, ``radius``, ``heuristic``, ``observe``.
     """
     return WarehouseVectorEnv(resolve_map(map), robots, num_envs, seed=seed, **options)

@@ -5,7 +5,8 @@ Environment id: ``fleetmind/warehouse-v0``.
 - Agents: ``robot_0`` .. ``robot_{N-1}``; all act every tick.
 - Observation (``obs="local"``, default): ``Box(0-1ish, float32)`` of length
   ``4 * (2r+1)^2 + 6`` (see :mod:`fleetmind.sim.observe`: walls, robots, shelves, own target
-  in an egocentric window of radius ``r``, then carrying, has-task and direction to the target).
+  in an egocentric window of radius ``r``, then carrying, has-task and direction to the target,
+  then, with ``heuristic=True`` (default), 5 shortest-path heuristic values, one per action).
   ``obs="tabular"``: ``Discrete(4608)``, the compact code of
   :func:`~fleetmind.sim.observe.tabular_state`.
 - Action: ``Discrete(5)``: 0 wait, 1 up, 2 down, 3 left, 4 right.
@@ -28,6 +29,7 @@ from pettingzoo import ParallelEnv
 
 from fleetmind.errors import ConfigError
 from fleetmind.sim import observe
+from fleetmind.sim.distances import DistanceOracle
 from fleetmind.sim.grid import GridMap
 from fleetmind.sim.maps import load_map, require_tasks
 from fleetmind.sim.orders import OrderConfig
@@ -58,6 +60,7 @@ class WarehouseParallelEnv(ParallelEnv[str, Any, int]):  # type: ignore[misc]
         order_rate: float | None = None,
         obs: str = "local",
         radius: int = 2,
+        heuristic: bool = True,
         render_mode: str | None = None,
         seed: int | None = None,
     ) -> None:
@@ -75,7 +78,12 @@ class WarehouseParallelEnv(ParallelEnv[str, Any, int]):  # type: ignore[misc]
         )
         self.possible_agents = [f"robot_{i}" for i in range(n_robots)]
         self.agents = list(self.possible_agents)
-        self._observer = observe.LocalObserver(grid.blocked, grid.pickups, radius)
+        self._observer = observe.LocalObserver(
+            grid.blocked,
+            grid.pickups,
+            radius,
+            oracle=DistanceOracle(grid) if heuristic else None,
+        )
         if obs == "local":
             self._obs_space: spaces.Space[Any] = spaces.Box(
                 -1.0, 1.0, shape=(self._observer.size,), dtype=np.float32
@@ -204,6 +212,7 @@ def make_parallel(
         seed: root seed.
         **options: ``max_steps``, ``reward_mode`` (``individual``, ``shared``, ``mixed(w)``,
             ``difference``), ``order_rate`` (None: a fresh task for every idle robot), ``obs``
-            (``local`` or ``tabular``), ``radius``, ``render_mode``.
+            (``local`` or ``tabular``), ``radius``, ``heuristic`` (add the shortest-path
+            heuristic values to local observations, default True), ``render_mode``.
     """
     return WarehouseParallelEnv(resolve_map(map), robots, seed=seed, **options)

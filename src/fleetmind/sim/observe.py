@@ -10,6 +10,12 @@ Local window of radius ``r`` (``k = 2r + 1``), flattened channel-major, then 6 s
     channel 2  pickup cells (shelves)
     channel 3  own target cell, when inside the window
     scalars    carrying, has_task, dr / H, dc / W, sign(dr), sign(dc)   (dr = target row - row)
+    heuristic  (optional, 5 values) for each action wait/up/down/left/right: the change of the
+               true shortest-path distance to the target (-1 closer, 0, +1 farther), 2 when the
+               move hits a wall or the border
+
+The heuristic channels follow DHC (Ma et al., 2021): the learner gets the single-agent shortest
+path for free and spends its capacity on what the map alone cannot tell, other robots.
 
 Global state for centralised training: channels walls, robots, carrying robots, targets,
 pickups, stations over the whole grid, flattened (``6 * H * W`` floats).
@@ -25,6 +31,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
+from fleetmind.sim.distances import DistanceOracle
 from fleetmind.sim.grid import DELTAS
 
 N_LOCAL_CHANNELS = 4
@@ -33,10 +40,13 @@ N_GLOBAL_CHANNELS = 6
 N_TABULAR_STATES = 9 * 16 * 16 * 2
 
 
-def local_size(radius: int) -> int:
+N_HEURISTIC = 5
+
+
+def local_size(radius: int, *, heuristic: bool = False) -> int:
     """Length of a flattened local observation of ``radius``."""
     k = 2 * radius + 1
-    return N_LOCAL_CHANNELS * k * k + N_SCALARS
+    return N_LOCAL_CHANNELS * k * k + N_SCALARS + (N_HEURISTIC if heuristic else 0)
 
 
 class LocalObserver:
@@ -46,10 +56,20 @@ class LocalObserver:
         blocked: ``(H, W)`` walls.
         pickups: ``(H, W)`` pickup cells.
         radius: window radius.
+        oracle: a distance oracle of the same map; when given, the heuristic values are added.
     """
 
-    def __init__(self, blocked: NDArray[np.bool_], pickups: NDArray[np.bool_], radius: int = 2):
+    def __init__(
+        self,
+        blocked: NDArray[np.bool_],
+        pickups: NDArray[np.bool_],
+        radius: int = 2,
+        *,
+        oracle: DistanceOracle | None = None,
+    ):
         self.radius = radius
+        self.oracle = oracle
+        self._blocked1 = np.pad(blocked, 1, constant_values=True)
         self.shape = blocked.shape
         self._walls = np.pad(blocked, radius, constant_values=True).astype(np.float32)
         self._pickups = np.pad(pickups, radius, constant_values=False).astype(np.float32)
@@ -60,7 +80,7 @@ class LocalObserver:
     @property
     def size(self) -> int:
         """Length of one robot's observation."""
-        return local_size(self.radius)
+        return local_size(self.radius, heuristic=self.oracle is not None)
 
     def __call__(
         self,
@@ -100,9 +120,39 @@ class LocalObserver:
             axis=-1,
         ).astype(np.float32)
         window = np.stack([walls, robots, shelves, target], axis=2)  # (B, N, 4, k, k)
-        return np.concatenate(
-            [window.reshape(n_envs, n_robots, -1), scalars], axis=-1, dtype=np.float32
-        )
+        parts = [window.reshape(n_envs, n_robots, -1), scalars]
+        if self.oracle is not None:
+            parts.append(self.heuristic(pos, goal, has_task))
+        return np.concatenate(parts, axis=-1, dtype=np.float32)
+
+    def heuristic(
+        self, pos: NDArray[np.int32], goal: NDArray[np.int32], has_task: NDArray[np.bool_]
+    ) -> NDArray[np.float32]:
+        """``(B, N, 5)`` change of true distance-to-target per action (2 = blocked)."""
+        assert self.oracle is not None
+        h, w = self.shape
+        flat_pos = pos.reshape(-1, 2)
+        nxt = flat_pos[:, None, :] + DELTAS[None]  # (M, 5, 2)
+        blocked = self._blocked1[nxt[..., 0] + 1, nxt[..., 1] + 1]
+        rr = np.clip(nxt[..., 0], 0, h - 1)
+        cc = np.clip(nxt[..., 1], 0, w - 1)
+        out = np.zeros(nxt.shape[:2], dtype=np.float32)
+        flat_goal = goal.reshape(-1, 2)
+        active = has_task.reshape(-1)
+        keys = flat_goal[:, 0].astype(np.int64) * w + flat_goal[:, 1]
+        idx = np.flatnonzero(active)
+        self.oracle.prefetch({(int(k // w), int(k % w)) for k in np.unique(keys[idx])})
+        order = idx[np.argsort(keys[idx], kind="stable")]
+        bounds = np.flatnonzero(np.diff(keys[order])) + 1
+        for group in np.split(order, bounds):
+            if len(group) == 0:
+                continue
+            k = int(keys[group[0]])
+            dmap = self.oracle.to((k // w, k % w))
+            after = dmap[rr[group], cc[group]].astype(np.float32)
+            out[group] = np.sign(after - after[:, :1])
+        out = np.where(blocked, 2.0, out)
+        return out.reshape(*pos.shape[:2], N_HEURISTIC)
 
 
 def global_state(

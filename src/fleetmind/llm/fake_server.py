@@ -138,7 +138,9 @@ class FakeChatServer:
         server.daemon_threads = True
         server.block_on_close = False
         self._server = server
-        self._thread = threading.Thread(target=server.serve_forever, daemon=True)
+        self._thread = threading.Thread(
+            target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )
         self._thread.start()
         return self
 
@@ -215,7 +217,10 @@ def _make_handler(server: FakeChatServer) -> type[BaseHTTPRequestHandler]:
             for k, v in (headers or {}).items():
                 self.send_header(k, v)
             self.end_headers()
-            self.wfile.write(body)
+            try:
+                self.wfile.write(body)
+            except (BrokenPipeError, ConnectionResetError):
+                self.close_connection = True  # the client gave up (e.g. its timeout passed)
 
         def do_GET(self) -> None:
             if self.path.rstrip("/") in ("/v1/models", "/health", "/models"):

@@ -1,0 +1,127 @@
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic import BaseModel
+
+from fleetmind.llm.errors import ActionParseError
+from fleetmind.llm.parse import CallTool, Finish, parse_action, parse_json, parse_model
+
+
+def test_strict_call_tool() -> None:
+    a = parse_action('{"type": "call_tool", "tool": "add", "args": {"a": 1, "b": 2}}')
+    assert isinstance(a, CallTool)
+    assert a.tool == "add"
+    assert a.args == {"a": 1, "b": 2}
+
+
+def test_finish_in_code_fence() -> None:
+    a = parse_action('```json\n{"type": "finish", "answer": "42"}\n```')
+    assert isinstance(a, Finish)
+    assert a.answer == "42"
+
+
+def test_repair_truncated_and_single_quotes() -> None:
+    a = parse_action("{'type': 'call_tool', 'tool': 'add', 'args': {'a': 1, 'b': 2}")
+    assert isinstance(a, CallTool)
+    assert a.args == {"a": 1, "b": 2}
+    _, repaired = parse_json('{"a": 1,}')
+    assert repaired
+
+
+def test_prose_around_json_is_repaired() -> None:
+    a = parse_action('Sure! Here it is: {"type": "finish", "answer": "done"} Hope it helps.')
+    assert isinstance(a, Finish)
+
+
+def test_empty_reply_kind() -> None:
+    with pytest.raises(ActionParseError) as info:
+        parse_action("   \n")
+    assert info.value.kind == "empty"
+
+
+def test_not_json_kind() -> None:
+    with pytest.raises(ActionParseError) as info:
+        parse_action("I think the answer is probably blue")
+    assert info.value.kind in ("parse", "validation")
+
+
+def test_wrong_type_names_the_field() -> None:
+    with pytest.raises(ActionParseError) as info:
+        parse_action('{"type": "explode", "tool": "x"}')
+    assert info.value.kind == "validation"
+    assert "'type'" in info.value.summary
+    assert "explode" in info.value.summary
+
+
+def test_validation_summary_field_expected_got() -> None:
+    with pytest.raises(ActionParseError) as info:
+        parse_action('{"type": "call_tool", "tool": "add", "args": "not a dict"}')
+    s = info.value.summary
+    assert "args" in s
+    assert "string" in s
+
+
+def test_extra_field_is_named() -> None:
+    with pytest.raises(ActionParseError) as info:
+        parse_action('{"type": "finish", "answer": 1, "why": "because"}')
+    assert "why" in info.value.summary
+
+
+def test_huge_reply_rejected_quickly() -> None:
+    with pytest.raises(ActionParseError) as info:
+        parse_action("{" + "x" * 100_000)
+    assert "characters" in info.value.summary
+
+
+class Point(BaseModel):
+    row: int
+    col: int
+
+
+def test_parse_model_missing_field() -> None:
+    with pytest.raises(ActionParseError) as info:
+        parse_model('{"row": 1}', Point)
+    assert "'col' is missing" in info.value.summary
+    assert parse_model('{"row": 1, "col": 2}', Point) == Point(row=1, col=2)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=400))
+def test_any_string_gives_action_or_typed_error(text: str) -> None:
+    try:
+        action = parse_action(text)
+    except ActionParseError as exc:
+        assert exc.kind in ("empty", "parse", "validation")
+        assert exc.summary
+    else:
+        assert isinstance(action, CallTool | Finish)
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.fixed_dictionaries(
+        {"type": st.sampled_from(["call_tool", "finish", "other"])},
+        optional={"tool": json_values, "args": json_values, "answer": json_values},
+    ),
+    st.integers(min_value=0, max_value=60),
+)
+def test_jsonish_and_truncated_inputs(obj: dict[str, object], cut: int) -> None:
+    import json
+
+    text = json.dumps(obj)
+    for candidate in (text, text[: max(0, len(text) - cut)]):
+        try:
+            parse_action(candidate)
+        except ActionParseError as exc:
+            assert exc.kind in ("empty", "parse", "validation")

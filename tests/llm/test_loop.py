@@ -56,7 +56,9 @@ def test_happy_path_tool_then_finish() -> None:
     system = srv.requests[0].messages[0]["content"]
     assert "add(a: integer, b: integer)" in system
     schema = srv.requests[0].body["response_format"]["schema"]
-    assert schema["anyOf"][0]["properties"]["tool"]["enum"] == ["add", "lookup", "broken"]
+    tools = [alt["properties"].get("tool", {}).get("const") for alt in schema["anyOf"]]
+    assert tools == ["add", "lookup", "broken", None]
+    assert schema["anyOf"][0]["properties"]["args"]["required"] == ["a", "b"]
 
 
 def test_malformed_json_goes_back_to_model() -> None:
@@ -145,7 +147,8 @@ def test_cycle_twice_bars_tool() -> None:
     assert out.status == "finished"
     # the schema offered to the model no longer names the barred tool
     schema = srv.requests[-1].body["response_format"]["schema"]
-    assert "lookup" not in schema["anyOf"][0]["properties"]["tool"]["enum"]
+    tools = [alt["properties"].get("tool", {}).get("const") for alt in schema["anyOf"]]
+    assert tools == ["add", "broken", None]
 
 
 def test_empty_replies() -> None:

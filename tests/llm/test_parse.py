@@ -130,3 +130,26 @@ def test_jsonish_and_truncated_inputs(obj: dict[str, object], cut: int) -> None:
         except ActionParseError as exc:
             kind = exc.kind
         assert kind in ("ok", "empty", "parse", "validation")
+
+
+def test_decoding_schema_drops_big_bounds_only() -> None:
+    from fleetmind.llm.parse import decoding_schema
+
+    schema = {
+        "title": "T",
+        "properties": {
+            "title": {"type": "string", "maxLength": 2000, "title": "Title"},
+            "code": {"type": "string", "maxLength": 4},
+        },
+    }
+    out = decoding_schema(schema)
+    assert out == {
+        "properties": {"title": {"type": "string"}, "code": {"type": "string", "maxLength": 4}}
+    }
+
+
+def test_action_schema_finish_only_when_no_tools() -> None:
+    from fleetmind.llm.parse import action_schema
+
+    assert action_schema([])["properties"]["type"] == {"const": "finish"}
+    assert len(action_schema(["a", "b"])["anyOf"]) == 2

@@ -114,3 +114,14 @@ def test_no_schema_mode_sends_no_response_format() -> None:
     with FakeChatServer(['{"robot": "r", "order": 1}']) as srv:
         structured(srv.client(), PROMPT, Assign, use_schema=False)
     assert "response_format" not in srv.requests[0].body
+
+
+def test_cut_off_reply_reask_says_so() -> None:
+    script = [
+        Reply('{"robot": "a very long na', finish_reason="length"),
+        '{"robot": "r", "order": 1}',
+    ]
+    with FakeChatServer(script) as srv:
+        out = structured(srv.client(), PROMPT, Assign)
+    assert out.value is not None
+    assert "cut off" in srv.requests[1].last_user

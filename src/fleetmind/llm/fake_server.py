@@ -45,6 +45,7 @@ class Reply:
         headers: extra response headers (e.g. ``{"Retry-After": "0"}``).
         prompt_tokens: reported prompt tokens (default: a rough count of the request).
         completion_tokens: reported completion tokens (default: words in ``content``).
+        finish_reason: the reported finish reason (``"length"`` simulates a cut-off reply).
     """
 
     content: str | None = ""
@@ -55,6 +56,7 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    finish_reason: str = "stop"
 
 
 @dataclass
@@ -191,7 +193,7 @@ def _completion(server: FakeChatServer, reply: Reply, received: Received) -> byt
             {
                 "index": 0,
                 "message": {"role": "assistant", "content": content},
-                "finish_reason": "stop",
+                "finish_reason": reply.finish_reason,
             }
         ],
         "usage": {

@@ -247,7 +247,11 @@ class _Run:
                 return
             step = Step(index=len(out.steps))
             out.steps.append(step)
-            schema = action_schema(self.available() or None) if loop.use_schema else None
+            schema = (
+                action_schema({n: self.loop.tools.args_schema(n) for n in self.available()})
+                if loop.use_schema
+                else None
+            )
             try:
                 result = loop.client.chat(
                     self.messages,

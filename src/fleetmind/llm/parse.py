@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Literal, TypeVar
 
 import json_repair
@@ -198,33 +199,79 @@ def parse_action(text: str, *, max_chars: int = MAX_REPLY_CHARS) -> CallTool | F
         raise ActionParseError("validation", f"{type(exc).__name__}: {exc}"[:200]) from None
 
 
-def action_schema(tool_names: list[str] | None = None) -> dict[str, Any]:
+_BIG_BOUNDS = ("maxLength", "minLength", "maxItems", "minItems")
+DECODING_BOUND_LIMIT = 32
+"""Length/item bounds above this are dropped from schemas sent for constrained decoding."""
+
+
+def decoding_schema(schema: Any) -> Any:
+    """A copy of a JSON schema that grammar-based decoders can compile.
+
+    llama.cpp unrolls length bounds into its grammar: ``maxLength: 2000`` makes a grammar so
+    large that the server crashes. Bounds above :data:`DECODING_BOUND_LIMIT` are dropped, as are
+    ``title`` and ``description`` (noise for the decoder). Validation still uses the full model.
+
+    Args:
+        schema: a JSON schema (any JSON value is walked).
+
+    Returns:
+        The cleaned copy.
+    """
+    if isinstance(schema, dict):
+        out = {}
+        for key, value in schema.items():
+            if key in _BIG_BOUNDS and isinstance(value, int) and value > DECODING_BOUND_LIMIT:
+                continue
+            if key in ("title", "description") and isinstance(value, str):
+                continue
+            if key == "properties" and isinstance(value, dict):
+                out[key] = {k: decoding_schema(v) for k, v in value.items()}
+                continue
+            out[key] = decoding_schema(value)
+        return out
+    if isinstance(schema, list):
+        return [decoding_schema(v) for v in schema]
+    return schema
+
+
+def action_schema(
+    tools: Mapping[str, dict[str, Any]] | Sequence[str] | None = None,
+) -> dict[str, Any]:
     """JSON schema of a tool-loop action, for constrained decoding.
 
     Args:
-        tool_names: when given, ``tool`` is restricted to these names.
+        tools: tool names, or tool names mapped to their argument schemas (then each tool's
+            ``args`` is constrained to its own schema). An empty collection allows only
+            ``finish``; None allows any tool name and any arguments.
 
     Returns:
-        A JSON schema (``anyOf`` of the two action shapes, no ``$ref``).
+        A JSON schema (``anyOf`` of the action shapes, no ``$ref``).
     """
-    tool: dict[str, Any] = {"type": "string"}
-    if tool_names:
-        tool = {"type": "string", "enum": list(tool_names)}
-    return {
-        "anyOf": [
-            {
-                "type": "object",
-                "properties": {
-                    "type": {"const": "call_tool"},
-                    "tool": tool,
-                    "args": {"type": "object"},
-                },
-                "required": ["type", "tool", "args"],
-            },
-            {
-                "type": "object",
-                "properties": {"type": {"const": "finish"}, "answer": {"type": "string"}},
-                "required": ["type", "answer"],
-            },
+    finish = {
+        "type": "object",
+        "properties": {"type": {"const": "finish"}, "answer": {"type": "string"}},
+        "required": ["type", "answer"],
+    }
+    if tools is None:
+        calls: list[dict[str, Any]] = [_call_schema({"type": "string"}, {"type": "object"})]
+    elif isinstance(tools, Mapping):
+        calls = [
+            _call_schema({"const": name}, decoding_schema(args)) for name, args in tools.items()
         ]
+    else:
+        calls = (
+            [_call_schema({"type": "string", "enum": list(tools)}, {"type": "object"})]
+            if tools
+            else []
+        )
+    if not calls:
+        return finish
+    return {"anyOf": [*calls, finish]}
+
+
+def _call_schema(tool: dict[str, Any], args: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {"type": {"const": "call_tool"}, "tool": tool, "args": args},
+        "required": ["type", "tool", "args"],
     }

@@ -27,7 +27,7 @@ from fleetmind.llm.errors import (
     LLMConnectionError,
     LLMTimeoutError,
 )
-from fleetmind.llm.parse import parse_model
+from fleetmind.llm.parse import decoding_schema, parse_model
 
 log = logging.getLogger(__name__)
 
@@ -126,7 +126,7 @@ def structured(
     """
     budgets = budgets or Budgets()
     clock = Clock(budgets.deadline_s)
-    schema = model_cls.model_json_schema() if use_schema else None
+    schema = decoding_schema(model_cls.model_json_schema()) if use_schema else None
     convo = list(messages)
     out: StructuredOutcome[T] = StructuredOutcome()
     retries: Counter[ErrorKind] = Counter()
@@ -178,14 +178,17 @@ def structured(
         try:
             value = parse_model(result.text, model_cls)
         except ActionParseError as exc:
-            kind: ErrorKind = "empty" if exc.kind == "empty" else exc.kind  # type: ignore[assignment]
-            report_outcome(result, None, f"{exc.kind}: {exc.summary}")
-            if fail(kind, exc.summary):
+            kind: ErrorKind = exc.kind  # type: ignore[assignment]  # empty/parse/validation
+            summary = exc.summary
+            if result.finish_reason == "length":
+                summary += " (your reply was cut off at the token limit: keep values short)"
+            report_outcome(result, None, f"{exc.kind}: {summary}")
+            if fail(kind, summary):
                 break
             convo = [
                 *convo,
                 Message.assistant(result.text[:ECHO_CHARS]),
-                Message.user(reask_message(kind, exc.summary)),
+                Message.user(reask_message(kind, summary)),
             ]
             continue
         reason = veto(value) if veto is not None else None

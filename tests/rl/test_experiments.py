@@ -1,0 +1,192 @@
+"""The free-riding experiment (FIELD-NOTES §5.2): structure, accounting, determinism."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fleetmind.envs.warehouse import make_parallel
+from fleetmind.errors import ConfigError
+from fleetmind.rl.experiments import (
+    RunRecord,
+    ci95,
+    free_riding,
+    main,
+    own_rewards,
+    reward_bound,
+    run_once,
+)
+
+SMALL = {"episodes": 12, "episode_len": 80, "eval_episodes": 2}
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, object], Path]:
+    out = tmp_path_factory.mktemp("fr")
+    metrics = free_riding(
+        robots=2,
+        modes=("shared", "difference"),
+        seeds=[0, 1],
+        order_rate=None,
+        out_dir=out,
+        **SMALL,
+    )
+    return metrics, out
+
+
+def test_smoke_result_and_files_have_the_documented_structure(
+    smoke: tuple[dict[str, object], Path],
+) -> None:
+    metrics, out = smoke
+    assert set(metrics) == {"config", "per_agent_deliveries", "throughput", "summary", "runs"}
+    for key in ("per_agent_deliveries", "throughput", "runs"):
+        table = metrics[key]
+        assert isinstance(table, dict)
+        assert set(table) == {"shared", "difference"}
+        assert all(set(v) == {"0", "1"} for v in table.values())
+    per_agent = metrics["per_agent_deliveries"]
+    assert isinstance(per_agent, dict)
+    assert set(per_agent["shared"]["0"]) == {"robot_0", "robot_1"}
+    summary = metrics["summary"]
+    assert isinstance(summary, dict)
+    for s in summary.values():
+        assert s["throughput"]["n"] == 2
+        assert s["throughput"]["ci95"] is not None
+        assert {"delivery_share_min", "delivery_share_max", "findings"} <= set(s)
+    run = metrics["runs"]["shared"]["0"]  # type: ignore[index]
+    assert run["hyper"]["alpha"] == pytest.approx(0.05)  # shared reward: halved (§3.3)
+    assert metrics["runs"]["difference"]["0"]["hyper"]["alpha"] == pytest.approx(0.1)  # type: ignore[index]
+    assert isinstance(run["findings"], list)
+
+    on_disk = json.loads((out / "metrics.json").read_text())
+    assert on_disk == json.loads(json.dumps(metrics))
+    with (out / "curves.csv").open() as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) == 2 * 2 * SMALL["episodes"] * 2  # modes x seeds x episodes x robots
+    assert {r["robot"] for r in rows} == {"robot_0", "robot_1"}
+    assert all(int(r["ticks"]) == SMALL["episode_len"] for r in rows)
+    png = (out / "curves.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    assert len(png) > 5000
+
+
+def test_csv_curves_match_the_metrics(smoke: tuple[dict[str, object], Path]) -> None:
+    metrics, out = smoke
+    with (out / "curves.csv").open() as fh:
+        rows = [r for r in csv.DictReader(fh) if r["mode"] == "shared" and r["seed"] == "1"]
+    run = metrics["runs"]["shared"]["1"]  # type: ignore[index]
+    w = run["train"]["window_episodes"]
+    for robot in ("robot_0", "robot_1"):
+        mine = [int(r["deliveries"]) for r in rows if r["robot"] == robot]
+        assert np.mean(mine[-w:]) == pytest.approx(run["train"]["per_agent_deliveries_late"][robot])
+
+
+@pytest.fixture(scope="module")
+def record() -> RunRecord:
+    return run_once(robots=3, mode="shared", seed=4, **SMALL)
+
+
+def test_per_agent_deliveries_sum_to_team_deliveries(record: RunRecord) -> None:
+    per_agent = np.stack([record.train_deliveries[a] for a in record.agents])  # (N, episodes)
+    assert record.train_team_deliveries.sum() > 0  # the check below is not vacuous
+    np.testing.assert_array_equal(per_agent.sum(axis=0), record.train_team_deliveries)
+    for ev in (record.greedy, record.explore):
+        stacked = np.stack([ev.deliveries[a] for a in record.agents])
+        np.testing.assert_array_equal(stacked.sum(axis=0), ev.team)
+    assert record.explore.epsilon == pytest.approx(0.05)
+    assert record.greedy.epsilon == 0.0
+
+
+def test_same_seed_same_result_other_seed_differs(record: RunRecord) -> None:
+    again = run_once(robots=3, mode="shared", seed=4, **SMALL)
+    other = run_once(robots=3, mode="shared", seed=5, **SMALL)
+    for a in record.agents:
+        np.testing.assert_array_equal(again.train_deliveries[a], record.train_deliveries[a])
+        np.testing.assert_array_equal(again.train_own_reward[a], record.train_own_reward[a])
+        np.testing.assert_array_equal(again.train_entropy[a], record.train_entropy[a])
+        np.testing.assert_array_equal(again.explore.deliveries[a], record.explore.deliveries[a])
+    assert again.findings == record.findings
+    assert any(
+        not np.array_equal(other.train_own_reward[a], record.train_own_reward[a])
+        for a in record.agents
+    )
+
+
+def test_own_rewards_equal_the_env_rewards_in_individual_mode() -> None:
+    env = make_parallel("warehouse-tiny", 3, seed=2, obs="tabular", max_steps=300)
+    env.reset(seed=2)
+    rng = np.random.default_rng(0)
+    seen_delivery = seen_conflict = False
+    while env.agents:
+        carrying = env.world.carrying.copy()
+        actions = {a: int(rng.integers(5)) for a in env.agents}
+        _, rewards, _, _, infos = env.step(actions)
+        mine = own_rewards(env, carrying, infos)
+        np.testing.assert_allclose(mine, [rewards[a] for a in env.possible_agents], atol=1e-6)
+        seen_delivery |= any(i["delivered"] for i in infos.values())
+        seen_conflict |= any(i["conflict"] for i in infos.values())
+    assert seen_delivery
+    assert seen_conflict
+
+
+def test_reward_bound_per_mode() -> None:
+    assert reward_bound("individual", 4) == pytest.approx(0.99)
+    assert reward_bound("shared", 4) == pytest.approx(4 * 0.99)
+    assert reward_bound("difference", 2) == pytest.approx(2 * 0.99)
+    assert reward_bound("mixed(0.25)", 2) == pytest.approx(0.25 * 0.99 + 0.75 * 2 * 0.99)
+
+
+def test_ci95_uses_student_t() -> None:
+    out = ci95([1.0, 2.0, 3.0])
+    assert out["mean"] == pytest.approx(2.0)
+    assert out["ci95"] == pytest.approx(4.302653 * 1.0 / np.sqrt(3), rel=1e-5)
+    assert ci95([5.0]) == {"mean": 5.0, "ci95": None, "n": 1}
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"modes": ("shared", "bogus")}, "bogus"),
+        ({"seeds": []}, "seeds"),
+        ({"seeds": [1, 1]}, "seeds"),
+        ({"robots": 0}, "robots"),
+        ({"episodes": 0}, "episodes"),
+        ({"modes": ()}, "modes"),
+    ],
+)
+def test_bad_arguments_raise_config_error_naming_the_field(
+    kwargs: dict[str, object], field: str
+) -> None:
+    args: dict[str, object] = {
+        "robots": 2,
+        "seeds": [0],
+        "episodes": 1,
+        "episode_len": 5,
+        "order_rate": None,
+        "out_dir": None,
+        **kwargs,
+    }
+    with pytest.raises(ConfigError, match=field):
+        free_riding(**args)  # type: ignore[arg-type]
+
+
+def test_command_line_writes_the_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["--robots", "2", "--modes", "individual", "--seeds", "3", "--episodes", "2"]
+    argv += ["--episode-len", "20", "--eval-episodes", "1", "--out", str(tmp_path)]
+    assert main(argv) == 0
+    assert "individual" in capsys.readouterr().out
+    assert {p.name for p in tmp_path.iterdir()} == {"metrics.json", "curves.csv", "curves.png"}
+    assert main(["--modes", "nonsense", "--episodes", "1"]) == 2
+    assert "nonsense" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_independent_learners_raise_throughput_on_warehouse_tiny() -> None:
+    r = run_once(robots=2, mode="individual", seed=0, episodes=300, episode_len=200)
+    early, late = r.train_throughput(0, 30), r.train_throughput(270, 300)
+    assert late > 3 * early
+    assert late > 0.005

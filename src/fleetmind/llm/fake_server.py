@@ -209,6 +209,12 @@ def _make_handler(server: FakeChatServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
+        def setup(self) -> None:
+            super().setup()
+            # Headers and body go out in two writes; without NODELAY, Nagle plus the client's
+            # delayed ACK adds ~40 ms to some replies.
+            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
         def log_message(self, format: str, *args: Any) -> None:
             return
 

@@ -122,6 +122,11 @@ def parse_json(text: str, *, max_chars: int = MAX_REPLY_CHARS) -> tuple[Any, boo
         return json.loads(stripped), False
     except (ValueError, RecursionError):
         pass
+    # Raw control characters (newlines) inside strings: grammar-constrained llama.cpp emits them.
+    try:
+        return json.loads(stripped, strict=False), True
+    except (ValueError, RecursionError):
+        pass
     try:
         value = json_repair.loads(stripped)
     except Exception:  # json_repair may raise anything on hostile input

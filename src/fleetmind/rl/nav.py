@@ -1,0 +1,313 @@
+"""The goal-conditioned navigation policy: the RL executor of the dispatch tier.
+
+A small MLP, shared by every robot, that maps one robot's local observation to logits over the
+5 actions (wait, up, down, left, right). The observation is that of
+:class:`fleetmind.sim.observe.LocalObserver` with radius 2 and the shortest-path heuristic on
+(``4 * 5 * 5 + 6 + 5 = 111`` floats: walls, robots, shelves, own target in a 5x5 window; carrying,
+has-task, direction to the target; the DHC heuristic value of each action). There is no agent
+id in the input, so one policy serves any fleet size; the dispatch tier sets each robot's target
+and the shield turns the rankings into a collision-free joint move.
+
+- :meth:`NavPolicy.rank` ``(N, D) -> (N, 5)`` int rankings, best first; :meth:`NavPolicy.logits`.
+- :meth:`NavPolicy.save` / :meth:`NavPolicy.load`: ``policy.pt`` (weights, loaded with
+  ``weights_only=True``) beside ``policy.json`` (obs layout, radius, training run, version).
+- :func:`default_policy_path`: the policy shipped in ``fleetmind/data/nav_policy.pt``.
+- :func:`train_nav`: trains one with IPPO or MAPPO on ``make_vector`` (lifelong tasks).
+- :func:`evaluate` / :func:`shortest_path_actions`: deliveries per robot per tick of a policy and
+  of the shortest-path baseline (always the action with the best heuristic value).
+
+The shipped policy was made with::
+
+    python -m fleetmind.rl.nav --train --map warehouse-small --robots 4 --steps 600000 \
+        --seed 0 --out src/fleetmind/data/nav_policy.pt
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.resources
+import json
+import logging
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import torch
+from numpy.typing import NDArray
+
+import fleetmind
+from fleetmind.envs import make_vector
+from fleetmind.errors import ConfigError
+from fleetmind.rl.neural import core
+from fleetmind.rl.neural.ppo import Actor, PPOConfig
+from fleetmind.sim import observe
+from fleetmind.sim.distances import DistanceOracle
+from fleetmind.sim.grid import GridMap
+
+log = logging.getLogger(__name__)
+
+RADIUS = 2
+N_ACTIONS = 5
+FORMAT = "fleetmind-nav-policy-v1"
+OBS_LAYOUT = (
+    "LocalObserver radius 2, heuristic on: 4 channels x 5 x 5 window (walls, robots, shelves, "
+    "own target; channel-major), 6 scalars (carrying, has_task, dr/H, dc/W, sign dr, sign dc), "
+    "5 heuristic values (wait, up, down, left, right: -1 closer, 0, +1 farther, 2 blocked)"
+)
+
+
+def default_policy_path() -> Path:
+    """The navigation policy shipped with fleetmind (``fleetmind/data/nav_policy.pt``)."""
+    return Path(str(importlib.resources.files("fleetmind") / "data" / "nav_policy.pt"))
+
+
+class NavPolicy:
+    """A shared goal-conditioned navigation policy (see the module docstring).
+
+    Args:
+        actor: the network, ``(..., D) -> (..., 5)`` logits, without agent id.
+        metadata: what :meth:`save` writes beside the weights.
+    """
+
+    def __init__(self, actor: Actor, metadata: dict[str, Any] | None = None) -> None:
+        if actor.agent_id:
+            raise ConfigError("a navigation policy must not take an agent id (any fleet size)")
+        self.actor = actor.eval()
+        self.radius = int((metadata or {}).get("radius", RADIUS))
+        self.obs_size = actor.obs_size
+        self.metadata: dict[str, Any] = {
+            "format": FORMAT,
+            "obs_layout": OBS_LAYOUT,
+            "obs_size": actor.obs_size,
+            "radius": self.radius,
+            "heuristic": True,
+            "n_actions": actor.n_actions,
+            "hidden": list(actor.hidden),
+            "fleetmind_version": fleetmind.__version__,
+            **(metadata or {}),
+        }
+
+    def _check(self, obs: NDArray[np.floating]) -> NDArray[np.float32]:
+        x = np.asarray(obs, dtype=np.float32)
+        if x.ndim < 1 or x.shape[-1] != self.obs_size:
+            raise ConfigError(
+                f"nav policy: observations must end in {self.obs_size} features "
+                f"(LocalObserver radius {self.radius}, heuristic on), got shape {x.shape}"
+            )
+        return x
+
+    def logits(self, obs: NDArray[np.floating]) -> NDArray[np.float32]:
+        """``(..., D)`` observations -> ``(..., 5)`` logits."""
+        x = self._check(obs)
+        with torch.no_grad():
+            out: NDArray[np.float32] = self.actor.net(torch.from_numpy(x)).numpy()
+        return out
+
+    def rank(self, obs: NDArray[np.floating]) -> NDArray[np.int64]:
+        """``(N, D)`` observations -> ``(N, 5)`` actions, best first (ties: lower action id)."""
+        ranking: NDArray[np.int64] = np.argsort(-self.logits(obs), axis=-1, kind="stable")
+        return ranking.astype(np.int64)
+
+    def act(self, obs: NDArray[np.floating]) -> NDArray[np.int64]:
+        """Greedy action of every row."""
+        return self.rank(obs)[..., 0]
+
+    def observer(self, grid: GridMap) -> observe.LocalObserver:
+        """A :class:`~fleetmind.sim.observe.LocalObserver` producing this policy's input."""
+        return observe.LocalObserver(
+            grid.blocked, grid.pickups, self.radius, oracle=DistanceOracle(grid)
+        )
+
+    def save(self, path: str | Path) -> Path:
+        """Write weights to ``path`` and metadata to ``path`` with suffix ``.json``."""
+        p = Path(path)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        torch.save({"format": FORMAT, "state_dict": self.actor.state_dict()}, p)
+        p.with_suffix(".json").write_text(json.dumps(self.metadata, indent=2, sort_keys=True))
+        return p
+
+    @classmethod
+    def load(cls, path: str | Path) -> NavPolicy:
+        """Load a policy written by :meth:`save`.
+
+        Raises:
+            ConfigError: naming the file, when a file is missing or not a navigation policy.
+        """
+        p = Path(path)
+        meta_path = p.with_suffix(".json")
+        if not p.exists():
+            raise ConfigError(f"{p}: no such navigation policy file")
+        if not meta_path.exists():
+            raise ConfigError(f"{meta_path}: metadata of {p.name} is missing")
+        try:
+            meta = json.loads(meta_path.read_text())
+        except json.JSONDecodeError as error:
+            raise ConfigError(f"{meta_path}:{error.lineno}: not valid JSON ({error.msg})") from None
+        if meta.get("format") != FORMAT:
+            raise ConfigError(f"{meta_path}: field 'format' must be {FORMAT!r}")
+        try:
+            blob = torch.load(p, weights_only=True)
+        except Exception as error:  # torch raises several types for a bad file
+            raise ConfigError(f"{p}: cannot read weights ({error})") from None
+        expected = observe.local_size(int(meta["radius"]), heuristic=True)
+        if int(meta["obs_size"]) != expected:
+            raise ConfigError(f"{meta_path}: field 'obs_size' {meta['obs_size']} != {expected}")
+        actor = Actor(int(meta["obs_size"]), int(meta["n_actions"]), 1, meta["hidden"], False)
+        actor.load_state_dict(blob["state_dict"])
+        return cls(actor, meta)
+
+
+# --------------------------------------------------------------------------- baseline and eval
+
+
+def shortest_path_actions(obs: NDArray[np.floating]) -> NDArray[np.int64]:
+    """The baseline: the action with the best (lowest) heuristic value, first on ties."""
+    out: NDArray[np.int64] = np.argmin(np.asarray(obs)[..., -observe.N_HEURISTIC :], axis=-1)
+    return out.astype(np.int64)
+
+
+def evaluate(
+    act: Callable[[NDArray[np.float32]], NDArray[np.int64]],
+    map: str | GridMap = "warehouse-small",
+    robots: int = 4,
+    *,
+    seeds: Sequence[int] = (0, 1),
+    num_envs: int = 8,
+    ticks: int = 500,
+) -> dict[str, float]:
+    """Deliveries and collision attempts per robot per tick of ``act`` on lifelong tasks.
+
+    No shield runs: a move into another robot fails and counts as a collision attempt (the env's
+    ``conflict`` flag). The same seeds give the same starts and task streams to every policy.
+
+    Args:
+        act: ``(B, N, D)`` observations -> ``(B, N)`` actions.
+        map: the map.
+        robots: robots per world.
+        seeds: one batch of ``num_envs`` worlds per seed.
+        num_envs: worlds per batch.
+        ticks: ticks per world.
+
+    Returns:
+        ``deliveries_per_robot_tick``, ``collision_attempts_per_robot_tick``, ``deliveries``.
+    """
+    delivered = conflicts = 0
+    for seed in seeds:
+        env = make_vector(map, robots, num_envs, seed=seed, max_steps=ticks + 1)
+        obs, _ = env.reset()
+        for _ in range(ticks):
+            obs, _r, _te, _tr, info = env.step(act(obs))
+            delivered += int(info["delivered"].sum())
+            conflicts += int(info["conflict"].sum())
+    denom = len(seeds) * num_envs * robots * ticks
+    return {
+        "deliveries_per_robot_tick": delivered / denom,
+        "collision_attempts_per_robot_tick": conflicts / denom,
+        "deliveries": float(delivered),
+    }
+
+
+# --------------------------------------------------------------------------- training
+
+
+def train_nav(
+    map: str = "warehouse-small",
+    robots: int = 4,
+    *,
+    algo: Literal["ippo", "mappo"] = "ippo",
+    steps: int = 600_000,
+    seed: int = 0,
+    num_envs: int = 16,
+    max_steps: int = 256,
+    config: PPOConfig | None = None,
+    callbacks: Sequence[core.Callback] = (),
+) -> tuple[NavPolicy, core.TrainResult]:
+    """Train a navigation policy with IPPO or MAPPO on lifelong tasks.
+
+    Args:
+        map: training map (a preset name or map file).
+        robots: robots per world.
+        algo: ``"ippo"`` or ``"mappo"``.
+        steps: world steps.
+        seed: root seed.
+        num_envs: worlds stepped together.
+        max_steps: episode length of a world.
+        config: PPO hyperparameters (default: no agent id, 128x128 hidden layers).
+        callbacks: receive training events.
+
+    Returns:
+        The policy and the training result.
+    """
+    from fleetmind.rl.neural import ippo, mappo
+
+    cfg = config or PPOConfig(agent_id=False, hidden=(128, 128), ent_coef=0.01)
+    if cfg.agent_id:
+        raise ConfigError("train_nav: config.agent_id must be False (the policy serves any N)")
+    env = make_vector(map, robots, num_envs, seed=seed, max_steps=max_steps, radius=RADIUS)
+    learner = {"ippo": ippo, "mappo": mappo}.get(algo)
+    if learner is None:
+        raise ConfigError(f"algo: expected 'ippo' or 'mappo', got {algo!r}")
+    result = learner.train(env, cfg, seed=seed, steps=steps, callbacks=callbacks)
+    actor = result.policy
+    assert isinstance(actor, Actor)
+    meta = {
+        "algo": algo,
+        "train_map": map,
+        "train_robots": robots,
+        "train_steps": result.steps,
+        "train_seed": seed,
+        "train_num_envs": num_envs,
+        "train_max_steps": max_steps,
+        "train_wall_s": round(result.wall_s, 1),
+    }
+    return NavPolicy(actor, meta), result
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m fleetmind.rl.nav --train ...`` or ``--eval PATH``."""
+    parser = argparse.ArgumentParser(prog="python -m fleetmind.rl.nav", description=__doc__)
+    parser.add_argument("--train", action="store_true", help="train a policy and save it")
+    parser.add_argument("--eval", metavar="PATH", help="evaluate a saved policy vs the baseline")
+    parser.add_argument("--map", default="warehouse-small")
+    parser.add_argument("--robots", type=int, default=4)
+    parser.add_argument("--algo", choices=("ippo", "mappo"), default="ippo")
+    parser.add_argument("--steps", type=int, default=600_000)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--num-envs", type=int, default=16)
+    parser.add_argument("--out", default="nav_policy.pt")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    torch.set_num_threads(1)
+    if args.train:
+        t0 = time.perf_counter()
+
+        def report(event: core.Event) -> None:
+            if event.kind == "update" and int(event.scalars["train/updates"]) % 20 == 0:
+                log.info("step %d: %s", event.step, event.scalars)
+
+        policy, _ = train_nav(
+            args.map,
+            args.robots,
+            algo=args.algo,
+            steps=args.steps,
+            seed=args.seed,
+            num_envs=args.num_envs,
+            callbacks=[report],
+        )
+        policy.metadata["eval"] = evaluate(policy.act, args.map, args.robots)
+        policy.metadata["eval_baseline"] = evaluate(shortest_path_actions, args.map, args.robots)
+        policy.save(args.out)
+        log.info("saved %s after %.0f s: %s", args.out, time.perf_counter() - t0, policy.metadata)
+    if args.eval:
+        policy = NavPolicy.load(args.eval)
+        log.info("policy:   %s", evaluate(policy.act, args.map, args.robots))
+        log.info("baseline: %s", evaluate(shortest_path_actions, args.map, args.robots))
+    if not (args.train or args.eval):
+        parser.error("give --train or --eval PATH")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

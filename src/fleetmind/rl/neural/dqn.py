@@ -1,0 +1,395 @@
+"""The off-policy Q-learning loop behind IQL-DQN, VDN and QMIX (CleanRL's ``dqn.py``, multi-agent).
+
+One Q-network shared by all agents (agent-id one-hot appended), ``(..., N, D) -> (..., N, A)``,
+a target network updated by Polyak averaging, epsilon-greedy exploration decaying linearly, a
+replay buffer of joint transitions. The algorithms differ only in the *mixer* that turns the
+agents' chosen Q-values into the quantity the TD target is written for:
+
+- no mixer (:mod:`~fleetmind.rl.neural.iql_dqn`): each agent's own Q on its own reward;
+- sum (:mod:`~fleetmind.rl.neural.vdn`): ``Q_tot = sum_i Q_i`` on the team reward;
+- monotonic hypernetwork mixer on the global state (:mod:`~fleetmind.rl.neural.qmix`).
+
+The team reward of VDN/QMIX is the mean of the agents' normalised rewards (as the tabular CTDE
+learners use). Targets use double Q-learning (online argmax, target evaluation) and do not
+bootstrap on termination; a time-limit truncation bootstraps from the final observation when
+the env reports ``final_obs``, else the transition is dropped (the next observation the env
+returns then belongs to a new episode).
+
+Hyperparameters follow FIELD-NOTES §3.3 through :func:`fleetmind.rl.hyper.resolve` (gamma by
+horizon, learning rate 1e-3 halved for several agents on one shared reward, rewards scaled and
+clipped to ``[-1, 1]``); :class:`DQNConfig` overrides any of them.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from fleetmind.errors import ConfigError
+from fleetmind.rl import hyper
+from fleetmind.rl.neural import core
+from fleetmind.rl.neural.ppo import env_horizon
+
+log = logging.getLogger(__name__)
+
+BASE_LR = 1e-3
+
+
+@dataclass(frozen=True)
+class DQNConfig:
+    """Value-based hyperparameters (None: resolved by the §3.3 rules).
+
+    Attributes:
+        buffer_size: replay capacity in joint transitions (one per world step).
+        batch_size: transitions per gradient step.
+        learning_starts: world steps collected before the first gradient step.
+        train_every: batched env steps between gradient steps.
+        lr: Adam learning rate (None: 1e-3, halved for several agents on one shared reward).
+        gamma: discount (None: by horizon).
+        tau: Polyak factor of the target update (1.0: hard copy).
+        eps_start: initial exploration rate.
+        eps_end: final exploration rate.
+        eps_fraction: fraction of the run over which epsilon decays linearly.
+        max_grad_norm: gradient clipping.
+        hidden: hidden layer widths of the Q-network.
+        mixing_embed: width of the QMIX mixing layer.
+        agent_id: append the agent-id one-hot to Q-network inputs.
+        horizon: episode length for the gamma rule (None: the env's ``max_steps``).
+        shared_reward: whether agents share one reward (for the learning-rate rule).
+        reward_scale: reward multiplier before clipping (None: from ``reward_bound``).
+        reward_bound: largest absolute one-step reward, sets the default scale.
+    """
+
+    buffer_size: int = 10_000
+    batch_size: int = 64
+    learning_starts: int = 500
+    train_every: int = 1
+    lr: float | None = None
+    gamma: float | None = None
+    tau: float = 0.01
+    eps_start: float = 1.0
+    eps_end: float = 0.05
+    eps_fraction: float = 0.5
+    max_grad_norm: float = 10.0
+    hidden: tuple[int, ...] = (64, 64)
+    mixing_embed: int = 32
+    agent_id: bool = True
+    horizon: int | None = None
+    shared_reward: bool = False
+    reward_scale: float | None = None
+    reward_bound: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("buffer_size", "batch_size", "train_every"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"DQNConfig.{name} must be >= 1, got {getattr(self, name)}")
+        if not 0.0 < self.tau <= 1.0:
+            raise ConfigError(f"DQNConfig.tau must be in (0, 1], got {self.tau}")
+        if not 0.0 < self.eps_fraction <= 1.0:
+            raise ConfigError(f"DQNConfig.eps_fraction must be in (0, 1], got {self.eps_fraction}")
+
+
+class QNetwork(nn.Module):
+    """Shared Q-network: ``(..., N, D)`` observations -> ``(..., N, A)`` Q-values."""
+
+    def __init__(
+        self, obs_size: int, n_actions: int, n_agents: int, hidden: Sequence[int], agent_id: bool
+    ) -> None:
+        super().__init__()
+        self.n_agents = n_agents
+        self.agent_id = agent_id
+        self.net = core.mlp(
+            obs_size + (n_agents if agent_id else 0), n_actions, hidden, activation=nn.ReLU
+        )
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        """Q-values of every agent."""
+        x = core.with_agent_id(obs, self.n_agents) if self.agent_id else obs
+        out: torch.Tensor = self.net(x)
+        return out
+
+
+Mixer = nn.Module
+"""``forward(q (batch, N), state (batch, S)) -> (batch,)``; None means independent learners."""
+
+
+def epsilon_at(step: int, total: int, config: DQNConfig) -> float:
+    """Linear decay from ``eps_start`` to ``eps_end`` over ``eps_fraction * total`` steps."""
+    span = max(1.0, config.eps_fraction * total)
+    frac = min(1.0, step / span)
+    return config.eps_start + frac * (config.eps_end - config.eps_start)
+
+
+def train_dqn(
+    env: core.BatchEnv,
+    config: DQNConfig,
+    *,
+    mixer: Mixer | None,
+    algo: str,
+    seed: int,
+    steps: int,
+    out_dir: Path | None = None,
+    callbacks: Sequence[core.Callback] = (),
+    checkpoint_every: int = 0,
+    resume: bool = False,
+) -> core.TrainResult:
+    """Run the shared Q-learning loop.
+
+    Args:
+        env: the batched env.
+        config: hyperparameters.
+        mixer: None (independent learners) or a module mixing ``(batch, N)`` Q-values with the
+            ``(batch, S)`` global state into ``(batch,)``, built by the caller from
+            ``split_seed(seed)[2]``.
+        algo: name recorded in results and checkpoints.
+        seed: root seed.
+        steps: world steps to reach in total, resumes included.
+        out_dir: checkpoint folder.
+        callbacks: receive training events.
+        checkpoint_every: checkpoint every this many gradient steps (0: only at the end).
+        resume: continue from ``out_dir/checkpoint.pt``.
+
+    Returns:
+        Curves, losses, the Q-network (as ``policy``) and the resolved config.
+    """
+    t0 = time.perf_counter()
+    n, d, a, b = env.n_robots, env.obs_size, env.n_actions, env.num_envs
+    agents = [f"robot_{i}" for i in range(n)]
+    h = hyper.resolve(
+        horizon=config.horizon or env_horizon(env),
+        n_learners=n,
+        shared_reward=config.shared_reward or mixer is not None,
+        gamma=config.gamma,
+        reward_scale=config.reward_scale,
+        reward_bound=config.reward_bound,
+    )
+    lr = float(config.lr) if config.lr is not None else BASE_LR * h.alpha / hyper.ALPHA_SINGLE
+    h.sources["lr"] = "override" if config.lr is not None else f"rule: {BASE_LR} x alpha factor"
+    env_seq, q_seq, _mixer_seq, explore_seq, sample_seq = split_seed(seed)
+    q_net = core.build_seeded(q_seq, lambda: QNetwork(d, a, n, config.hidden, config.agent_id))
+    target_q = copy.deepcopy(q_net)
+    target_mixer = copy.deepcopy(mixer) if mixer is not None else None
+    params = [*q_net.parameters(), *(mixer.parameters() if mixer is not None else [])]
+    optimizer = torch.optim.Adam(params, lr=lr)
+    g_explore = core.torch_generator(explore_seq)
+    g_sample = core.torch_generator(sample_seq)
+    use_state = mixer is not None
+    state = env.global_state() if use_state else None
+    state_size = state.shape[-1] if state is not None else 0
+    buffer = core.ReplayBuffer(config.buffer_size, n, d, state_size)
+    tracker = core.EpisodeTracker(b, agents)
+    losses: dict[str, list[float]] = {"td": [], "q_mean": [], "epsilon": []}
+    done_steps = updates = batched_steps = 0
+    resolved = {
+        "algo": algo,
+        **dataclasses.asdict(config),
+        "lr": lr,
+        "gamma": h.gamma,
+        "reward_scale": h.reward_scale,
+        "hyper": h.to_dict(),
+        "num_envs": b,
+        "n_agents": n,
+        "obs_size": d,
+        "n_actions": a,
+        "mixer": type(mixer).__name__ if mixer is not None else None,
+    }
+
+    if resume:
+        if out_dir is None:
+            raise ConfigError("resume=True needs out_dir")
+        ck = core.load_checkpoint(out_dir)
+        if ck is not None:
+            if ck["algo"] != algo:
+                raise ConfigError(f"{out_dir}/checkpoint.pt holds {ck['algo']!r}, not {algo!r}")
+            q_net.load_state_dict(ck["q"])
+            target_q.load_state_dict(ck["target_q"])
+            if mixer is not None and target_mixer is not None:
+                mixer.load_state_dict(ck["mixer"])
+                target_mixer.load_state_dict(ck["target_mixer"])
+            optimizer.load_state_dict(ck["optimizer"])
+            g_explore.set_state(ck["g_explore"])
+            g_sample.set_state(ck["g_sample"])
+            tracker.load_state_dict(ck["tracker"])
+            losses = ck["losses"]
+            done_steps, updates = int(ck["steps"]), int(ck["updates"])
+            log.info(
+                "%s: resumed from %s at step %d (replay starts empty)", algo, out_dir, done_steps
+            )
+
+    def checkpoint() -> None:
+        assert out_dir is not None
+        core.save_checkpoint(
+            out_dir,
+            {
+                "algo": algo,
+                "q": q_net.state_dict(),
+                "target_q": target_q.state_dict(),
+                "mixer": mixer.state_dict() if mixer is not None else None,
+                "target_mixer": target_mixer.state_dict() if target_mixer is not None else None,
+                "optimizer": optimizer.state_dict(),
+                "g_explore": g_explore.get_state(),
+                "g_sample": g_sample.get_state(),
+                "tracker": tracker.state_dict(),
+                "losses": losses,
+                "steps": done_steps,
+                "updates": updates,
+                "config": resolved,
+            },
+        )
+        core.emit(callbacks, core.Event("checkpoint", done_steps))
+
+    env_seed = int(env_seq.generate_state(updates + 1)[-1])
+    obs, _ = env.reset(seed=env_seed)
+    state = env.global_state() if use_state else None
+    start_steps = done_steps
+    learn_from = done_steps + config.learning_starts
+
+    while done_steps < steps:
+        # ---- act: epsilon-greedy per agent
+        eps = epsilon_at(done_steps, steps, config)
+        with torch.no_grad():
+            greedy = q_net(torch.from_numpy(obs)).argmax(-1)
+        explore = torch.rand(greedy.shape, generator=g_explore) < eps
+        random_act = torch.randint(a, greedy.shape, generator=g_explore)
+        act = torch.where(explore, random_act, greedy).numpy()
+        next_obs, rewards, term, trunc, info = env.step(act)
+        next_state = env.global_state() if use_state else None
+
+        # ---- store: truncated worlds need their final observation, else they are dropped
+        real_next = next_obs.copy()
+        real_next_state = next_state.copy() if next_state is not None else None
+        keep = np.ones(b, dtype=bool)
+        if trunc.any():
+            ended = np.flatnonzero(trunc)
+            if "final_obs" in info and (not use_state or "final_state" in info):
+                real_next[ended] = info["final_obs"][ended]
+                if real_next_state is not None:
+                    real_next_state[ended] = info["final_state"][ended]
+            else:
+                keep[ended] = False
+        buffer.add(
+            obs=obs[keep],
+            actions=act[keep],
+            rewards=h.normalise(rewards[keep]).astype(np.float32),
+            next_obs=real_next[keep],
+            terminated=term[keep],
+            state=state[keep] if state is not None else None,
+            next_state=real_next_state[keep] if real_next_state is not None else None,
+        )
+        done_steps += b
+        batched_steps += 1
+        for ep in tracker.update(rewards, term | trunc, done_steps, info.get("delivered")):
+            scal = {f"train/agent/{ag}/return": r for ag, r in ep.items()}
+            scal["train/episode_return_mean"] = float(np.mean(list(ep.values())))
+            core.emit(callbacks, core.Event("episode", done_steps, scal))
+        obs, state = next_obs, next_state
+
+        # ---- learn
+        if done_steps < learn_from or batched_steps % config.train_every or buffer.size == 0:
+            continue
+        batch = buffer.sample(config.batch_size, g_sample)
+        q_taken = q_net(batch["obs"]).gather(-1, batch["actions"][..., None])[..., 0]  # (M, N)
+        with torch.no_grad():
+            next_act = q_net(batch["next_obs"]).argmax(-1, keepdim=True)
+            q_next = target_q(batch["next_obs"]).gather(-1, next_act)[..., 0]  # (M, N)
+            not_done = 1.0 - batch["terminated"]
+            if mixer is None:
+                target = batch["rewards"] + h.gamma * not_done[:, None] * q_next
+            else:
+                assert target_mixer is not None
+                team = batch["rewards"].mean(-1)
+                target = team + h.gamma * not_done * target_mixer(q_next, batch["next_state"])
+        pred = q_taken if mixer is None else mixer(q_taken, batch["state"])
+        loss = nn.functional.smooth_l1_loss(pred, target)
+        optimizer.zero_grad()
+        loss.backward()  # type: ignore[no-untyped-call]
+        nn.utils.clip_grad_norm_(params, config.max_grad_norm)
+        optimizer.step()
+        with torch.no_grad():
+            for src, dst in ((q_net, target_q), (mixer, target_mixer)):
+                if src is None or dst is None:
+                    continue
+                for p, tp in zip(src.parameters(), dst.parameters(), strict=True):
+                    tp.mul_(1.0 - config.tau).add_(p, alpha=config.tau)
+        updates += 1
+        losses["td"].append(loss.item())
+        losses["q_mean"].append(q_taken.mean().item())
+        losses["epsilon"].append(eps)
+        if updates % 50 == 0:
+            core.emit(
+                callbacks,
+                core.Event(
+                    "update",
+                    done_steps,
+                    {f"train/loss/{k}": float(np.mean(v[-50:])) for k, v in losses.items()}
+                    | {"train/updates": float(updates)},
+                ),
+            )
+        if out_dir is not None and checkpoint_every and updates % checkpoint_every == 0:
+            checkpoint()
+    if out_dir is not None:
+        checkpoint()
+    wall = time.perf_counter() - t0
+    log.info("%s: %d steps, %d updates, %.1f s", algo, done_steps, updates, wall)
+    return core.TrainResult(
+        algo=algo,
+        steps=done_steps,
+        updates=updates,
+        returns=tracker.returns,
+        deliveries=tracker.deliveries,
+        episode_end_steps=tracker.end_steps,
+        losses=losses,
+        policy=q_net,
+        config=resolved,
+        wall_s=wall,
+        steps_this_call=done_steps - start_steps,
+    )
+
+
+def split_seed(seed: int) -> list[np.random.SeedSequence]:
+    """The run's named streams: env, Q-net init, mixer init, exploration, replay sampling."""
+    return np.random.SeedSequence(seed).spawn(5)
+
+
+def train_with(
+    mixer_factory: Any,
+    algo: str,
+    env: core.BatchEnv,
+    config: DQNConfig | None,
+    *,
+    seed: int,
+    steps: int,
+    out_dir: Path | None,
+    callbacks: Sequence[core.Callback],
+    checkpoint_every: int,
+    resume: bool,
+) -> core.TrainResult:
+    """Build the mixer from the run's seed (``mixer_factory(config)`` or None) and train."""
+    cfg = config or DQNConfig()
+    mixer = (
+        core.build_seeded(split_seed(seed)[2], lambda: mixer_factory(cfg))
+        if mixer_factory is not None
+        else None
+    )
+    return train_dqn(
+        env,
+        cfg,
+        mixer=mixer,
+        algo=algo,
+        seed=seed,
+        steps=steps,
+        out_dir=out_dir,
+        callbacks=callbacks,
+        checkpoint_every=checkpoint_every,
+        resume=resume,
+    )

@@ -1,0 +1,90 @@
+"""IPPO: independent PPO with parameter sharing (de Witt et al., 2020; Yu et al., 2022).
+
+Every agent acts from its own observation and is judged by a *decentralised* critic that also
+sees only that observation: each agent is an independent learner that happens to share weights
+with the others (the agent-id one-hot lets the shared network specialise). The training loop is
+:func:`fleetmind.rl.neural.ppo.train_ppo`; this file holds what is IPPO's own, the critic.
+
+Usage::
+
+    from fleetmind.envs import make_vector
+    from fleetmind.rl.neural import ippo
+    env = make_vector("warehouse-tiny", 2, 8, seed=0)
+    result = ippo.train(env, ippo.PPOConfig(), seed=0, steps=20_000)
+    result.returns["robot_0"]  # per-agent episode returns
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from fleetmind.rl.neural import core
+from fleetmind.rl.neural.ppo import PPOConfig, split_seed, train_ppo
+
+__all__ = ["LocalCritic", "PPOConfig", "train"]
+
+
+class LocalCritic(nn.Module):
+    """Decentralised critic: ``(..., N, D)`` observations -> ``(..., N)`` values."""
+
+    def __init__(self, obs_size: int, n_agents: int, hidden: Sequence[int], agent_id: bool) -> None:
+        super().__init__()
+        self.n_agents = n_agents
+        self.agent_id = agent_id
+        self.net = core.mlp(obs_size + (n_agents if agent_id else 0), 1, hidden)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        """Value of each agent's observation."""
+        x = core.with_agent_id(obs, self.n_agents) if self.agent_id else obs
+        out: torch.Tensor = self.net(x)[..., 0]
+        return out
+
+
+def train(
+    env: core.BatchEnv,
+    config: PPOConfig | None = None,
+    *,
+    seed: int = 0,
+    steps: int = 100_000,
+    out_dir: Path | None = None,
+    callbacks: Sequence[core.Callback] = (),
+    checkpoint_every: int = 0,
+    resume: bool = False,
+) -> core.TrainResult:
+    """Train IPPO on a batched multi-agent env.
+
+    Args:
+        env: the batched env (``make_vector(...)`` or an adapter).
+        config: hyperparameters (default :class:`PPOConfig`).
+        seed: root seed.
+        steps: world steps to reach in total.
+        out_dir: checkpoint folder.
+        callbacks: receive training events.
+        checkpoint_every: checkpoint every this many updates (0: only at the end).
+        resume: continue from ``out_dir/checkpoint.pt``.
+
+    Returns:
+        The training result (``policy`` is the shared actor).
+    """
+    cfg = config or PPOConfig()
+    critic = core.build_seeded(
+        split_seed(seed)[2],
+        lambda: LocalCritic(env.obs_size, env.n_robots, cfg.hidden, cfg.agent_id),
+    )
+    return train_ppo(
+        env,
+        cfg,
+        critic=critic,
+        critic_kind="local",
+        algo="ippo",
+        seed=seed,
+        steps=steps,
+        out_dir=out_dir,
+        callbacks=callbacks,
+        checkpoint_every=checkpoint_every,
+        resume=resume,
+    )

@@ -1,0 +1,369 @@
+"""The parameter-shared PPO loop behind IPPO and MAPPO (CleanRL's ``ppo.py``, multi-agent).
+
+One actor shared by all agents (agent-id one-hot appended to each observation), one critic whose
+input is the only difference between the two algorithms: the agent's own observation for IPPO
+(:mod:`fleetmind.rl.neural.ippo`), the global state for MAPPO (:mod:`fleetmind.rl.neural.mappo`).
+Each agent learns from its own reward (the env's reward mode decides what that is).
+
+Per update: collect ``rollout_len`` batched steps of every world; GAE(lambda) advantages per
+agent (bootstrap on truncation, none on termination; see :func:`fleetmind.rl.neural.core.gae`);
+``epochs`` passes of clipped-surrogate PPO over ``minibatches`` shuffled minibatches of
+(step, world) pairs, all agents of a pair together.
+
+When a world hits its time limit the env resets it in place. If ``info`` carries
+``final_obs`` (and ``final_state``), the critic's value of the final state bootstraps the
+truncated step; otherwise the value of the state acted in stands in for it (a one-step-off
+estimate; the warehouse vector env does not report final observations yet).
+
+Hyperparameters follow FIELD-NOTES §3.3 through :func:`fleetmind.rl.hyper.resolve`: gamma by
+horizon (the env's time limit), learning rate ``3e-4`` halved when several agents share one
+reward, rewards scaled and clipped to ``[-1, 1]``. Any value in :class:`PPOConfig` overrides.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import torch
+from torch import nn
+
+from fleetmind.errors import ConfigError
+from fleetmind.rl import hyper
+from fleetmind.rl.neural import core
+
+log = logging.getLogger(__name__)
+
+BASE_LR = 3e-4
+CriticKind = Literal["local", "global"]
+
+
+@dataclass(frozen=True)
+class PPOConfig:
+    """PPO hyperparameters (None: resolved by the §3.3 rules).
+
+    Attributes:
+        rollout_len: batched steps per update.
+        epochs: passes over each rollout.
+        minibatches: minibatches per pass.
+        lr: Adam learning rate (None: 3e-4, halved for several agents on one shared reward).
+        gamma: discount (None: by horizon).
+        lam: GAE lambda.
+        clip: PPO ratio clip.
+        ent_coef: entropy bonus weight.
+        vf_coef: value loss weight.
+        max_grad_norm: gradient clipping.
+        hidden: hidden layer widths of actor and critic.
+        agent_id: append the agent-id one-hot to actor (and critic) inputs.
+        horizon: episode length for the gamma rule (None: the env's ``max_steps`` or 500).
+        shared_reward: whether agents share one reward (for the learning-rate rule).
+        reward_scale: reward multiplier before clipping (None: from ``reward_bound``).
+        reward_bound: largest absolute one-step reward, sets the default scale.
+    """
+
+    rollout_len: int = 64
+    epochs: int = 4
+    minibatches: int = 4
+    lr: float | None = None
+    gamma: float | None = None
+    lam: float = 0.95
+    clip: float = 0.2
+    ent_coef: float = 0.01
+    vf_coef: float = 0.5
+    max_grad_norm: float = 0.5
+    hidden: tuple[int, ...] = (64, 64)
+    agent_id: bool = True
+    horizon: int | None = None
+    shared_reward: bool = False
+    reward_scale: float | None = None
+    reward_bound: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("rollout_len", "epochs", "minibatches"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"PPOConfig.{name} must be >= 1, got {getattr(self, name)}")
+        if self.lr is not None and not self.lr > 0:
+            raise ConfigError(f"PPOConfig.lr must be > 0, got {self.lr}")
+        if not 0.0 <= self.lam <= 1.0:
+            raise ConfigError(f"PPOConfig.lam must be in [0, 1], got {self.lam}")
+
+
+class Actor(nn.Module):
+    """Shared policy: ``(..., N, D)`` observations -> ``(..., N, A)`` logits."""
+
+    def __init__(
+        self, obs_size: int, n_actions: int, n_agents: int, hidden: Sequence[int], agent_id: bool
+    ) -> None:
+        super().__init__()
+        self.n_agents = n_agents
+        self.agent_id = agent_id
+        self.obs_size = obs_size
+        self.n_actions = n_actions
+        self.hidden = tuple(hidden)
+        self.net = core.mlp(
+            obs_size + (n_agents if agent_id else 0), n_actions, hidden, out_gain=0.01
+        )
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        """Logits of every agent."""
+        x = core.with_agent_id(obs, self.n_agents) if self.agent_id else obs
+        out: torch.Tensor = self.net(x)
+        return out
+
+
+def resolve_hyper(
+    config: PPOConfig | Any, n_agents: int, horizon: int
+) -> tuple[hyper.Hyper, float]:
+    """The §3.3 rules applied to a config; returns ``(hyper, learning rate)``."""
+    h = hyper.resolve(
+        horizon=config.horizon or horizon,
+        n_learners=n_agents,
+        shared_reward=config.shared_reward,
+        gamma=config.gamma,
+        reward_scale=config.reward_scale,
+        reward_bound=config.reward_bound,
+    )
+    if config.lr is not None:
+        lr = float(config.lr)
+        h.sources["lr"] = "override"
+    else:
+        lr = BASE_LR * h.alpha / hyper.ALPHA_SINGLE
+        h.sources["lr"] = f"rule: {BASE_LR} x alpha rule factor {h.alpha / hyper.ALPHA_SINGLE}"
+    return h, lr
+
+
+def env_horizon(env: Any) -> int:
+    """The env's time limit (``env.sim.max_steps`` or ``env.max_steps``), else 500."""
+    for holder in (getattr(env, "sim", None), env):
+        value = getattr(holder, "max_steps", None)
+        if isinstance(value, int) and value > 0:
+            return value
+    return 500
+
+
+def split_seed(seed: int) -> list[np.random.SeedSequence]:
+    """The run's named streams: env, actor init, critic init, action sampling, minibatch shuffle."""
+    return np.random.SeedSequence(seed).spawn(5)
+
+
+def train_ppo(
+    env: core.BatchEnv,
+    config: PPOConfig,
+    *,
+    critic: nn.Module,
+    critic_kind: CriticKind,
+    algo: str,
+    seed: int,
+    steps: int,
+    out_dir: Path | None = None,
+    callbacks: Sequence[core.Callback] = (),
+    checkpoint_every: int = 0,
+    resume: bool = False,
+) -> core.TrainResult:
+    """Run parameter-shared PPO on a batched multi-agent env.
+
+    Args:
+        env: the batched env (see :class:`fleetmind.rl.neural.core.BatchEnv`).
+        config: hyperparameters.
+        critic: the critic module (``(..., N, D)`` obs or ``(..., S)`` state -> ``(..., N)``),
+            built by the caller from ``split_seed(seed)[2]``.
+        critic_kind: ``"local"`` (critic reads observations) or ``"global"`` (the global state).
+        algo: name recorded in results and checkpoints.
+        seed: root seed.
+        steps: environment steps (world steps) to reach in total, resumes included.
+        out_dir: where checkpoints go (required when checkpointing or resuming).
+        callbacks: receive :class:`~fleetmind.rl.neural.core.Event` s.
+        checkpoint_every: save a checkpoint every this many updates (0: never; one is always
+            saved at the end when ``out_dir`` is given).
+        resume: continue from ``out_dir/checkpoint.pt`` when it exists.
+
+    Returns:
+        Curves, losses, the actor and the resolved config.
+    """
+    t0 = time.perf_counter()
+    n, d, a, b = env.n_robots, env.obs_size, env.n_actions, env.num_envs
+    agents = [f"robot_{i}" for i in range(n)]
+    h, lr = resolve_hyper(config, n, env_horizon(env))
+    env_seq, actor_seq, _critic_seq, sample_seq, shuffle_seq = split_seed(seed)
+    actor = core.build_seeded(actor_seq, lambda: Actor(d, a, n, config.hidden, config.agent_id))
+    assert isinstance(actor, Actor)
+    params = [*actor.parameters(), *critic.parameters()]
+    optimizer = torch.optim.Adam(params, lr=lr, eps=1e-5)
+    g_sample = core.torch_generator(sample_seq)
+    g_shuffle = core.torch_generator(shuffle_seq)
+    tracker = core.EpisodeTracker(b, agents)
+    losses: dict[str, list[float]] = {"policy": [], "value": [], "entropy": [], "approx_kl": []}
+    done_steps = updates = 0
+    resolved = {
+        "algo": algo,
+        **dataclasses.asdict(config),
+        "lr": lr,
+        "gamma": h.gamma,
+        "reward_scale": h.reward_scale,
+        "hyper": h.to_dict(),
+        "num_envs": b,
+        "n_agents": n,
+        "obs_size": d,
+        "n_actions": a,
+        "critic": critic_kind,
+    }
+
+    if resume:
+        if out_dir is None:
+            raise ConfigError("resume=True needs out_dir")
+        ck = core.load_checkpoint(out_dir)
+        if ck is not None:
+            if ck["algo"] != algo:
+                raise ConfigError(f"{out_dir}/checkpoint.pt holds {ck['algo']!r}, not {algo!r}")
+            actor.load_state_dict(ck["actor"])
+            critic.load_state_dict(ck["critic"])
+            optimizer.load_state_dict(ck["optimizer"])
+            g_sample.set_state(ck["g_sample"])
+            g_shuffle.set_state(ck["g_shuffle"])
+            tracker.load_state_dict(ck["tracker"])
+            losses = ck["losses"]
+            done_steps, updates = int(ck["steps"]), int(ck["updates"])
+            log.info("%s: resumed from %s at step %d", algo, out_dir, done_steps)
+
+    def checkpoint() -> None:
+        assert out_dir is not None
+        core.save_checkpoint(
+            out_dir,
+            {
+                "algo": algo,
+                "actor": actor.state_dict(),
+                "critic": critic.state_dict(),
+                "optimizer": optimizer.state_dict(),
+                "g_sample": g_sample.get_state(),
+                "g_shuffle": g_shuffle.get_state(),
+                "tracker": tracker.state_dict(),
+                "losses": losses,
+                "steps": done_steps,
+                "updates": updates,
+                "config": resolved,
+            },
+        )
+        core.emit(callbacks, core.Event("checkpoint", done_steps))
+
+    # A resumed run starts fresh episodes from a seed that depends on where it resumes.
+    env_seed = int(env_seq.generate_state(updates + 1)[-1])
+    obs, _ = env.reset(seed=env_seed)
+    state = env.global_state() if critic_kind == "global" else None
+    buf = core.RolloutBuffer(
+        config.rollout_len, b, n, d, state.shape[-1] if state is not None else 0
+    )
+    start_steps = done_steps
+
+    def values_of(o: np.ndarray[Any, Any], s: np.ndarray[Any, Any] | None) -> torch.Tensor:
+        x = (
+            torch.from_numpy(s)
+            if critic_kind == "global" and s is not None
+            else torch.from_numpy(o)
+        )
+        out: torch.Tensor = critic(x)
+        return out
+
+    while done_steps < steps:
+        buf.reset()
+        with torch.no_grad():
+            for _ in range(config.rollout_len):
+                logits = actor(torch.from_numpy(obs))
+                act = core.sample_categorical(logits, g_sample)
+                logp = torch.log_softmax(logits, -1).gather(-1, act[..., None])[..., 0]
+                value = values_of(obs, state)
+                next_obs, rewards, term, trunc, info = env.step(act.numpy())
+                final_values = value.numpy()
+                if trunc.any() and "final_obs" in info:
+                    final_values = values_of(info["final_obs"], info.get("final_state")).numpy()
+                buf.add(
+                    obs=obs,
+                    state=state,
+                    actions=act.numpy(),
+                    logprobs=logp.numpy(),
+                    rewards=h.normalise(rewards).astype(np.float32),
+                    values=value.numpy(),
+                    terminated=term,
+                    truncated=trunc,
+                    final_values=final_values,
+                )
+                done_steps += b
+                for ep in tracker.update(rewards, term | trunc, done_steps, info.get("delivered")):
+                    scal = {f"train/agent/{ag}/return": r for ag, r in ep.items()}
+                    scal["train/episode_return_mean"] = float(np.mean(list(ep.values())))
+                    core.emit(callbacks, core.Event("episode", done_steps, scal))
+                obs = next_obs
+                state = env.global_state() if critic_kind == "global" else None
+            last_value = values_of(obs, state).numpy()
+        adv_np, ret_np = buf.compute(last_value, h.gamma, config.lam)
+
+        t_len = config.rollout_len
+        flat_obs = torch.from_numpy(buf.obs.reshape(t_len * b, n, d))
+        flat_state = torch.from_numpy(buf.state.reshape(t_len * b, -1))
+        flat_act = torch.from_numpy(buf.actions.reshape(t_len * b, n))
+        flat_logp = torch.from_numpy(buf.logprobs.reshape(t_len * b, n))
+        flat_adv = torch.from_numpy(adv_np.reshape(t_len * b, n).astype(np.float32))
+        flat_ret = torch.from_numpy(ret_np.reshape(t_len * b, n).astype(np.float32))
+        stats: dict[str, list[float]] = {k: [] for k in losses}
+        for _ in range(config.epochs):
+            for idx in buf.minibatches(config.minibatches, g_shuffle):
+                logits = actor(flat_obs[idx])
+                logp_all = torch.log_softmax(logits, -1)
+                new_logp = logp_all.gather(-1, flat_act[idx][..., None])[..., 0]
+                entropy = -(logp_all.exp() * logp_all).sum(-1).mean()
+                log_ratio = new_logp - flat_logp[idx]
+                ratio = log_ratio.exp()
+                mb_adv = flat_adv[idx]
+                mb_adv = (mb_adv - mb_adv.mean()) / (mb_adv.std() + 1e-8)
+                pg_loss = torch.max(
+                    -mb_adv * ratio, -mb_adv * ratio.clamp(1 - config.clip, 1 + config.clip)
+                ).mean()
+                v_in = flat_state[idx] if critic_kind == "global" else flat_obs[idx]
+                v_loss = 0.5 * ((critic(v_in) - flat_ret[idx]) ** 2).mean()
+                loss = pg_loss - config.ent_coef * entropy + config.vf_coef * v_loss
+                optimizer.zero_grad()
+                loss.backward()
+                nn.utils.clip_grad_norm_(params, config.max_grad_norm)
+                optimizer.step()
+                with torch.no_grad():
+                    kl = ((ratio - 1) - log_ratio).mean()
+                stats["policy"].append(pg_loss.item())
+                stats["value"].append(v_loss.item())
+                stats["entropy"].append(entropy.item())
+                stats["approx_kl"].append(kl.item())
+        updates += 1
+        for k, v in stats.items():
+            losses[k].append(float(np.mean(v)))
+        core.emit(
+            callbacks,
+            core.Event(
+                "update",
+                done_steps,
+                {f"train/loss/{k}": losses[k][-1] for k in losses}
+                | {"train/updates": float(updates)},
+            ),
+        )
+        if out_dir is not None and checkpoint_every and updates % checkpoint_every == 0:
+            checkpoint()
+    if out_dir is not None:
+        checkpoint()
+    wall = time.perf_counter() - t0
+    log.info("%s: %d steps, %d updates, %.1f s", algo, done_steps, updates, wall)
+    return core.TrainResult(
+        algo=algo,
+        steps=done_steps,
+        updates=updates,
+        returns=tracker.returns,
+        deliveries=tracker.deliveries,
+        episode_end_steps=tracker.end_steps,
+        losses=losses,
+        policy=actor,
+        config=resolved,
+        wall_s=wall,
+        steps_this_call=done_steps - start_steps,
+    )

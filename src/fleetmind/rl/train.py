@@ -1,0 +1,588 @@
+"""The training loop behind ``fleetmind train``: one entry point for every learner.
+
+:func:`train` resolves the map and the algorithm, applies the §3.3 hyperparameter rules
+(:mod:`fleetmind.rl.hyper`), trains, evaluates the greedy policy and writes a run folder::
+
+    out_dir/
+      config.json      resolved hyperparameters (with the rule behind each), map, robots, seed
+      policy.pt        neural: weights + config;  policy.npz: tabular Q-tables
+      checkpoint.pt    neural: every ``checkpoint_every`` updates and at the end (resume=True)
+      curves.csv       per-agent episode returns (and deliveries), one row per episode
+      curves.png       the same, one line per agent (never only the team total, §3.3)
+      metrics.json     per_agent_deliveries, throughput, per_agent_reward, diagnostics, speed
+      tb/              TensorBoard scalars: train/..., eval/..., train/agent/robot_i/return
+
+Algorithms: tabular ``q`` (one robot), ``iql``, ``ctde`` (the race ``race-4x4``: the joint
+table needs a small global state) run :mod:`fleetmind.rl.tabular` / :mod:`fleetmind.rl.ctde`
+on ``make_parallel(..., obs="tabular")`` (``make_race`` / ``make_gridworld`` for the §3 grids);
+neural ``ippo``, ``mappo``, ``iql-dqn``, ``vdn``, ``qmix`` run :mod:`fleetmind.rl.neural` on
+``make_vector`` (or, for a map named like ``rware-tiny-2ag-v2``, on real rware envs).
+
+Only ``backend="local"`` exists; ``"ray"`` raises ConfigError.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import importlib
+import json
+import logging
+import math
+import re
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from fleetmind.errors import ConfigError
+from fleetmind.rl import diagnostics, hyper
+
+log = logging.getLogger(__name__)
+
+TABULAR_ALGOS: tuple[str, ...] = ("q", "iql", "ctde")
+NEURAL_ALGOS: tuple[str, ...] = ("ippo", "mappo", "iql-dqn", "vdn", "qmix")
+ALGOS: tuple[str, ...] = TABULAR_ALGOS + NEURAL_ALGOS
+BACKENDS: tuple[str, ...] = ("local", "ray")
+RWARE_ID = re.compile(r"^rware-(tiny|small|medium|large)-\d+ag(-easy|-hard)?-v2$")
+
+
+@dataclass(frozen=True)
+class TrainRun:
+    """What :func:`train` did.
+
+    Attributes:
+        out_dir: the run folder.
+        metrics: the content of ``metrics.json``.
+        config: the content of ``config.json``.
+        returns: agent -> per-episode return (the curves).
+    """
+
+    out_dir: Path
+    metrics: dict[str, Any]
+    config: dict[str, Any]
+    returns: dict[str, list[float]]
+
+
+def reward_bound(reward_mode: str, robots: int) -> float:
+    """Largest absolute one-step reward of the warehouse under ``reward_mode`` (for §3.3 scaling).
+
+    One robot earns at most the delivery bonus (1.0) in a tick; the team reward sums ``robots``
+    of them.
+    """
+    mode = reward_mode.strip()
+    if mode == "shared":
+        return float(robots)
+    if mode.startswith("mixed"):
+        inner = mode[len("mixed") :].strip("() ")
+        w = float(inner) if inner else 0.5
+        return w + (1.0 - w) * robots
+    return 1.0
+
+
+def _check(algo: str, backend: str, steps: int, checkpoint_every: int) -> None:
+    if backend not in BACKENDS:
+        raise ConfigError(f"backend: expected one of {', '.join(BACKENDS)}, got {backend!r}")
+    if backend == "ray":
+        raise ConfigError("backend: the ray backend is not built yet; use --backend local")
+    if algo not in ALGOS:
+        raise ConfigError(f"algo: expected one of {', '.join(ALGOS)}, got {algo!r}")
+    if steps < 1:
+        raise ConfigError(f"steps: must be >= 1, got {steps}")
+    if checkpoint_every < 0:
+        raise ConfigError(f"checkpoint_every: must be >= 0, got {checkpoint_every}")
+
+
+def train(
+    map: str,
+    robots: int,
+    algo: str,
+    *,
+    reward_mode: str = "individual",
+    steps: int = 100_000,
+    seed: int = 0,
+    out_dir: str | Path = "runs/train",
+    resume: bool = False,
+    backend: str = "local",
+    checkpoint_every: int = 10,
+    num_envs: int = 8,
+    max_steps: int | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    eval_ticks: int = 500,
+    progress: bool = True,
+) -> TrainRun:
+    """Train ``algo`` on ``map`` with ``robots`` robots and write the run folder.
+
+    Args:
+        map: a preset name, map file, rware layout, or an rware env id (neural algorithms).
+        robots: robots (agents).
+        algo: one of :data:`ALGOS`.
+        reward_mode: ``individual``, ``shared``, ``mixed(w)`` or ``difference``.
+        steps: environment steps (world steps; tabular: converted to episodes of ``max_steps``).
+        seed: root seed.
+        out_dir: the run folder.
+        resume: continue a neural run from ``out_dir/checkpoint.pt``.
+        backend: ``"local"`` (``"ray"`` is not built yet).
+        checkpoint_every: neural: checkpoint every this many updates (0: only at the end).
+        num_envs: neural: worlds stepped together.
+        max_steps: episode length (default: 500 for the warehouse, the env's own otherwise).
+        overrides: hyperparameters by name (``PPOConfig`` / ``DQNConfig`` fields for neural
+            algorithms; ``alpha``, ``gamma``, ``eps_start``, ``eps_decay``, ``eps_min`` tabular).
+        eval_ticks: ticks of the greedy evaluation rollout.
+        progress: show a Rich progress bar with ETA.
+
+    Returns:
+        The run folder, its metrics, config and curves.
+
+    Raises:
+        ConfigError: a bad algorithm, backend, map/algorithm pairing or hyperparameter name.
+    """
+    _check(algo, backend, steps, checkpoint_every)
+    if robots < 1:
+        raise ConfigError(f"robots: must be >= 1, got {robots}")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    if algo in TABULAR_ALGOS:
+        if resume:
+            raise ConfigError("resume: tabular runs are short and not resumable; rerun instead")
+        return _train_tabular(
+            map, robots, algo, reward_mode=reward_mode, steps=steps, seed=seed, out=out,
+            max_steps=max_steps or 500, overrides=dict(overrides or {}), eval_ticks=eval_ticks,
+        )  # fmt: skip
+    return _train_neural(
+        map, robots, algo, reward_mode=reward_mode, steps=steps, seed=seed, out=out,
+        resume=resume, checkpoint_every=checkpoint_every, num_envs=num_envs,
+        max_steps=max_steps, overrides=dict(overrides or {}), eval_ticks=eval_ticks,
+        progress=progress,
+    )  # fmt: skip
+
+
+# --------------------------------------------------------------------------- neural
+
+
+def _config(algo: str, fields: dict[str, Any]) -> Any:
+    from fleetmind.rl.neural.dqn import DQNConfig
+    from fleetmind.rl.neural.ppo import PPOConfig
+
+    cls = PPOConfig if algo in ("ippo", "mappo") else DQNConfig
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(fields) - known)
+    if unknown:
+        raise ConfigError(
+            f"overrides: unknown {cls.__name__} field(s) {unknown}; known: {sorted(known)}"
+        )
+    if "hidden" in fields:
+        fields["hidden"] = tuple(int(x) for x in fields["hidden"])
+    return cls(**fields)
+
+
+def _make_env(
+    map: str, robots: int, num_envs: int, *, seed: int, reward_mode: str, max_steps: int | None
+) -> Any:
+    if RWARE_ID.match(map):
+        from fleetmind.rl.neural.adapters import rware_batch
+
+        if reward_mode != "individual":
+            raise ConfigError("reward_mode: rware envs have their own reward; use 'individual'")
+        env = rware_batch(map, num_envs, seed=seed)
+        if env.n_robots != robots:
+            raise ConfigError(f"robots: {map} has {env.n_robots} robots, got --robots {robots}")
+        return env
+    from fleetmind.envs import make_vector
+
+    return make_vector(
+        map, robots, num_envs, seed=seed, reward_mode=reward_mode, max_steps=max_steps or 500
+    )
+
+
+def _train_neural(
+    map: str,
+    robots: int,
+    algo: str,
+    *,
+    reward_mode: str,
+    steps: int,
+    seed: int,
+    out: Path,
+    resume: bool,
+    checkpoint_every: int,
+    num_envs: int,
+    max_steps: int | None,
+    overrides: dict[str, Any],
+    eval_ticks: int,
+    progress: bool,
+) -> TrainRun:
+    import torch
+
+    from fleetmind.rl.neural import MODULES, core
+
+    env_seed, _learn, eval_seed = (
+        int(s.generate_state(1)[0]) for s in np.random.SeedSequence(seed).spawn(3)
+    )
+    env = _make_env(
+        map, robots, num_envs, seed=env_seed, reward_mode=reward_mode, max_steps=max_steps
+    )
+    fields = {
+        "shared_reward": reward_mode.strip() == "shared",
+        "reward_bound": reward_bound(reward_mode, robots),
+        **overrides,
+    }
+    cfg = _config(algo, fields)
+    module = importlib.import_module(MODULES[algo])
+    writer = _tensorboard(out / "tb")
+    callbacks: list[core.Callback] = []
+    if writer is not None:
+
+        def to_tensorboard(event: core.Event) -> None:
+            for key, value in event.scalars.items():
+                writer.add_scalar(key, value, event.step)
+
+        callbacks.append(to_tensorboard)
+    with _progress_bar(progress, algo, steps) as advance:
+        callbacks.append(lambda e: advance(e.step))
+        result = module.train(
+            env,
+            cfg,
+            seed=seed,
+            steps=steps,
+            out_dir=out,
+            callbacks=callbacks,
+            checkpoint_every=checkpoint_every,
+            resume=resume,
+        )
+    torch.save(
+        {"algo": algo, "state_dict": result.policy.state_dict(), "config": result.config},
+        out / "policy.pt",
+    )
+    eval_env = _make_env(
+        map, robots, 4, seed=eval_seed, reward_mode=reward_mode,
+        max_steps=(max_steps or 500) if not RWARE_ID.match(map) else None,
+    )  # fmt: skip
+    policy = result.policy
+
+    def act(obs: NDArray[np.float32]) -> NDArray[np.int64]:
+        with torch.no_grad():
+            out_: NDArray[np.int64] = policy(torch.from_numpy(obs)).argmax(-1).numpy()
+        return out_
+
+    ev = _evaluate_batch(eval_env, act, eval_ticks)
+    config = {
+        "map": map,
+        "robots": robots,
+        "algo": algo,
+        "reward_mode": reward_mode,
+        "steps": steps,
+        "seed": seed,
+        "num_envs": num_envs,
+        "max_steps": max_steps,
+        "backend": "local",
+        "resolved": result.config,
+    }
+    metrics = {
+        "algo": algo,
+        "steps": result.steps,
+        "updates": result.updates,
+        "robots": robots,
+        "train_wall_s": result.wall_s,
+        "samples_per_s": result.samples_per_s,
+        **ev,
+        "final_losses": {k: v[-1] for k, v in result.losses.items() if v},
+    }
+    return _finish(out, config, metrics, result.returns, result.deliveries,
+                   result.episode_end_steps, writer)  # fmt: skip
+
+
+def _evaluate_batch(env: Any, act: Any, ticks: int) -> dict[str, Any]:
+    """Greedy rollout of ``ticks`` batched steps; per-agent deliveries and rewards."""
+    obs, _ = env.reset()
+    b, n = env.num_envs, env.n_robots
+    delivered = np.zeros(n, dtype=np.int64)
+    reward = np.zeros(n, dtype=np.float64)
+    conflicts = 0
+    for _ in range(ticks):
+        obs, r, _te, _tr, info = env.step(act(obs))
+        reward += r.sum(axis=0)
+        if "delivered" in info:
+            delivered += info["delivered"].sum(axis=0)
+        if "conflict" in info:
+            conflicts += int(info["conflict"].sum())
+    agents = [f"robot_{i}" for i in range(n)]
+    return {
+        "eval_ticks": ticks,
+        "eval_worlds": b,
+        "tasks_completed": int(delivered.sum()),
+        "throughput": float(delivered.sum()) / (ticks * b),
+        "per_agent_deliveries": {a: int(delivered[i]) for i, a in enumerate(agents)},
+        "per_agent_reward": {a: float(reward[i]) for i, a in enumerate(agents)},
+        "collision_attempts": conflicts,
+    }
+
+
+# --------------------------------------------------------------------------- tabular
+
+
+def _train_tabular(
+    map: str,
+    robots: int,
+    algo: str,
+    *,
+    reward_mode: str,
+    steps: int,
+    seed: int,
+    out: Path,
+    max_steps: int,
+    overrides: dict[str, Any],
+    eval_ticks: int,
+) -> TrainRun:
+    from fleetmind.envs import make_gridworld, make_parallel, make_race
+    from fleetmind.rl import ctde, tabular
+
+    allowed = {"alpha", "gamma", "eps_start", "eps_decay", "eps_min"}
+    unknown = sorted(set(overrides) - allowed)
+    if unknown:
+        raise ConfigError(
+            f"overrides: unknown tabular field(s) {unknown}; known: {sorted(allowed)}"
+        )
+    special = map in ("gridworld-4x4", "race-4x4")
+    if algo == "q" and robots != 1:
+        raise ConfigError(f"algo 'q' trains one robot, got --robots {robots}; use 'iql'")
+    if algo == "ctde" and map != "race-4x4":
+        raise ConfigError(
+            "algo 'ctde' (tabular joint Q) needs a small global state: use --map race-4x4, "
+            "or a neural CTDE learner (mappo, vdn, qmix) on a warehouse"
+        )
+    if map == "race-4x4" and robots != 2:
+        raise ConfigError(f"map race-4x4 has 2 robots, got --robots {robots}")
+    horizon = 100 if special else max_steps
+    h = hyper.resolve(
+        horizon=horizon,
+        n_learners=robots,
+        shared_reward=reward_mode.strip() == "shared" or map == "race-4x4",
+        alpha=overrides.pop("alpha", None),
+        gamma=overrides.pop("gamma", None),
+        reward_bound=None if special else reward_bound(reward_mode, robots),
+    )
+    episodes = max(1, steps // horizon)
+    t0 = time.perf_counter()
+    env: Any
+    result: Any
+    if algo == "q" and map == "gridworld-4x4":
+        env = make_gridworld()
+        result = tabular.q_learning(
+            env, episodes=episodes, alpha=h.alpha, gamma=h.gamma, seed=seed, **overrides
+        )
+        returns = {"robot_0": [float(x) for x in result.returns]}
+        tables: dict[str, Any] = {"robot_0": result.q}
+    else:
+        if map == "race-4x4":
+            env = make_race()
+        elif special:
+            raise ConfigError(f"map {map}: use algo 'q' with 1 robot")
+        else:
+            env = make_parallel(
+                map, robots, obs="tabular", reward_mode=reward_mode, max_steps=max_steps
+            )
+        kw = {"episodes": episodes, "alpha": h.alpha, "gamma": h.gamma, "seed": seed, **overrides}
+        result = ctde.ctde_q(env, **kw) if algo == "ctde" else tabular.independent_q(env, **kw)
+        returns = {a: [float(x) for x in v] for a, v in result.returns.items()}
+        tables = dict(result.q) if result.q else {"joint": result.q_joint}
+    wall = time.perf_counter() - t0
+    np.savez_compressed(out / "policy.npz", **tables)
+    ev = _evaluate_parallel(env, result, eval_ticks, seed=seed) if map != "gridworld-4x4" else {
+        "per_agent_deliveries": {"robot_0": int(result.reached_goal)},
+        "per_agent_reward": {"robot_0": float(result.returns[-1])},
+        "throughput": float(result.reached_goal) / max(1, len(result.path) - 1),
+        "greedy_path_steps": len(result.path) - 1,
+    }  # fmt: skip
+    config = {
+        "map": map,
+        "robots": robots,
+        "algo": algo,
+        "reward_mode": reward_mode,
+        "steps": steps,
+        "episodes": episodes,
+        "seed": seed,
+        "max_steps": max_steps,
+        "backend": "local",
+        "resolved": {**h.to_dict(), **overrides},
+    }
+    metrics = {
+        "algo": algo,
+        "steps": int(sum(getattr(result, "lengths", [])) or steps),
+        "episodes": episodes,
+        "robots": robots,
+        "train_wall_s": wall,
+        **ev,
+    }
+    deliveries = {a: [0] * len(v) for a, v in returns.items()}
+    ends = list(np.cumsum(getattr(result, "lengths", np.ones(episodes))).astype(int).tolist())
+    return _finish(out, config, metrics, returns, deliveries, ends, None)
+
+
+def _evaluate_parallel(env: Any, policy: Any, ticks: int, *, seed: int) -> dict[str, Any]:
+    """Greedy episodes of a tabular joint policy on a ParallelEnv for about ``ticks`` steps."""
+    agents = list(env.possible_agents)
+    reward = dict.fromkeys(agents, 0.0)
+    delivered = dict.fromkeys(agents, 0)
+    done_ticks = 0
+    episode = 0
+    while done_ticks < ticks:
+        obs, _ = env.reset(seed=seed + episode)
+        episode += 1
+        while env.agents and done_ticks < ticks:
+            obs, rew, _te, _tr, infos = env.step(policy.act(obs))
+            done_ticks += 1
+            for a in agents:
+                reward[a] += float(rew.get(a, 0.0))
+                info = infos.get(a, {})
+                delivered[a] += int(bool(info.get("delivered", False)))
+                delivered[a] += int(info.get("winner") == a)
+    return {
+        "eval_ticks": done_ticks,
+        "eval_worlds": 1,
+        "tasks_completed": sum(delivered.values()),
+        "throughput": sum(delivered.values()) / max(1, done_ticks),
+        "per_agent_deliveries": delivered,
+        "per_agent_reward": reward,
+    }
+
+
+# --------------------------------------------------------------------------- outputs
+
+
+def _finish(
+    out: Path,
+    config: dict[str, Any],
+    metrics: dict[str, Any],
+    returns: Mapping[str, Sequence[float]],
+    deliveries: Mapping[str, Sequence[int]],
+    end_steps: Sequence[int],
+    writer: Any,
+) -> TrainRun:
+    curves = {a: [float(x) for x in v] for a, v in returns.items()}
+    findings = []
+    if all(len(v) >= 20 for v in curves.values()) and len(curves) > 1:
+        try:
+            findings = [
+                {"kind": f.kind, "agents": list(f.agents), "message": f.message}
+                for f in diagnostics.diagnose(curves, step_rewards={a: [0.0] for a in curves})
+            ]
+        except ConfigError as error:
+            log.warning("diagnostics skipped: %s", error)
+    metrics["diagnostics"] = findings
+    metrics["episodes_recorded"] = min((len(v) for v in curves.values()), default=0)
+    metrics["last_returns_mean"] = {
+        a: float(np.mean(v[-10:])) if v else math.nan for a, v in curves.items()
+    }
+    _write_csv(out / "curves.csv", curves, deliveries, end_steps)
+    _plot(out / "curves.png", curves, str(config["algo"]), str(config["map"]))
+    (out / "config.json").write_text(json.dumps(config, indent=2, default=str))
+    (out / "metrics.json").write_text(json.dumps(metrics, indent=2, default=str))
+    if writer is not None:
+        step = int(metrics.get("steps", 0))
+        writer.add_scalar("eval/throughput", float(metrics["throughput"]), step)
+        for a, v in metrics["per_agent_deliveries"].items():
+            writer.add_scalar(f"eval/agent/{a}/deliveries", float(v), step)
+        for a, v in metrics["per_agent_reward"].items():
+            writer.add_scalar(f"eval/agent/{a}/reward", float(v), step)
+        writer.close()
+    log.info("train: wrote %s (throughput %.4f)", out, metrics["throughput"])
+    return TrainRun(out_dir=out, metrics=metrics, config=config, returns=curves)
+
+
+def _write_csv(
+    path: Path,
+    curves: Mapping[str, Sequence[float]],
+    deliveries: Mapping[str, Sequence[int]],
+    end_steps: Sequence[int],
+) -> None:
+    agents = list(curves)
+    n = min((len(v) for v in curves.values()), default=0)
+    with path.open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(
+            ["episode", "end_step", *(f"{a}_return" for a in agents),
+             *(f"{a}_deliveries" for a in agents)]
+        )  # fmt: skip
+        for i in range(n):
+            w.writerow(
+                [i, end_steps[i] if i < len(end_steps) else "",
+                 *(curves[a][i] for a in agents),
+                 *(deliveries.get(a, [0] * n)[i] if i < len(deliveries.get(a, [])) else 0
+                   for a in agents)]
+            )  # fmt: skip
+
+
+def _plot(path: Path, curves: Mapping[str, Sequence[float]], algo: str, map: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for a, v in curves.items():
+        y = np.asarray(v, dtype=np.float64)
+        if len(y) == 0:
+            continue
+        k = max(1, len(y) // 50)
+        smooth = np.convolve(y, np.ones(k) / k, mode="valid")
+        ax.plot(np.arange(k - 1, len(y)), smooth, label=a)
+    ax.set_xlabel("episode")
+    ax.set_ylabel("own return")
+    ax.set_title(f"{algo} on {map}: per-agent returns")
+    if curves:
+        ax.legend(fontsize="small", ncol=2)
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+
+
+def _tensorboard(log_dir: Path) -> Any:
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError:  # tensorboard is an optional extra
+        log.warning("tensorboard is not installed; no TensorBoard scalars")
+        return None
+    return SummaryWriter(log_dir=str(log_dir))
+
+
+class _progress_bar:
+    """Rich progress bar with ETA over environment steps (a no-op when ``enabled`` is False)."""
+
+    def __init__(self, enabled: bool, algo: str, total: int) -> None:
+        self.enabled = enabled
+        self.algo = algo
+        self.total = total
+        self._progress: Any = None
+        self._task: Any = None
+
+    def __enter__(self) -> Any:
+        if not self.enabled:
+            return lambda step: None
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        self._progress = Progress(
+            f"[bold]{self.algo}",
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            "ETA",
+            TimeRemainingColumn(),
+        )
+        self._progress.start()
+        self._task = self._progress.add_task(self.algo, total=self.total)
+        return lambda step: self._progress.update(self._task, completed=min(step, self.total))
+
+    def __exit__(self, *exc: object) -> None:
+        if self._progress is not None:
+            self._progress.stop()

@@ -59,7 +59,11 @@ class WarehouseVectorEnv:
             seed=seed,
         )
         self._observer = obs_mod.LocalObserver(
-            grid.blocked, grid.pickups, radius, oracle=DistanceOracle(grid) if heuristic else None
+            grid.blocked,
+            grid.pickups,
+            radius,
+            oracle=DistanceOracle(grid) if heuristic else None,
+            task_cells=grid.pickups | grid.stations,
         )
         self.obs_size = self._observer.size
         self.n_actions = 5

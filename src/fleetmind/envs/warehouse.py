@@ -83,6 +83,7 @@ class WarehouseParallelEnv(ParallelEnv[str, Any, int]):  # type: ignore[misc]
             grid.pickups,
             radius,
             oracle=DistanceOracle(grid) if heuristic else None,
+            task_cells=grid.pickups | grid.stations,
         )
         if obs == "local":
             self._obs_space: spaces.Space[Any] = spaces.Box(

@@ -54,6 +54,7 @@ class DistanceOracle:
         self._graph = adjacency(grid.blocked)
         self._cache: OrderedDict[int, NDArray[np.int32]] = OrderedDict()
         self.max_cached = max_cached
+        self._table: tuple[bytes, NDArray[np.int64], NDArray[np.int32]] | None = None
 
     def _flat(self, cell: Cell) -> int:
         return int(cell[0]) * self.shape[1] + int(cell[1])
@@ -84,6 +85,33 @@ class DistanceOracle:
         else:
             self._cache.move_to_end(flat)
         return dmap
+
+    def table(
+        self, targets: NDArray[np.bool_], *, max_bytes: int = 256 << 20
+    ) -> tuple[NDArray[np.int64], NDArray[np.int32]] | None:
+        """Dense distance maps of every ``True`` cell of ``targets``, or None if too big.
+
+        Returns:
+            ``(row_of, dist)``: ``row_of`` ``(H * W,)`` maps a flat target cell to its row in
+            ``dist`` (``-1`` for other cells); ``dist`` ``(T, H * W)`` holds the distances.
+            Built once per mask and kept.
+        """
+        key = targets.tobytes()
+        if self._table is not None and self._table[0] == key:
+            return self._table[1], self._table[2]
+        flat = np.flatnonzero(targets.ravel())
+        cells = self.shape[0] * self.shape[1]
+        if len(flat) == 0 or len(flat) * cells * 4 > max_bytes:
+            return None
+        dist = np.empty((len(flat), cells), dtype=np.int32)
+        for start in range(0, len(flat), 256):
+            chunk = flat[start : start + 256]
+            d = shortest_path(self._graph, method="D", unweighted=True, indices=chunk)
+            dist[start : start + len(chunk)] = np.where(np.isinf(d), UNREACHABLE, d)
+        row_of = np.full(cells, -1, dtype=np.int64)
+        row_of[flat] = np.arange(len(flat))
+        self._table = (key, row_of, dist)
+        return row_of, dist
 
     def between(self, a: Cell, b: Cell) -> int:
         """Moves from ``a`` to ``b`` (``UNREACHABLE`` when there is no path)."""

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -232,6 +232,21 @@ class Warehouse:
                 continue
             self.open.append(self._add_order(order))
             ids.append(order.id)
+        return ids
+
+    def inject(self, orders: Sequence[Order]) -> list[str]:
+        """Admit extra orders now (fault injection: a surge); returns the admitted ids.
+
+        Orders get fresh ids in this world's sequence, whatever ids they carried.
+        """
+        ids = []
+        for order in orders:
+            if len(self.open) >= self.config.orders.max_open:
+                self.orders_dropped += 1
+                continue
+            fresh = replace(order, id=f"o{len(self.records)}x", tick=self.tick)
+            self.open.append(self._add_order(fresh))
+            ids.append(fresh.id)
         return ids
 
     def _refill(self) -> None:

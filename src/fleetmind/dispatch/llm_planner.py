@@ -1,0 +1,323 @@
+"""LLM planners: a task queue straight from the model, and a note reader feeding the solver.
+
+``llm`` (:class:`LLMPlanner`): the state description and the open orders, notes included, go to
+the LLM runtime; the model answers with assignments in JSON, schema-constrained where the backend
+allows (the schema enumerates the idle robot ids and open order ids, so constrained decoding cannot
+invent one). The plan is checked against the world (:func:`~fleetmind.dispatch.plans.validate`:
+unknown ids, a robot given two tasks, an order given twice, a busy or broken robot, a missing
+capability); a rejected plan goes back to the model with the reasons (the runtime's veto hook)
+within its budget. When the budget or the decision deadline runs out, the ``assignment`` planner's
+answer is used for that event and the fallback is counted and recorded.
+
+``hybrid`` (:class:`NoteReaderPlanner`): the solver proposes, the LLM amends only where notes
+apply. The model reads each note once (cached by note text) and turns it into a structured
+constraint (a named robot, a deadline, a hold-until tick, or none); the optimal assignment solver
+then honours those constraints exactly as the ``oracle`` honours the ground truth. A note the model
+cannot read within budget is treated as no constraint (and counted).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, create_model
+
+from fleetmind.dispatch.planners import AssignmentPlanner, priority_of
+from fleetmind.dispatch.plans import Assignment, Plan, PlanOutcome, Snapshot, validate
+from fleetmind.llm.budgets import Budgets
+from fleetmind.llm.core import CallContext, ChatClient, Message
+from fleetmind.llm.structured import StructuredOutcome, structured
+from fleetmind.sim.grid import GridMap
+from fleetmind.sim.orders import HiddenConstraint
+
+PROMPT_VERSION = "planner-v1"
+NOTE_PROMPT_VERSION = "note-reader-v1"
+
+SYSTEM = (
+    "You dispatch warehouse robots. Give open orders to idle robots. "
+    "Rules: only idle robots; each robot at most one order; each order at most once; a robot "
+    "must have the capability an order needs; read each note: it may name the only robot "
+    "allowed, a deadline, or a tick before which the load must not be picked up. Prefer urgent "
+    "and old orders and the nearest robot. "
+    'Answer with JSON only: {"assignments": [{"robot": "robot_1", "order": "o3", "priority": 1}]}'
+)
+
+NOTE_SYSTEM = (
+    "Read a warehouse order note and extract its constraint. Answer JSON only. "
+    'kind is "robot" if only one robot may serve it (give robot), "deadline" if it must be '
+    'delivered before a tick (give tick), "hold" if it must not be picked up before a tick '
+    '(give tick), else "none".'
+)
+
+
+# Few-shot examples: small models copy a pattern far better than they follow a rule.
+NOTE_EXAMPLES = (
+    Message.user('Note: "only robot_7 may carry this, it has the clamp"'),
+    Message.assistant('{"kind": "robot", "robot": "robot_7", "tick": null}'),
+    Message.user('Note: "priority client, deliver before tick 420"'),
+    Message.assistant('{"kind": "deadline", "robot": null, "tick": 420}'),
+    Message.user('Note: "wait for the supplier, not before tick 88"'),
+    Message.assistant('{"kind": "hold", "robot": null, "tick": 88}'),
+    Message.user('Note: "usual packaging"'),
+    Message.assistant('{"kind": "none", "robot": null, "tick": null}'),
+)
+
+
+def _reply_model(robot_ids: list[str], order_ids: list[str]) -> type[BaseModel]:
+    """A pydantic model whose JSON schema enumerates the valid ids."""
+    robot_t: Any = Literal[tuple(robot_ids)] if robot_ids else str
+    order_t: Any = Literal[tuple(order_ids)] if order_ids else str
+    item = create_model(
+        "LLMAssignment",
+        __config__=ConfigDict(extra="forbid"),
+        robot=(robot_t, ...),
+        order=(order_t, ...),
+        priority=(int, Field(default=0, ge=0, le=9)),
+    )
+    return create_model(
+        "LLMPlan",
+        __config__=ConfigDict(extra="forbid"),
+        assignments=(list[item], Field(max_length=max(1, len(robot_ids)))),
+    )
+
+
+def _order_line(o: Any, tick: int) -> str:
+    parts = [f"{o.id}: {o.priority}, due in {o.due - tick} ticks"]
+    if o.capability:
+        parts.append(f"needs {o.capability}")
+    if o.note:
+        parts.append(f'note: "{o.note}"')
+    return "; ".join(parts)
+
+
+class LLMPlanner:
+    """Assignments straight from the LLM, validated, with the solver as fallback.
+
+    Args:
+        client: the chat backend (record/replay/metering wrappers welcome).
+        grid: the map (for the fallback solver).
+        budgets: retry budgets and the decision deadline.
+        max_orders: the most open orders shown per call (oldest and urgent first).
+        max_tokens: completion cap per call.
+        temperature: sampling temperature.
+    """
+
+    name = "llm"
+
+    def __init__(
+        self,
+        client: ChatClient,
+        grid: GridMap,
+        *,
+        budgets: Budgets | None = None,
+        max_orders: int = 8,
+        max_tokens: int = 160,
+        temperature: float = 0.2,
+    ) -> None:
+        self.client = client
+        self.fallback = AssignmentPlanner(grid)
+        self.budgets = budgets or Budgets(
+            retries={"veto": 1, "parse": 1, "validation": 1}, deadline_s=20.0
+        )
+        self.max_orders = max_orders
+        self.max_tokens = max_tokens
+        self.temperature = temperature
+
+    def _messages(self, snapshot: Snapshot, orders: list[Any]) -> list[Message]:
+        idle = ", ".join(
+            f"{r.id} at {r.cell}"
+            + (f" caps={','.join(sorted(r.capabilities))}" if r.capabilities else "")
+            for r in snapshot.idle_robots
+        )
+        lines = "\n".join(_order_line(o, snapshot.tick) for o in orders)
+        user = f"{snapshot.text}\n\nIdle robots: {idle}\nOpen orders:\n{lines}\nAssign now."
+        return [Message.system(SYSTEM), Message.user(user)]
+
+    def plan(self, snapshot: Snapshot) -> PlanOutcome:
+        """Ask the model; fall back to the solver when it cannot produce a valid plan."""
+        start = time.perf_counter()
+        idle = snapshot.idle_robots
+        orders = sorted(snapshot.orders, key=lambda o: (o.priority != "urgent", o.tick))[
+            : self.max_orders
+        ]
+        model = _reply_model([r.id for r in idle], [o.id for o in orders])
+
+        def veto(value: Any) -> str | None:
+            pairs = [(a.robot, a.order) for a in value.assignments]
+            reasons = validate(pairs, snapshot)
+            if not pairs and idle and orders:
+                reasons.append("assignments: empty, but there are idle robots and open orders")
+            return "; ".join(reasons[:4]) or None
+
+        outcome: StructuredOutcome[Any] = structured(
+            self.client,
+            self._messages(snapshot, orders),
+            model,
+            veto=veto,
+            budgets=self.budgets,
+            context=CallContext(
+                caller="dispatch.planner",
+                decision_type="assign",
+                prompt_version=PROMPT_VERSION,
+                seed=snapshot.seed,
+                tick=snapshot.tick,
+            ),
+            temperature=self.temperature,
+            max_tokens=self.max_tokens,
+        )
+        tokens_p = sum(r.usage.prompt_tokens for r in outcome.results)
+        tokens_c = sum(r.usage.completion_tokens for r in outcome.results)
+        by_id = {o.id: o for o in snapshot.orders}
+        if outcome.value is not None:
+            chosen = tuple(
+                Assignment(
+                    a.robot, a.order, priority_of(by_id[a.order], snapshot.tick) + a.priority / 10
+                )
+                for a in outcome.value.assignments
+            )
+            plan = Plan(tick=snapshot.tick, assignments=chosen, source=self.name)
+            fallback, failure = False, None
+        else:
+            plan = self.fallback.solve(snapshot)
+            plan = Plan(
+                tick=plan.tick,
+                assignments=plan.assignments,
+                source="fallback:assignment",
+                wake_at=plan.wake_at,
+            )
+            fallback, failure = True, outcome.fallback_reason or "no valid plan"
+        return PlanOutcome(
+            plan=plan,
+            latency_s=time.perf_counter() - start,
+            calls=outcome.attempts,
+            tokens_prompt=tokens_p,
+            tokens_completion=tokens_c,
+            fallback=fallback,
+            failure=failure,
+            errors=tuple(outcome.errors),
+        )
+
+
+class NoteReply(BaseModel):
+    """The constraint a note states, as the model reads it."""
+
+    model_config = ConfigDict(extra="forbid")
+    kind: Literal["none", "robot", "deadline", "hold"]
+    robot: str | None = None
+    tick: int | None = None
+
+
+def _note_model(robot_ids: list[str]) -> type[BaseModel]:
+    """:class:`NoteReply` with the robot field restricted to the fleet's ids."""
+    robot_t: Any = Literal[tuple(robot_ids)] | None if robot_ids else str | None
+    return create_model(
+        "NoteReply",
+        __base__=NoteReply,
+        robot=(robot_t, None),
+    )
+
+
+class NoteReaderPlanner:
+    """The solver proposes; the LLM reads notes into constraints the solver then honours.
+
+    Args:
+        client: the chat backend.
+        grid: the map.
+        budgets: retry budgets and deadline per note.
+        max_notes_per_call: notes read per planner call at most (the rest wait for the next).
+    """
+
+    name = "hybrid"
+
+    def __init__(
+        self,
+        client: ChatClient,
+        grid: GridMap,
+        *,
+        budgets: Budgets | None = None,
+        max_notes_per_call: int = 6,
+    ) -> None:
+        self.client = client
+        self.solver = AssignmentPlanner(grid)
+        self.budgets = budgets or Budgets(retries={"parse": 1, "validation": 1}, deadline_s=10.0)
+        self.max_notes_per_call = max_notes_per_call
+        self._read: dict[str, HiddenConstraint | None] = {}
+        self.unreadable = 0
+
+    def read_note(
+        self, note: str, robot_ids: list[str], *, seed: int | None, tick: int
+    ) -> tuple[HiddenConstraint | None, StructuredOutcome[Any]]:
+        """One LLM call (plus re-asks) turning a note into a constraint."""
+
+        def veto(value: Any) -> str | None:
+            if value.kind == "robot" and value.robot not in robot_ids:
+                return f"robot: {value.robot!r} is not one of {', '.join(robot_ids)}"
+            if value.kind in ("deadline", "hold") and value.tick is None:
+                return "tick: a deadline or hold needs the tick number from the note"
+            return None
+
+        out: StructuredOutcome[Any] = structured(
+            self.client,
+            [Message.system(NOTE_SYSTEM), *NOTE_EXAMPLES, Message.user(f'Note: "{note}"')],
+            _note_model(robot_ids),
+            veto=veto,
+            budgets=self.budgets,
+            context=CallContext(
+                caller="dispatch.planner",
+                decision_type="read_note",
+                prompt_version=NOTE_PROMPT_VERSION,
+                seed=seed,
+                tick=tick,
+            ),
+            temperature=0.0,
+            max_tokens=48,
+        )
+        v = out.value
+        if v is None or v.kind == "none":
+            return None, out
+        return HiddenConstraint(v.kind, robot=v.robot, tick=v.tick), out
+
+    def plan(self, snapshot: Snapshot) -> PlanOutcome:
+        """Read unread notes (budgeted), then solve with the constraints understood so far."""
+        start = time.perf_counter()
+        robot_ids = [r.id for r in snapshot.robots]
+        calls = tokens_p = tokens_c = 0
+        errors: list[str] = []
+        failure = None
+        # Each distinct unread note once, oldest first.
+        fresh = list(
+            dict.fromkeys(o.note for o in snapshot.orders if o.note and o.note not in self._read)
+        )
+        for note in fresh[: self.max_notes_per_call]:
+            constraint, out = self.read_note(
+                note, robot_ids, seed=snapshot.seed, tick=snapshot.tick
+            )
+            calls += out.attempts
+            tokens_p += sum(r.usage.prompt_tokens for r in out.results)
+            tokens_c += sum(r.usage.completion_tokens for r in out.results)
+            errors.extend(out.errors)
+            if out.value is None:
+                self.unreadable += 1
+                failure = out.fallback_reason
+                if out.fallback_reason and "network" not in out.fallback_reason:
+                    self._read[note] = None  # unreadable: do not ask again
+            else:
+                self._read[note] = constraint
+        constraints = {
+            o.id: c for o in snapshot.orders if (c := self._read.get(o.note)) is not None
+        }
+        plan = self.solver.solve(snapshot, constraints)
+        plan = Plan(
+            tick=plan.tick, assignments=plan.assignments, source=self.name, wake_at=plan.wake_at
+        )
+        return PlanOutcome(
+            plan=plan,
+            latency_s=time.perf_counter() - start,
+            calls=calls,
+            tokens_prompt=tokens_p,
+            tokens_completion=tokens_c,
+            fallback=False,
+            failure=failure,
+            errors=tuple(errors),
+        )

@@ -1,0 +1,439 @@
+"""The event-driven control loop that joins planner, executor and shield.
+
+Every tick::
+
+    1. apply a finished plan, if any, after checking it against the current world
+    2. inject faults due this tick
+    3. on a pending event (new orders after a short batching window, a robot idle, a fault or
+       repair, a deadlock report, a planner wake-up), snapshot the world and hand it to the
+       planner on a worker thread -- unless a plan is still being computed (the events wait)
+       or there is nothing to decide (no idle robot or no open order)
+    4. the executor ranks each robot's 5 actions; the shield turns the rankings into one
+       collision-free joint move (or, with the shield off, first choices go through as proposed)
+    5. the simulator steps; deliveries, idle robots and new orders become events
+
+The loop never waits on the planner in ``async`` mode: it keeps executing the last valid plan.
+``sync`` mode waits for each plan, which makes a run reproducible bit for bit (used for record
+and replay). Planner calls happen on events only, never on quiet ticks.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+import numpy as np
+from numpy.typing import NDArray
+
+from fleetmind.dispatch.executors import Executor
+from fleetmind.dispatch.faults import Fault
+from fleetmind.dispatch.planners import Planner, priority_of
+from fleetmind.dispatch.plans import PlanOutcome, Snapshot, percentiles
+from fleetmind.errors import ConfigError
+from fleetmind.safety.shield import Shield
+from fleetmind.safety.verify import conflicts
+from fleetmind.sim.distances import UNREACHABLE, DistanceOracle
+from fleetmind.sim.warehouse import Warehouse
+
+logger = logging.getLogger(__name__)
+
+IMMEDIATE_EVENTS = ("start", "idle", "fault", "repair", "deadlock", "timer")
+
+
+class TickSink(Protocol):
+    """Receives what the loop does, as it happens (the evaluation tier's recorder)."""
+
+    def on_tick(self, tick: int, columns: dict[str, NDArray[Any]]) -> None:
+        """One row per robot for ``tick`` (column arrays of equal length)."""
+        ...
+
+    def on_event(self, event: dict[str, Any]) -> None:
+        """One event (orders, assignments, planner calls, faults, deadlocks)."""
+        ...
+
+
+@dataclass(frozen=True)
+class LoopConfig:
+    """Control-loop settings.
+
+    Attributes:
+        shield: run the shield (off: first choices are executed as proposed).
+        planner_mode: ``async`` (never wait) or ``sync`` (wait; reproducible).
+        order_window: ticks to batch new orders before calling the planner.
+        max_plan_age: plans computed on snapshots older than this many ticks are dropped.
+        deadlock_window: ticks without progress before the shield reports a robot.
+        snapshot_text: include the text description in snapshots (LLM planners need it).
+        tick_period_s: real-time pacing: each tick takes at least this long (0: as fast as
+            possible). Step latency counts the loop's own work, never the pacing sleep.
+    """
+
+    shield: bool = True
+    planner_mode: Literal["async", "sync"] = "async"
+    order_window: int = 2
+    max_plan_age: int = 50
+    deadlock_window: int = 8
+    snapshot_text: bool = True
+    tick_period_s: float = 0.0
+
+
+@dataclass
+class LoopStats:
+    """Counters kept by the loop."""
+
+    planner_calls: int = 0
+    planner_failures: int = 0
+    planner_fallbacks: int = 0
+    llm_calls: int = 0
+    llm_tokens_prompt: int = 0
+    llm_tokens_completion: int = 0
+    plans_stale: int = 0
+    assignments_applied: int = 0
+    assignments_dropped: int = 0
+    events_skipped: int = 0
+    collisions: int = 0
+    shield_interventions: int = 0
+    deadlocks_reported: int = 0
+    shield_rules: Counter[str] = field(default_factory=Counter)
+    events: Counter[str] = field(default_factory=Counter)
+    step_ms: list[float] = field(default_factory=list)
+    planner_ms: list[float] = field(default_factory=list)
+    executor_ms: list[float] = field(default_factory=list)
+    shield_ms: list[float] = field(default_factory=list)
+    sim_ms: list[float] = field(default_factory=list)
+    call_ticks: list[int] = field(default_factory=list)
+
+
+class ControlLoop:
+    """Runs one warehouse episode with a planner, an executor and (optionally) the shield.
+
+    Args:
+        world: the simulator (auto-assignment should be off: the planner assigns).
+        planner: the planner tier.
+        executor: the executor tier.
+        config: loop settings.
+        faults: faults to inject.
+        sink: optional recorder of ticks and events.
+    """
+
+    def __init__(
+        self,
+        world: Warehouse,
+        planner: Planner,
+        executor: Executor,
+        *,
+        config: LoopConfig | None = None,
+        faults: list[Fault] | None = None,
+        sink: TickSink | None = None,
+    ) -> None:
+        if world.config.auto_assign and world.config.orders.rate is not None:
+            raise ConfigError("control loop: turn the world's auto_assign off; the planner assigns")
+        self.world = world
+        self.planner = planner
+        self.executor = executor
+        self.config = config or LoopConfig()
+        self.faults = list(faults or [])
+        self.sink = sink
+        self.stats = LoopStats()
+        self.shield = Shield(
+            world.grid, deadlock_window=self.config.deadlock_window, seed=world.seed
+        )
+        self._oracle = DistanceOracle(world.grid)
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="planner")
+        self._future: Future[PlanOutcome] | None = None
+        self._pending: set[str] = {"start"}
+        self._orders_since: int | None = None
+        self._wake_at: int | None = None
+        self._stuck: tuple[str, ...] = ()
+        self._boosts: dict[str, float] = {}
+        n = len(world.robot_ids)
+        self._waiting = np.zeros(n, dtype=np.int64)
+        self._fault_log: list[dict[str, Any]] = []
+
+    # ------------------------------------------------------------------ events and planning
+    def _emit(self, kind: str, **fields: Any) -> None:
+        self.stats.events[kind] += 1
+        if self.sink is not None:
+            self.sink.on_event({"tick": self.world.tick, "kind": kind, **fields})
+
+    def _apply(self, outcome: PlanOutcome) -> None:
+        w = self.world
+        s = self.stats
+        plan = outcome.plan
+        s.planner_ms.append(outcome.latency_s * 1e3)
+        s.llm_calls += outcome.calls
+        s.llm_tokens_prompt += outcome.tokens_prompt
+        s.llm_tokens_completion += outcome.tokens_completion
+        if outcome.fallback:
+            s.planner_fallbacks += 1
+        if outcome.failure:
+            s.planner_failures += 1
+        self._emit(
+            "plan",
+            source=plan.source,
+            snapshot_tick=plan.tick,
+            assignments=[(a.robot, a.order) for a in plan.assignments],
+            latency_ms=outcome.latency_s * 1e3,
+            fallback=outcome.fallback,
+            failure=outcome.failure,
+            errors=list(outcome.errors),
+            calls=outcome.calls,
+            tokens=outcome.tokens_prompt + outcome.tokens_completion,
+        )
+        if w.tick - plan.tick > self.config.max_plan_age:
+            s.plans_stale += 1
+            self._pending.add("timer")
+            return
+        for a in plan.assignments:
+            try:
+                r = w.robot_index(a.robot)
+                if w.has_task[r] or w.broken[r] or a.order not in w.index:
+                    raise ConfigError("stale")
+                w.assign(r, a.order)
+            except ConfigError:
+                s.assignments_dropped += 1
+                continue
+            s.assignments_applied += 1
+            self._emit("assign", robot=a.robot, order=a.order, snapshot_tick=plan.tick)
+        self._boosts = dict(plan.boosts)
+        if plan.wake_at is not None:
+            self._wake_at = (
+                plan.wake_at if self._wake_at is None else min(self._wake_at, plan.wake_at)
+            )
+
+    def _poll(self) -> None:
+        if self._future is not None and self._future.done():
+            outcome = self._future.result()
+            self._future = None
+            self._apply(outcome)
+
+    def _due_events(self) -> set[str]:
+        t = self.world.tick
+        due = {e for e in self._pending if e in IMMEDIATE_EVENTS}
+        since = self._orders_since
+        if (
+            "orders" in self._pending
+            and since is not None
+            and t - since >= self.config.order_window
+        ):
+            due.add("orders")
+        if self._wake_at is not None and t >= self._wake_at:
+            due.add("timer")
+            self._wake_at = None
+        return due
+
+    def _maybe_plan(self) -> None:
+        due = self._due_events()
+        if not due or self._future is not None:
+            return
+        w = self.world
+        has_idle = bool((~w.has_task & ~w.broken).any())
+        if not (has_idle and w.open) and "deadlock" not in due:
+            self.stats.events_skipped += 1
+            self._pending -= due
+            if "orders" in due:
+                self._orders_since = None
+            return
+        events = tuple(sorted(due | ({"orders"} if "orders" in self._pending else set())))
+        snap = Snapshot.take(
+            w, events=events, stuck=self._stuck, with_text=self.config.snapshot_text
+        )
+        self._pending.clear()
+        self._orders_since = None
+        self._stuck = ()
+        self.stats.planner_calls += 1
+        self.stats.call_ticks.append(w.tick)
+        self._emit("planner_call", events=list(events))
+        if self.config.planner_mode == "sync":
+            self._apply(self.planner.plan(snap))
+        else:
+            self._future = self._pool.submit(self.planner.plan, snap)
+
+    def _inject_faults(self) -> None:
+        w = self.world
+        t = w.tick
+        for f in self.faults:
+            if f.start == t:
+                self._fault_log.append(
+                    {"spec": f.spec, "kind": f.kind, "start": f.start, "end": f.end}
+                )
+                self._emit("fault_start", fault=f.spec)
+                if f.kind == "breakdown" and f.robot is not None:
+                    w.break_robot(f.robot, f.length)
+                    self._pending.add("fault")
+                elif f.kind == "surge":
+                    orders = [w.stream.make(t) for _ in range(f.count)]
+                    ids = w.inject(orders)
+                    self._emit("orders", ids=ids)
+                    self._note_orders()
+            if f.end == t and f.kind != "surge":
+                self._emit("fault_end", fault=f.spec)
+                if f.kind == "breakdown":
+                    self._pending.add("repair")
+
+    def _note_orders(self) -> None:
+        self._pending.add("orders")
+        if self._orders_since is None:
+            self._orders_since = self.world.tick
+
+    # ------------------------------------------------------------------ ticking
+    def _priorities(self) -> NDArray[np.float64]:
+        w = self.world
+        pr = np.zeros(len(w.robot_ids), dtype=np.float64)
+        for i in np.flatnonzero(w.has_task):
+            order = w.task_of(int(i))
+            if order is not None:
+                pr[i] = priority_of(order, w.tick)
+        pr += 0.5 * w.carrying + 0.01 * self._waiting
+        for rid, boost in self._boosts.items():
+            if rid in w.robot_ids:
+                pr[w.robot_ids.index(rid)] += boost
+        return pr
+
+    def _dist_to_target(self) -> NDArray[np.int64]:
+        w = self.world
+        d = np.zeros(len(w.robot_ids), dtype=np.int64)
+        for i in np.flatnonzero(w.has_task):
+            d[i] = int(self._oracle.to((int(w.goal[i, 0]), int(w.goal[i, 1])))[w.cell_of(int(i))])
+        return np.minimum(d, UNREACHABLE)
+
+    def step(self) -> None:
+        """Run one control tick."""
+        w = self.world
+        s = self.stats
+        t0 = time.perf_counter()
+        self._poll()
+        self._inject_faults()
+        self._maybe_plan()
+        if self.config.planner_mode == "sync":
+            self._poll()
+        pos = w.pos.copy()
+        active = w.has_task & ~w.broken
+        t1 = time.perf_counter()
+        ranking = self.executor.rank(pos, w.goal, active)
+        t2 = time.perf_counter()
+        proposed = ranking[:, 0].copy()
+        if self.config.shield:
+            decision = self.shield.resolve(
+                pos,
+                ranking,
+                priorities=self._priorities(),
+                broken=w.broken,
+                dist_to_target=self._dist_to_target(),
+                active=active,
+            )
+            actions = np.asarray(decision.actions, dtype=np.int64)
+            intervened = np.asarray(decision.intervened, dtype=bool)
+            s.shield_interventions += int(intervened.sum())
+            s.shield_rules.update({k: v for k, v in decision.rule_counts.items() if v})
+            if decision.stuck:
+                self._stuck = tuple(w.robot_ids[i] for i in decision.stuck)
+                s.deadlocks_reported += len(decision.stuck)
+                self._pending.add("deadlock")
+                self._emit("deadlock", robots=list(self._stuck))
+        else:
+            actions = proposed
+            intervened = np.zeros(len(proposed), dtype=bool)
+        t3 = time.perf_counter()
+        # Executed collisions: conflicts in the joint move as sent to the robots.
+        s.collisions += len(conflicts(w.grid, pos, actions))
+        res = w.step(actions)
+        t4 = time.perf_counter()
+        self._waiting = np.where(res.moved | ~active, 0, self._waiting + 1)
+        if self.sink is not None:
+            order_ids = np.array(
+                [(o.id if (o := w.task_of(i)) is not None else "") for i in range(len(w.robot_ids))]
+            )
+            self.sink.on_tick(
+                w.tick - 1,
+                {
+                    "robot": np.arange(len(w.robot_ids), dtype=np.int32),
+                    "row": pos[:, 0].astype(np.int32),
+                    "col": pos[:, 1].astype(np.int32),
+                    "order": order_ids,
+                    "carrying": w.carrying.copy(),
+                    "proposed": proposed.astype(np.int8),
+                    "executed": actions.astype(np.int8),
+                    "reward": res.rewards.astype(np.float32),
+                    "shield_override": intervened,
+                    "broken": w.broken.copy(),
+                    "conflict": res.conflict.copy(),
+                },
+            )
+        if res.arrived:
+            self._emit("orders", ids=list(res.arrived))
+            self._note_orders()
+        if res.delivered:
+            self._emit("delivered", ids=list(res.delivered))
+        if res.idle:
+            self._pending.add("idle")
+        s.executor_ms.append((t2 - t1) * 1e3)
+        s.shield_ms.append((t3 - t2) * 1e3)
+        s.sim_ms.append((t4 - t3) * 1e3)
+        s.step_ms.append((time.perf_counter() - t0) * 1e3)
+        if self.config.tick_period_s > 0:
+            time.sleep(max(0.0, self.config.tick_period_s - (time.perf_counter() - t0)))
+
+    def run(self, steps: int, *, progress: Callable[[int], None] | None = None) -> dict[str, Any]:
+        """Run ``steps`` ticks; returns the metrics (see :meth:`metrics`)."""
+        try:
+            for k in range(steps):
+                self.step()
+                if progress is not None:
+                    progress(k + 1)
+            if self._future is not None:
+                # Let an in-flight plan finish so its cost counts (not applied: the run is over).
+                outcome = self._future.result()
+                self._future = None
+                self.stats.planner_ms.append(outcome.latency_s * 1e3)
+                self.stats.llm_calls += outcome.calls
+                self.stats.llm_tokens_prompt += outcome.tokens_prompt
+                self.stats.llm_tokens_completion += outcome.tokens_completion
+        finally:
+            self.close()
+        return self.metrics()
+
+    def close(self) -> None:
+        """Stop the planner worker."""
+        self._pool.shutdown(wait=True)
+
+    def metrics(self) -> dict[str, Any]:
+        """The DESIGN.md metrics of the run so far."""
+        s = self.stats
+        m = self.world.metrics()
+        m.update(
+            {
+                "collisions": s.collisions,
+                "shield": self.config.shield,
+                "shield_interventions": s.shield_interventions,
+                "shield_rules": dict(s.shield_rules),
+                "deadlocks_reported": s.deadlocks_reported,
+                "planner": getattr(self.planner, "name", "?"),
+                "executor": getattr(self.executor, "name", "?"),
+                "planner_calls": s.planner_calls,
+                "planner_failures": s.planner_failures,
+                "planner_fallbacks": s.planner_fallbacks,
+                "llm_calls": s.llm_calls,
+                "llm_tokens_prompt": s.llm_tokens_prompt,
+                "llm_tokens_completion": s.llm_tokens_completion,
+                "plans_stale": s.plans_stale,
+                "assignments_applied": s.assignments_applied,
+                "assignments_dropped": s.assignments_dropped,
+                "events_skipped": s.events_skipped,
+                "events": dict(s.events),
+                "step_latency_ms": percentiles(s.step_ms),
+                "planner_latency_ms": percentiles(s.planner_ms),
+                "tier_latency_ms": {
+                    "executor": percentiles(s.executor_ms),
+                    "shield": percentiles(s.shield_ms),
+                    "sim": percentiles(s.sim_ms),
+                    "planner": percentiles(s.planner_ms),
+                },
+                "faults": list(self._fault_log),
+            }
+        )
+        return m

@@ -125,13 +125,24 @@ class ParallelBatch:
 
 
 def rware_batch(
-    env_id: str = "rware-tiny-2ag-v2", num_envs: int = 8, *, seed: int | None = None
+    env_id: str = "rware-tiny-2ag-v2",
+    num_envs: int = 8,
+    *,
+    seed: int | None = None,
+    **kwargs: Any,
 ) -> ParallelBatch:
-    """``num_envs`` rware envs (through :func:`fleetmind.envs.rware.make_rware`) as one batch."""
+    """``num_envs`` rware envs (through :func:`fleetmind.envs.rware.make_rware`) as one batch.
+
+    Args:
+        env_id: a registered rware id.
+        num_envs: worlds.
+        seed: root seed.
+        **kwargs: passed to ``make_rware`` (e.g. ``max_steps``).
+    """
     from fleetmind.envs.rware import make_rware
 
     return ParallelBatch(
-        [lambda: make_rware(env_id) for _ in range(num_envs)],
+        [lambda: make_rware(env_id, **kwargs) for _ in range(num_envs)],
         seed=seed,
         delivered_from_reward=True,
     )

@@ -11,9 +11,9 @@ import json
 import logging
 import sys
 import time
+from pathlib import Path
 from typing import Annotated, Any
 
-import numpy as np
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -37,6 +37,7 @@ err_console = Console(stderr=True)
 _state: dict[str, bool] = {"debug": False}
 
 EXIT_BAD_INPUT = 2
+DEMO_OUT = Path("runs/demo")
 
 
 @app.callback()
@@ -58,66 +59,245 @@ def _print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
 
 
+def _progress_run(
+    cfg: Any, out: Path | None, *, label: str, quiet: bool, client: Any = None
+) -> dict[str, Any]:
+    """Run one strategy with a Rich progress bar (ETA) unless quiet."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from fleetmind.eval.runner import execute
+
+    if quiet:
+        return execute(cfg, out, client=client)
+    with Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total} ticks"),
+        TimeRemainingColumn(),
+        console=err_console,
+        transient=True,
+    ) as bar:
+        task = bar.add_task(label, total=cfg.steps)
+        return execute(cfg, out, progress=lambda k: bar.update(task, completed=k), client=client)
+
+
+KPI_ROWS = (
+    ("tasks_completed", "tasks completed"),
+    ("throughput", "throughput (tasks/tick)"),
+    ("on_time_rate", "on-time rate"),
+    ("priority_weighted_throughput", "priority-weighted throughput"),
+    ("constraint_violations", "constraint violations (structured/text)"),
+    ("collisions", "collisions executed"),
+    ("shield_interventions", "shield interventions"),
+    ("step_latency_ms", "step latency p50/p99 ms"),
+    ("planner_calls", "planner calls"),
+    ("llm_tokens", "LLM tokens (prompt+completion)"),
+    ("planner_fallbacks", "planner fallbacks"),
+)
+
+
+def _kpi(m: dict[str, Any], key: str) -> str:
+    if key == "constraint_violations":
+        v = m[key]
+        return f"{v['structured']}/{v['text_only']}"
+    if key == "step_latency_ms":
+        return f"{m[key]['p50']:.2f}/{m[key]['p99']:.2f}"
+    if key == "llm_tokens":
+        return str(m["llm_tokens_prompt"] + m["llm_tokens_completion"])
+    value = m[key]
+    return f"{value:.4f}" if isinstance(value, float) else str(value)
+
+
+def kpi_table(results: dict[str, dict[str, Any]], title: str = "KPIs") -> Table:
+    """A Rich table of the headline KPIs, one column per run."""
+    table = Table(title=title)
+    table.add_column("metric")
+    for name in results:
+        table.add_column(name, justify="right")
+    for key, label in KPI_ROWS:
+        table.add_row(label, *(_kpi(m, key) for m in results.values()))
+    return table
+
+
 @app.command()
-def demo(
+def run(
     map_name: Annotated[
-        str, typer.Option("--map", help="Preset name, map file, or rware layout.")
-    ] = "warehouse-small",
-    robots: Annotated[int, typer.Option(help="Number of robots.")] = 8,
-    steps: Annotated[int, typer.Option(help="Ticks to simulate.")] = 300,
-    seed: Annotated[int, typer.Option(help="Root seed.")] = 0,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the KPIs as JSON.")] = False,
+        str | None,
+        typer.Option(
+            "--map",
+            help="Preset, text map file, MovingAI .map file or rware layout. "
+            "[default: warehouse-small]",
+        ),
+    ] = None,
+    robots: Annotated[int | None, typer.Option(help="Number of robots. [default: 8]")] = None,
+    steps: Annotated[int | None, typer.Option(help="Ticks to run. [default: 300]")] = None,
+    planner: Annotated[
+        str | None,
+        typer.Option(help="assignment, greedy, llm, llm-notes or oracle. [default: assignment]"),
+    ] = None,
+    executor: Annotated[
+        str | None, typer.Option(help="rl, shortest-path or llm-direct. [default: shortest-path]")
+    ] = None,
+    policy: Annotated[
+        str | None, typer.Option(help="RL policy file (default: the shipped navigation policy).")
+    ] = None,
+    seed: Annotated[int | None, typer.Option(help="Root seed. [default: 0]")] = None,
+    out: Annotated[
+        Path | None, typer.Option(help="Run folder to write. [default: runs/run-SEED]")
+    ] = None,
+    shield: Annotated[
+        bool | None, typer.Option("--shield/--no-shield", help="Run the shield. [default: on]")
+    ] = None,
+    fault: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Inject a fault: breakdown:ROBOT@T+K, llm-outage@T+K, malformed@T+K, "
+            "surge@T:N (repeatable)."
+        ),
+    ] = None,
+    order_rate: Annotated[
+        float | None, typer.Option(help="Orders per tick (Poisson). [default: robots/40]")
+    ] = None,
+    text_share: Annotated[
+        float | None,
+        typer.Option(help="Share of orders with a text-only constraint. [default: 0.3]"),
+    ] = None,
+    tasks: Annotated[
+        str | None, typer.Option(help="JSON-lines task file instead of the stream.")
+    ] = None,
+    planner_mode: Annotated[
+        str | None,
+        typer.Option(
+            help="async (never wait for the planner) or sync (wait; reproducible). [default: async]"
+        ),
+    ] = None,
+    tick_period: Annotated[
+        float | None,
+        typer.Option(help="Real-time pacing: seconds per tick (0: flat out). [default: 0]"),
+    ] = None,
+    llm_base_url: Annotated[
+        str | None, typer.Option(help="OpenAI-compatible base URL (default: the embedded model).")
+    ] = None,
+    llm_model: Annotated[str | None, typer.Option(help="Model name to request.")] = None,
+    llm_api_key: Annotated[str | None, typer.Option(help="API key (never recorded).")] = None,
+    config: Annotated[
+        Path | None, typer.Option(help="YAML file with the same options; flags override it.")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the metrics as JSON.")] = False,
 ) -> None:
-    """The main job on embedded defaults: run the fleet and print its KPIs.
+    """Run the fleet with one planner, executor and shield setting; record a run folder."""
+    from fleetmind.eval.runner import load_config
 
-    Until the dispatch tier lands this runs the simulator with FIFO order assignment and the
-    shortest-path executor (no shield), and says so.
-    """
-    from fleetmind.dispatch.executors import ShortestPathExecutor
-    from fleetmind.envs.warehouse import resolve_map
-    from fleetmind.sim.orders import OrderConfig
-    from fleetmind.sim.warehouse import Warehouse, WarehouseConfig
-
-    grid = resolve_map(map_name)
-    cfg = WarehouseConfig(n_robots=robots, max_steps=steps, orders=OrderConfig(rate=robots / 40))
-    world = Warehouse(grid, cfg, seed=seed)
-    executor = ShortestPathExecutor(grid)
-    what = (
-        f"simulator on {grid.name} with {robots} robots for {steps} ticks: FIFO nearest-robot "
-        "assignment + shortest-path executor (no shield, no LLM yet)"
+    cfg = load_config(
+        config,
+        {
+            "map": map_name,
+            "robots": robots,
+            "steps": steps,
+            "planner": planner,
+            "executor": executor,
+            "policy": policy,
+            "seed": seed,
+            "shield": shield,
+            "faults": fault or None,
+            "order_rate": order_rate,
+            "text_share": text_share,
+            "tasks": tasks,
+            "planner_mode": planner_mode,
+            "tick_period_s": tick_period,
+            "llm_base_url": llm_base_url,
+            "llm_model": llm_model,
+            "llm_api_key": llm_api_key,
+        },
     )
-    if not as_json:
-        console.print(f"[bold]fleetmind demo[/bold]: {what}")
-    lat = []
-    for _ in range(steps):
-        t0 = time.perf_counter()
-        ranking = executor.rank(world.pos, world.goal, world.has_task)
-        world.step(ranking[:, 0])
-        lat.append((time.perf_counter() - t0) * 1e3)
-    m = world.metrics()
-    m["step_latency_ms"] = {f"p{q}": float(np.percentile(lat, q)) for q in (50, 95, 99)}
-    m["ran"] = what
+    folder = out or Path("runs") / f"run-{cfg.seed}"
+    m = _progress_run(cfg, folder, label=f"{cfg.planner}+{cfg.executor}", quiet=as_json)
     if as_json:
         _print_json(m)
         return
-    table = Table(title="KPIs")
-    table.add_column("metric")
-    table.add_column("value", justify="right")
-    for key in (
-        "tasks_completed",
-        "throughput",
-        "on_time_rate",
-        "priority_weighted_throughput",
-        "collision_attempts",
-        "wall_bumps",
-    ):
-        value = m[key]
-        table.add_row(key, f"{value:.4f}" if isinstance(value, float) else str(value))
-    table.add_row("constraint_violations", json.dumps(m["constraint_violations"]))
-    table.add_row(
-        "step_latency_ms p50/p95/p99", "/".join(f"{v:.2f}" for v in m["step_latency_ms"].values())
+    console.print(kpi_table({f"{cfg.planner}+{cfg.executor}": m}))
+    console.print(f"run folder: {folder}")
+
+
+@app.command()
+def demo(
+    map_name: Annotated[
+        str, typer.Option("--map", help="Preset, map file or rware layout.")
+    ] = "warehouse-small",
+    robots: Annotated[int, typer.Option(help="Number of robots.")] = 8,
+    steps: Annotated[int, typer.Option(help="Ticks per strategy.")] = 300,
+    seed: Annotated[int, typer.Option(help="Root seed.")] = 0,
+    tick_period: Annotated[
+        float, typer.Option(help="Seconds per control tick (the LLM plans while robots move).")
+    ] = 0.1,
+    out: Annotated[
+        Path, typer.Option(help="Folder for the two run folders and the report.")
+    ] = Path("runs/demo"),
+    llm_base_url: Annotated[
+        str | None, typer.Option(help="OpenAI-compatible base URL (default: the embedded model).")
+    ] = None,
+    llm_model: Annotated[str | None, typer.Option(help="Model name to request.")] = None,
+    llm_api_key: Annotated[str | None, typer.Option(help="API key (never recorded).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the KPIs as JSON.")] = False,
+) -> None:
+    """The main job: hybrid (LLM planner + RL executor + shield) vs the classical baseline.
+
+    Starts the embedded LLM (SmolLM2-135M, no key, no network) unless --llm-base-url is given,
+    runs both strategies on the same map, orders and seed in real time (the control loop never
+    waits for the LLM), prints a KPI table and writes the run folders and an HTML report.
+    """
+    from fleetmind.eval.runner import RunConfig, llm_client
+    from fleetmind.eval.strategies import strategy
+
+    started = time.perf_counter()
+    common = {
+        "map": map_name,
+        "robots": robots,
+        "steps": steps,
+        "seed": seed,
+        "tick_period_s": tick_period,
+        "llm_base_url": llm_base_url,
+        "llm_model": llm_model,
+        "llm_api_key": llm_api_key,
+    }
+    hybrid = RunConfig(**common, **strategy("hybrid"))
+    classical = RunConfig(**common, **strategy("classical"))
+    if not as_json:
+        console.print(
+            f"[bold]fleetmind demo[/bold]: {robots} robots on {map_name}, {steps} ticks at "
+            f"{tick_period:g} s/tick, seed {seed}\n"
+            "  hybrid    = LLM planner + RL executor + shield\n"
+            "  classical = assignment solver + shortest-path executor + shield"
+        )
+    results: dict[str, dict[str, Any]] = {}
+    with llm_client(hybrid, None) as client:
+        if not as_json:
+            console.print(f"LLM: {client.model if client else '-'} (ready)")
+        results["hybrid"] = _progress_run(
+            hybrid, out / "hybrid", label="hybrid", quiet=as_json, client=client
+        )
+    results["classical"] = _progress_run(
+        classical, out / "classical", label="classical", quiet=as_json
     )
-    console.print(table)
+    elapsed = time.perf_counter() - started
+    report = _try_report(out, results)
+    if as_json:
+        _print_json({"results": results, "elapsed_s": elapsed, "report": report})
+        return
+    console.print(kpi_table(results, title=f"fleetmind demo ({elapsed:.0f} s)"))
+    console.print(f"run folders: {out / 'hybrid'} and {out / 'classical'}")
+    if report:
+        console.print(f"report: {report}")
+
+
+def _try_report(out: Path, results: dict[str, dict[str, Any]]) -> str | None:
+    """Write the comparison report if the report module is available."""
+    try:
+        from fleetmind.eval import report
+    except ImportError:
+        return None
+    path: Path = report.build_demo(out, results)
+    return str(path)
 
 
 @bench_app.command("sim")

@@ -6,13 +6,18 @@ Rankings are ``(N, 5)`` int arrays, best action first.
 
 from __future__ import annotations
 
-from typing import Protocol
+import json
+from pathlib import Path
+from typing import Any, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
 
+from fleetmind.errors import ConfigError, FleetmindError
+from fleetmind.llm.core import CallContext, ChatClient, Message
 from fleetmind.sim.distances import UNREACHABLE, DistanceOracle
-from fleetmind.sim.grid import DELTAS, N_ACTIONS, WAIT, GridMap
+from fleetmind.sim.grid import ACTION_NAMES, DELTAS, N_ACTIONS, WAIT, GridMap
+from fleetmind.sim.observe import LocalObserver
 
 
 class Executor(Protocol):
@@ -25,6 +30,8 @@ class Executor(Protocol):
         pos: NDArray[np.int32],
         goal: NDArray[np.int32],
         active: NDArray[np.bool_],
+        carrying: NDArray[np.bool_],
+        tick: int,
     ) -> NDArray[np.int64]:
         """``(N, 5)`` rankings, best first, for robots at ``pos`` heading to ``goal``.
 
@@ -32,6 +39,8 @@ class Executor(Protocol):
             pos: ``(N, 2)`` cells.
             goal: ``(N, 2)`` targets (ignored where ``active`` is False).
             active: ``(N,)`` robots that have a target; idle robots rank WAIT first.
+            carrying: ``(N,)`` loaded robots.
+            tick: the current tick.
         """
         ...
 
@@ -73,6 +82,8 @@ class ShortestPathExecutor:
         pos: NDArray[np.int32],
         goal: NDArray[np.int32],
         active: NDArray[np.bool_],
+        carrying: NDArray[np.bool_] | None = None,
+        tick: int = 0,
     ) -> NDArray[np.int64]:
         """Rank actions by distance after the move; idle robots wait first."""
         n = len(pos)
@@ -84,3 +95,169 @@ class ShortestPathExecutor:
         # Idle robots: WAIT is already first in the identity ranking.
         assert ranking[~active, 0].tolist() == [WAIT] * int((~active).sum())
         return ranking
+
+
+class RLExecutor:
+    """The goal-conditioned navigation policy of :mod:`fleetmind.rl.nav` ranks all 5 actions.
+
+    Args:
+        grid: the map.
+        policy_path: a policy file written by ``NavPolicy.save``; default: the policy shipped
+            with fleetmind (trained by fleetmind itself, see ``docs/neural.md``).
+    """
+
+    name = "rl"
+
+    def __init__(self, grid: GridMap, policy_path: str | Path | None = None) -> None:
+        import torch
+
+        from fleetmind.rl.nav import NavPolicy, default_policy_path
+
+        # One thread: the control loop shares 2 cores with the planner (and an embedded LLM).
+        torch.set_num_threads(1)
+        self.policy = NavPolicy.load(policy_path or default_policy_path())
+        self.observer = LocalObserver(
+            grid.blocked,
+            grid.pickups,
+            self.policy.radius,
+            oracle=DistanceOracle(grid),
+            task_cells=grid.pickups | grid.stations,
+        )
+
+    def rank(
+        self,
+        pos: NDArray[np.int32],
+        goal: NDArray[np.int32],
+        active: NDArray[np.bool_],
+        carrying: NDArray[np.bool_] | None = None,
+        tick: int = 0,
+    ) -> NDArray[np.int64]:
+        """Rank by the policy's logits; idle robots wait first."""
+        n = len(pos)
+        ranking = np.tile(np.arange(N_ACTIONS, dtype=np.int64), (n, 1))
+        idx = np.flatnonzero(active)
+        if len(idx):
+            carry = np.zeros(n, dtype=bool) if carrying is None else carrying
+            obs = self.observer(pos[None], goal[None], carry[None], active[None])[0]
+            ranking[idx] = self.policy.rank(obs[idx])
+        return ranking
+
+
+class LLMDirectExecutor:
+    """The LLM picks every robot's move every tick (FIELD-NOTES §5.5 advises against it).
+
+    This executor exists to measure why: latency and throughput.
+
+    One call per tick for the whole fleet; the model's move goes first in each robot's ranking,
+    the shortest-path order fills the rest (so the shield can still pick a safe move). A failed
+    call or an unusable answer leaves the shortest-path ranking and is counted. Small maps only.
+
+    Args:
+        client: the chat backend.
+        grid: the map.
+        max_robots: refuse larger fleets (one prompt per tick grows with the fleet).
+    """
+
+    name = "llm-direct"
+
+    def __init__(self, client: ChatClient, grid: GridMap, *, max_robots: int = 12) -> None:
+        self.client = client
+        self.fallback = ShortestPathExecutor(grid)
+        self.max_robots = max_robots
+        self.calls = 0
+        self.failures = 0
+        self.tokens_prompt = 0
+        self.tokens_completion = 0
+        self.latency_ms: list[float] = []
+
+    def rank(
+        self,
+        pos: NDArray[np.int32],
+        goal: NDArray[np.int32],
+        active: NDArray[np.bool_],
+        carrying: NDArray[np.bool_] | None = None,
+        tick: int = 0,
+    ) -> NDArray[np.int64]:
+        """Ask the model for every active robot's move this tick."""
+        n = len(pos)
+        if n > self.max_robots:
+            raise ConfigError(
+                f"executor llm-direct: at most {self.max_robots} robots (one LLM call per tick "
+                f"steers the whole fleet); got {n}"
+            )
+        ranking = self.fallback.rank(pos, goal, active)
+        idx = np.flatnonzero(active)
+        if len(idx) == 0:
+            return ranking
+        lines = [
+            f"robot_{i} at ({pos[i, 0]},{pos[i, 1]}) target ({goal[i, 0]},{goal[i, 1]})"
+            for i in idx
+        ]
+        ids = [f"robot_{i}" for i in idx]
+        messages = [
+            Message.system(
+                "You steer warehouse robots on a grid; row grows downward, col grows rightward. "
+                "For each robot pick one move toward its target: up, down, left, right or wait. "
+                'Answer JSON only: {"moves": [{"robot": "robot_0", "move": "up"}]}'
+            ),
+            Message.user("\n".join(lines)),
+        ]
+        schema = _moves_schema(ids)
+        self.calls += 1
+        try:
+            result = self.client.chat(
+                messages,
+                temperature=0.0,
+                max_tokens=16 + 14 * len(ids),
+                json_schema=schema,
+                context=CallContext(caller="dispatch.executor", decision_type="move", tick=tick),
+            )
+        except FleetmindError:
+            self.failures += 1
+            return ranking
+        self.latency_ms.append(result.latency_s * 1e3)
+        self.tokens_prompt += result.usage.prompt_tokens
+        self.tokens_completion += result.usage.completion_tokens
+        try:
+            moves = json.loads(result.text)["moves"]
+            chosen = {m["robot"]: ACTION_NAMES.index(m["move"]) for m in moves}
+        except (ValueError, KeyError, TypeError):
+            self.failures += 1
+            return ranking
+        for i in idx:
+            a = chosen.get(f"robot_{i}")
+            if a is not None:
+                row = [a, *[x for x in ranking[i] if x != a]]
+                ranking[i] = row
+        return ranking
+
+    def stats(self) -> dict[str, Any]:
+        """LLM calls, failures, tokens and latency of the executor."""
+        lat = np.asarray(self.latency_ms or [0.0])
+        return {
+            "llm_calls": self.calls,
+            "llm_failures": self.failures,
+            "llm_tokens_prompt": self.tokens_prompt,
+            "llm_tokens_completion": self.tokens_completion,
+            "llm_latency_ms": {f"p{q}": float(np.percentile(lat, q)) for q in (50, 95, 99)},
+        }
+
+
+def _moves_schema(robot_ids: list[str]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {
+            "moves": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "robot": {"type": "string", "enum": robot_ids},
+                        "move": {"type": "string", "enum": list(ACTION_NAMES)},
+                    },
+                    "required": ["robot", "move"],
+                },
+            }
+        },
+        "required": ["moves"],
+    }

@@ -9,7 +9,7 @@ capability); a rejected plan goes back to the model with the reasons (the runtim
 within its budget. When the budget or the decision deadline runs out, the ``assignment`` planner's
 answer is used for that event and the fallback is counted and recorded.
 
-``hybrid`` (:class:`NoteReaderPlanner`): the solver proposes, the LLM amends only where notes
+``llm-notes`` (:class:`NoteReaderPlanner`): the solver proposes, the LLM amends only where notes
 apply. The model reads each note once (cached by note text) and turns it into a structured
 constraint (a named robot, a deadline, a hold-until tick, or none); the optimal assignment solver
 then honours those constraints exactly as the ``oracle`` honours the ground truth. A note the model
@@ -228,7 +228,7 @@ class NoteReaderPlanner:
         max_notes_per_call: notes read per planner call at most (the rest wait for the next).
     """
 
-    name = "hybrid"
+    name = "llm-notes"
 
     def __init__(
         self,

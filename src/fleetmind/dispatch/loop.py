@@ -56,6 +56,10 @@ class TickSink(Protocol):
         """One event (orders, assignments, planner calls, faults, deadlocks)."""
         ...
 
+    def snapshot(self, tick: int, state: dict[str, Any], *, reason: str) -> Any:
+        """A world snapshot (``Warehouse.snapshot()``) taken at a decision or periodically."""
+        ...
+
 
 @dataclass(frozen=True)
 class LoopConfig:
@@ -70,6 +74,8 @@ class LoopConfig:
         snapshot_text: include the text description in snapshots (LLM planners need it).
         tick_period_s: real-time pacing: each tick takes at least this long (0: as fast as
             possible). Step latency counts the loop's own work, never the pacing sleep.
+        snapshot_every: ticks between periodic world snapshots sent to the sink (0: only at
+            planner decisions).
     """
 
     shield: bool = True
@@ -79,6 +85,7 @@ class LoopConfig:
     deadlock_window: int = 8
     snapshot_text: bool = True
     tick_period_s: float = 0.0
+    snapshot_every: int = 0
 
 
 @dataclass
@@ -248,6 +255,9 @@ class ControlLoop:
         self.stats.planner_calls += 1
         self.stats.call_ticks.append(w.tick)
         self._emit("planner_call", events=list(events))
+        if self.sink is not None:
+            # Restart point for offline replay: the world exactly as the planner saw it.
+            self.sink.snapshot(w.tick, w.snapshot(), reason="decision")
         if self.config.planner_mode == "sync":
             self._apply(self.planner.plan(snap))
         else:
@@ -306,6 +316,9 @@ class ControlLoop:
         w = self.world
         s = self.stats
         t0 = time.perf_counter()
+        every = self.config.snapshot_every
+        if self.sink is not None and every and w.tick % every == 0:
+            self.sink.snapshot(w.tick, w.snapshot(), reason="periodic")
         self._poll()
         self._inject_faults()
         self._maybe_plan()
@@ -314,7 +327,7 @@ class ControlLoop:
         pos = w.pos.copy()
         active = w.has_task & ~w.broken
         t1 = time.perf_counter()
-        ranking = self.executor.rank(pos, w.goal, active)
+        ranking = self.executor.rank(pos, w.goal, active, w.carrying, w.tick)
         t2 = time.perf_counter()
         proposed = ranking[:, 0].copy()
         if self.config.shield:
@@ -436,4 +449,12 @@ class ControlLoop:
                 "faults": list(self._fault_log),
             }
         )
+        stats = getattr(self.executor, "stats", None)
+        if callable(stats):
+            ex = stats()
+            m["executor_stats"] = ex
+            # An LLM that moves robots spends tokens too: count them with the planner's.
+            m["llm_calls"] += int(ex.get("llm_calls", 0))
+            m["llm_tokens_prompt"] += int(ex.get("llm_tokens_prompt", 0))
+            m["llm_tokens_completion"] += int(ex.get("llm_tokens_completion", 0))
         return m

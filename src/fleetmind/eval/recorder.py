@@ -1,0 +1,189 @@
+"""The run folder: everything a run did, written as it happens, readable after any crash.
+
+A run folder holds::
+
+    config.json          resolved configuration, versions, git revision
+    metrics.json         the DESIGN.md metrics (written at the end, and at every flush)
+    episode.parquet/     one row per robot per tick (a Parquet dataset: one part per flush)
+    events.parquet/      orders, assignments, planner calls, faults, deadlocks (same layout)
+    calls.jsonl          every LLM call, as the LLM runtime records it
+    snapshots/           world snapshots at planner decisions and every ``snapshot_every`` ticks
+
+Writes are append-and-flush in bounded batches: each flush writes a complete Parquet part to a
+temporary name and renames it into place, so killing the process at any moment leaves every file
+readable up to the last flush. DuckDB reads a folder directly
+(``SELECT * FROM 'RUN/episode.parquet/*.parquet'``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+from numpy.typing import NDArray
+
+import fleetmind
+from fleetmind.errors import ConfigError
+
+
+def git_revision() -> str | None:
+    """The git revision of the fleetmind checkout, if it is one."""
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=Path(__file__).resolve().parent,
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None
+
+
+def versions() -> dict[str, str]:
+    """Versions of fleetmind and the libraries that shape results."""
+    import importlib.metadata as md
+
+    out = {"fleetmind": fleetmind.__version__}
+    for pkg in ("numpy", "scipy", "torch", "llama-cpp-python", "pyarrow"):
+        try:
+            out[pkg] = md.version(pkg)
+        except md.PackageNotFoundError:
+            continue
+    return out
+
+
+class _PartWriter:
+    """Buffers rows and writes them as numbered Parquet parts of one dataset folder."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        folder.mkdir(parents=True, exist_ok=True)
+        self.parts = len(list(folder.glob("part-*.parquet")))
+        self._columns: dict[str, list[NDArray[Any]]] = {}
+        self.rows = 0
+
+    def add(self, columns: dict[str, NDArray[Any]]) -> None:
+        for key, value in columns.items():
+            self._columns.setdefault(key, []).append(np.asarray(value))
+        self.rows += len(next(iter(columns.values())))
+
+    def flush(self) -> None:
+        if not self.rows:
+            return
+        table = pa.table({k: np.concatenate(v) for k, v in self._columns.items()})
+        final = self.folder / f"part-{self.parts:05d}.parquet"
+        tmp = final.with_suffix(".tmp")
+        pq.write_table(table, tmp)
+        os.replace(tmp, final)  # atomic: a reader sees a whole part or none
+        self.parts += 1
+        self._columns = {}
+        self.rows = 0
+
+
+class RunRecorder:
+    """Records one run into a folder; implements the control loop's ``TickSink``.
+
+    Args:
+        out_dir: the run folder (created).
+        flush_every: ticks between flushes (the most a crash can lose).
+        snapshot_every: ticks between periodic world snapshots (0: only at decisions).
+    """
+
+    def __init__(self, out_dir: str | Path, *, flush_every: int = 50, snapshot_every: int = 100):
+        self.dir = Path(out_dir)
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(
+                f"--out {out_dir}: cannot create the run folder ({exc.strerror})"
+            ) from None
+        self.flush_every = flush_every
+        self.snapshot_every = snapshot_every
+        self._episode = _PartWriter(self.dir / "episode.parquet")
+        self._events = _PartWriter(self.dir / "events.parquet")
+        self._ticks_since_flush = 0
+        self.seed: int | None = None
+        (self.dir / "snapshots").mkdir(exist_ok=True)
+        # Present even when no tier calls an LLM, so readers need no special case.
+        self.calls_path.touch()
+
+    @property
+    def calls_path(self) -> Path:
+        """Where LLM calls go (``calls.jsonl``)."""
+        return self.dir / "calls.jsonl"
+
+    def write_config(self, config: dict[str, Any]) -> None:
+        """Write ``config.json`` with versions and the git revision."""
+        self.seed = config.get("seed")
+        payload = {"config": config, "versions": versions(), "git_revision": git_revision()}
+        _write_json(self.dir / "config.json", payload)
+
+    def on_tick(self, tick: int, columns: dict[str, NDArray[Any]]) -> None:
+        """Append one tick's rows (one per robot)."""
+        n = len(columns["robot"])
+        self._episode.add({"tick": np.full(n, tick, dtype=np.int32), **columns})
+        self._ticks_since_flush += 1
+        if self._ticks_since_flush >= self.flush_every:
+            self.flush()
+
+    def on_event(self, event: dict[str, Any]) -> None:
+        """Append one event; its fields beyond tick and kind go to a JSON column."""
+        rest = {k: v for k, v in event.items() if k not in ("tick", "kind")}
+        self._events.add(
+            {
+                "tick": np.array([event["tick"]], dtype=np.int32),
+                "kind": np.array([event["kind"]]),
+                "data": np.array([json.dumps(rest, default=_jsonable, sort_keys=True)]),
+            }
+        )
+
+    def snapshot(self, tick: int, state: dict[str, Any], *, reason: str) -> Path:
+        """Write a world snapshot (restorable with ``Warehouse.restore``)."""
+        path = self.dir / "snapshots" / f"tick_{tick:06d}.pkl"
+        tmp = path.with_suffix(".tmp")
+        with tmp.open("wb") as fh:
+            pickle.dump({"tick": tick, "reason": reason, "state": state}, fh)
+        os.replace(tmp, path)
+        return path
+
+    def flush(self) -> None:
+        """Write buffered rows as complete Parquet parts."""
+        self._episode.flush()
+        self._events.flush()
+        self._ticks_since_flush = 0
+
+    def write_metrics(self, metrics: dict[str, Any]) -> None:
+        """Write ``metrics.json`` (atomically)."""
+        _write_json(self.dir / "metrics.json", metrics)
+
+    def close(self, metrics: dict[str, Any] | None = None) -> None:
+        """Flush everything and write the final metrics."""
+        self.flush()
+        if metrics is not None:
+            self.write_metrics(metrics)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, set | frozenset | tuple):
+        return list(value)
+    return str(value)
+
+
+def _write_json(path: Path, data: Any) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=2, default=_jsonable, sort_keys=True))
+    os.replace(tmp, path)

@@ -1,0 +1,248 @@
+"""Build and run one strategy from a configuration: the engine behind ``fleetmind run``.
+
+:class:`RunConfig` mirrors the command-line flags (and YAML config files). :func:`execute` builds
+the world, planner, executor, shield and LLM client, runs the control loop, and records the run
+folder (:mod:`fleetmind.eval.recorder`). The embedded LLM server is started only when a tier needs
+an LLM and no ``--llm-base-url`` is set, and stopped at the end.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from fleetmind.dispatch.executors import (
+    Executor,
+    LLMDirectExecutor,
+    RLExecutor,
+    ShortestPathExecutor,
+)
+from fleetmind.dispatch.faults import Fault, FaultyClient, parse_fault
+from fleetmind.dispatch.llm_planner import LLMPlanner, NoteReaderPlanner
+from fleetmind.dispatch.loop import ControlLoop, LoopConfig
+from fleetmind.dispatch.planners import AssignmentPlanner, GreedyPlanner, Planner
+from fleetmind.envs.warehouse import resolve_map
+from fleetmind.errors import ConfigError
+from fleetmind.eval.recorder import RunRecorder
+from fleetmind.llm.core import ChatClient
+from fleetmind.llm.record import CallRecorder, RecordingClient, ReplayClient
+from fleetmind.llm.settings import LLMSettings
+from fleetmind.sim.grid import GridMap
+from fleetmind.sim.maps import require_tasks
+from fleetmind.sim.orders import OrderConfig, load_task_file
+from fleetmind.sim.warehouse import Warehouse, WarehouseConfig
+
+PlannerName = Literal["assignment", "greedy", "llm", "llm-notes", "oracle"]
+ExecutorName = Literal["rl", "shortest-path", "llm-direct"]
+LLM_PLANNERS = ("llm", "llm-notes")
+
+
+class RunConfig(BaseModel):
+    """One run, as flags or a YAML config file give it (flags override the file)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    map: str = "warehouse-small"
+    robots: int = Field(8, ge=1)
+    steps: int = Field(300, ge=1)
+    planner: PlannerName = "assignment"
+    executor: ExecutorName = "shortest-path"
+    seed: int = 0
+    shield: bool = True
+    policy: str | None = None
+    order_rate: float | None = Field(None, gt=0)
+    text_share: float = Field(0.3, ge=0, le=1)
+    urgent_share: float = Field(0.2, ge=0, le=1)
+    tasks: str | None = None
+    faults: list[str] = Field(default_factory=list)
+    planner_mode: Literal["async", "sync"] = "async"
+    tick_period_s: float = Field(0.0, ge=0)
+    llm_base_url: str | None = None
+    llm_model: str | None = None
+    llm_api_key: str | None = Field(None, repr=False)
+    llm_threads: int = Field(1, ge=1)
+    replay_calls: str | None = None
+    flush_every: int = Field(50, ge=1)
+    snapshot_every: int = Field(100, ge=0)
+
+    def public(self) -> dict[str, Any]:
+        """The config as recorded (never the API key)."""
+        data = self.model_dump()
+        data["llm_api_key"] = "***" if self.llm_api_key else None
+        return data
+
+    @property
+    def needs_llm(self) -> bool:
+        """Whether a tier calls an LLM."""
+        return self.planner in LLM_PLANNERS or self.executor == "llm-direct"
+
+
+def load_config(path: str | Path | None, overrides: dict[str, Any]) -> RunConfig:
+    """A RunConfig from a YAML file (optional) with flag overrides on top.
+
+    Raises:
+        ConfigError: naming the file and field at fault.
+    """
+    import yaml
+
+    data: dict[str, Any] = {}
+    if path is not None:
+        p = Path(path)
+        try:
+            loaded = yaml.safe_load(p.read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise ConfigError(f"{p}: cannot read config ({exc.strerror})") from None
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f":{mark.line + 1}" if mark is not None else ""
+            raise ConfigError(f"{p}{where}: not valid YAML") from None
+        if loaded is not None and not isinstance(loaded, dict):
+            raise ConfigError(f"{p}: expected a mapping of option names to values")
+        data = {str(k).replace("-", "_"): v for k, v in (loaded or {}).items()}
+    data.update({k: v for k, v in overrides.items() if v is not None})
+    try:
+        return RunConfig.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = ".".join(str(x) for x in err["loc"])
+        source = f"{path}: " if path else ""
+        raise ConfigError(f"{source}option {field!r}: {err['msg']}") from None
+
+
+@contextlib.contextmanager
+def llm_client(cfg: RunConfig, calls_path: Path | None) -> Iterator[ChatClient | None]:
+    """The chat client a run needs (None if no tier uses an LLM), recorded to ``calls_path``."""
+    if not cfg.needs_llm:
+        yield None
+        return
+    faults = [parse_fault(f) for f in cfg.faults]
+    with contextlib.ExitStack() as stack:
+        base: ChatClient
+        secrets: list[str] = []
+        if cfg.replay_calls is not None:
+            base = ReplayClient(cfg.replay_calls)
+        else:
+            settings = LLMSettings.from_env(
+                base_url=cfg.llm_base_url, model=cfg.llm_model, api_key=cfg.llm_api_key
+            )
+            if settings.api_key:
+                secrets.append(settings.api_key)
+            if settings.base_url is None:
+                from fleetmind.llm.embedded import EmbeddedServer
+
+                server = stack.enter_context(EmbeddedServer(n_threads=cfg.llm_threads))
+                base = server.client()
+            else:
+                from fleetmind.llm.client import OpenAICompatClient
+
+                base = stack.enter_context(OpenAICompatClient.from_settings(settings))
+        client: ChatClient = FaultyClient(base, faults) if faults else base
+        if calls_path is not None:
+            recorder = CallRecorder(calls_path, secrets=secrets)
+            stack.callback(recorder.close)
+            client = RecordingClient(client, recorder)
+        yield client
+
+
+def make_planner(cfg: RunConfig, grid: GridMap, client: ChatClient | None) -> Planner:
+    """The planner tier named by the config."""
+    if cfg.planner == "assignment":
+        return AssignmentPlanner(grid)
+    if cfg.planner == "oracle":
+        return AssignmentPlanner(grid, use_hidden=True)
+    if cfg.planner == "greedy":
+        return GreedyPlanner(grid)
+    assert client is not None
+    if cfg.planner == "llm":
+        return LLMPlanner(client, grid)
+    return NoteReaderPlanner(client, grid)
+
+
+def make_executor(cfg: RunConfig, grid: GridMap, client: ChatClient | None) -> Executor:
+    """The executor tier named by the config."""
+    if cfg.executor == "shortest-path":
+        return ShortestPathExecutor(grid)
+    if cfg.executor == "rl":
+        return RLExecutor(grid, cfg.policy)
+    assert client is not None
+    return LLMDirectExecutor(client, grid)
+
+
+def make_world(cfg: RunConfig, grid: GridMap) -> Warehouse:
+    """The simulator for a run (the planner assigns, so auto-assignment is off)."""
+    rate = cfg.order_rate if cfg.order_rate is not None else max(0.02, cfg.robots / 40)
+    wcfg = WarehouseConfig(
+        n_robots=cfg.robots,
+        max_steps=cfg.steps,
+        orders=OrderConfig(rate=rate, text_share=cfg.text_share, urgent_share=cfg.urgent_share),
+        auto_assign=False,
+    )
+    orders = load_task_file(cfg.tasks, grid) if cfg.tasks else None
+    return Warehouse(grid, wcfg, seed=cfg.seed, orders=orders)
+
+
+def execute(
+    cfg: RunConfig,
+    out_dir: str | Path | None,
+    *,
+    progress: Callable[[int], None] | None = None,
+    client: ChatClient | None = None,
+) -> dict[str, Any]:
+    """Run one strategy and record it; returns the metrics.
+
+    Args:
+        cfg: the run configuration.
+        out_dir: the run folder (None: do not record).
+        progress: called with the number of ticks done.
+        client: an LLM client to use instead of building one (e.g. a shared embedded server).
+    """
+    grid = resolve_map(cfg.map)
+    require_tasks(grid)
+    faults: list[Fault] = [parse_fault(f) for f in cfg.faults]
+    recorder = None
+    if out_dir is not None:
+        recorder = RunRecorder(
+            out_dir, flush_every=cfg.flush_every, snapshot_every=cfg.snapshot_every
+        )
+        recorder.write_config(cfg.public())
+    world = make_world(cfg, grid)
+    calls_path = recorder.calls_path if recorder is not None else None
+    with contextlib.ExitStack() as stack:
+        if client is None:
+            client = stack.enter_context(llm_client(cfg, calls_path))
+        elif calls_path is not None and cfg.needs_llm:
+            inner: ChatClient = FaultyClient(client, faults) if faults else client
+            calls = CallRecorder(calls_path)
+            stack.callback(calls.close)
+            client = RecordingClient(inner, calls)
+        planner = make_planner(cfg, grid, client)
+        executor = make_executor(cfg, grid, client)
+        loop = ControlLoop(
+            world,
+            planner,
+            executor,
+            config=LoopConfig(
+                shield=cfg.shield,
+                planner_mode=cfg.planner_mode,
+                snapshot_text=cfg.planner in LLM_PLANNERS,
+                tick_period_s=cfg.tick_period_s,
+                snapshot_every=cfg.snapshot_every,
+            ),
+            faults=faults,
+            sink=recorder,
+        )
+        try:
+            metrics = loop.run(cfg.steps, progress=progress)
+        finally:
+            if recorder is not None:
+                recorder.close(loop.metrics())
+    metrics["seed"] = cfg.seed
+    metrics["map"] = grid.name
+    if recorder is not None:
+        metrics["run_dir"] = str(recorder.dir)
+        recorder.write_metrics(metrics)
+    return metrics

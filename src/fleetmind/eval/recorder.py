@@ -6,8 +6,31 @@ A run folder holds::
     metrics.json         the DESIGN.md metrics (written at the end, and at every flush)
     episode.parquet/     one row per robot per tick (a Parquet dataset: one part per flush)
     events.parquet/      orders, assignments, planner calls, faults, deadlocks (same layout)
+    latency.parquet/     one row per tick: executor, shield, sim and whole-step milliseconds
     calls.jsonl          every LLM call, as the LLM runtime records it
     snapshots/           world snapshots at planner decisions and every ``snapshot_every`` ticks
+
+Episode columns (one row per robot per tick ``tick``; cells are (row, col))::
+
+    tick, robot            tick and robot index (``robot_{i}``)
+    row, col               the robot's cell before the tick's move
+    order                  the order it serves after the tick ("" if none)
+    carrying               loaded after the tick
+    proposed, executed     the executor's first choice and the move sent (action ids 0..4)
+    reward                 the robot's reward for the tick
+    shield_override        the shield changed the proposed move
+    broken, conflict       out of order; the move conflicted with another
+    target_row, target_col the robot's target cell after the tick (its own cell if idle)
+    has_task               the robot has a task after the tick
+    battery                charge left (``inf`` without a battery model)
+    fault                  the fault specs active at the tick that touch this robot: its own
+                           breakdown and fleet-wide faults (``llm-outage``, ``malformed``,
+                           ``surge``), joined by ``;`` ("" if none)
+    done                   the run's last tick (``steps - 1`` of the recorded config); a run
+                           killed early has no ``done`` row: its trajectories are truncated
+
+A new recorder on an existing folder removes the earlier run's files first (a run folder holds
+one run).
 
 Writes are append-and-flush in bounded batches: each flush writes a complete Parquet part to a
 temporary name and renames it into place, so killing the process at any moment leaves every file
@@ -22,12 +45,17 @@ import os
 import pickle
 import subprocess
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 from numpy.typing import NDArray
+
+if TYPE_CHECKING:
+    from fleetmind.dispatch.faults import Fault
+    from fleetmind.dispatch.loop import LoopStats
+    from fleetmind.sim.warehouse import Warehouse
 
 import fleetmind
 from fleetmind.errors import ConfigError
@@ -80,6 +108,7 @@ class _PartWriter:
     def flush(self) -> None:
         if not self.rows:
             return
+        self.folder.mkdir(parents=True, exist_ok=True)
         table = pa.table({k: np.concatenate(v) for k, v in self._columns.items()})
         final = self.folder / f"part-{self.parts:05d}.parquet"
         tmp = final.with_suffix(".tmp")
@@ -109,10 +138,17 @@ class RunRecorder:
             ) from None
         self.flush_every = flush_every
         self.snapshot_every = snapshot_every
+        _clear_run(self.dir)
         self._episode = _PartWriter(self.dir / "episode.parquet")
         self._events = _PartWriter(self.dir / "events.parquet")
+        self._latency = _PartWriter(self.dir / "latency.parquet")
+        self._latency_done = 0
         self._ticks_since_flush = 0
+        self._steps: int | None = None
         self.seed: int | None = None
+        self._world: Warehouse | None = None
+        self._faults: list[Fault] = []
+        self._stats: LoopStats | None = None
         (self.dir / "snapshots").mkdir(exist_ok=True)
         # Present even when no tier calls an LLM, so readers need no special case.
         self.calls_path.touch()
@@ -125,13 +161,60 @@ class RunRecorder:
     def write_config(self, config: dict[str, Any]) -> None:
         """Write ``config.json`` with versions and the git revision."""
         self.seed = config.get("seed")
+        steps = config.get("steps")
+        self._steps = int(steps) if isinstance(steps, int) else None
         payload = {"config": config, "versions": versions(), "git_revision": git_revision()}
         _write_json(self.dir / "config.json", payload)
+
+    def attach(
+        self,
+        world: Warehouse,
+        *,
+        faults: list[Fault] | None = None,
+        stats: LoopStats | None = None,
+    ) -> None:
+        """Record the per-robot fields the loop does not send, and per-tick tier latencies.
+
+        Args:
+            world: the simulator the loop steps (read after each tick: target, task, battery).
+            faults: the injected faults (for the per-robot ``fault`` column).
+            stats: the loop's counters (their latency lists go to ``latency.parquet``).
+        """
+        self._world = world
+        self._faults = list(faults or [])
+        self._stats = stats
+
+    def _extra_columns(self, tick: int, n: int) -> dict[str, NDArray[Any]]:
+        w = self._world
+        if w is None or len(w.robot_ids) != n:
+            return {}
+        faults = []
+        for i, rid in enumerate(w.robot_ids):
+            active = [
+                f.spec
+                for f in self._faults
+                if f.active(tick) and (f.kind != "breakdown" or f.robot in (rid, str(i)))
+            ]
+            faults.append(";".join(active))
+        return {
+            "target_row": w.goal[:, 0].astype(np.int32),
+            "target_col": w.goal[:, 1].astype(np.int32),
+            "has_task": w.has_task.copy(),
+            "battery": w.battery.astype(np.float32),
+            "fault": np.array(faults, dtype=object).astype(str),
+        }
 
     def on_tick(self, tick: int, columns: dict[str, NDArray[Any]]) -> None:
         """Append one tick's rows (one per robot)."""
         n = len(columns["robot"])
-        self._episode.add({"tick": np.full(n, tick, dtype=np.int32), **columns})
+        self._episode.add(
+            {
+                "tick": np.full(n, tick, dtype=np.int32),
+                **columns,
+                **self._extra_columns(tick, n),
+                "done": np.full(n, self._steps is not None and tick + 1 >= self._steps),
+            }
+        )
         self._ticks_since_flush += 1
         if self._ticks_since_flush >= self.flush_every:
             self.flush()
@@ -156,10 +239,31 @@ class RunRecorder:
         os.replace(tmp, path)
         return path
 
+    def _collect_latency(self) -> None:
+        st = self._stats
+        if st is None:
+            return
+        k = min(len(st.step_ms), len(st.executor_ms), len(st.shield_ms), len(st.sim_ms))
+        if k <= self._latency_done:
+            return
+        sl = slice(self._latency_done, k)
+        self._latency.add(
+            {
+                "tick": np.arange(self._latency_done, k, dtype=np.int32),
+                "executor_ms": np.asarray(st.executor_ms[sl], dtype=np.float64),
+                "shield_ms": np.asarray(st.shield_ms[sl], dtype=np.float64),
+                "sim_ms": np.asarray(st.sim_ms[sl], dtype=np.float64),
+                "step_ms": np.asarray(st.step_ms[sl], dtype=np.float64),
+            }
+        )
+        self._latency_done = k
+
     def flush(self) -> None:
         """Write buffered rows as complete Parquet parts."""
+        self._collect_latency()
         self._episode.flush()
         self._events.flush()
+        self._latency.flush()
         self._ticks_since_flush = 0
 
     def write_metrics(self, metrics: dict[str, Any]) -> None:
@@ -171,6 +275,21 @@ class RunRecorder:
         self.flush()
         if metrics is not None:
             self.write_metrics(metrics)
+
+
+RUN_FILES = ("config.json", "metrics.json", "calls.jsonl")
+RUN_DATASETS = ("episode.parquet", "events.parquet", "latency.parquet")
+
+
+def _clear_run(folder: Path) -> None:
+    """Remove an earlier run's files from ``folder`` (only the files a run writes)."""
+    for name in RUN_DATASETS:
+        for part in (folder / name).glob("part-*"):
+            part.unlink()
+    for pkl in (folder / "snapshots").glob("tick_*"):
+        pkl.unlink()
+    for name in RUN_FILES:
+        (folder / name).unlink(missing_ok=True)
 
 
 def _jsonable(value: Any) -> Any:

@@ -140,7 +140,11 @@ def llm_client(cfg: RunConfig, calls_path: Path | None) -> Iterator[ChatClient |
                 from fleetmind.llm.client import OpenAICompatClient
 
                 base = stack.enter_context(OpenAICompatClient.from_settings(settings))
-        client: ChatClient = FaultyClient(base, faults) if faults else base
+        # A replayed recording already holds the faults' effects (errors, garbled replies):
+        # injecting them again would fail calls the recording answers.
+        client: ChatClient = (
+            FaultyClient(base, faults) if faults and cfg.replay_calls is None else base
+        )
         if calls_path is not None:
             recorder = CallRecorder(calls_path, secrets=secrets)
             stack.callback(recorder.close)
@@ -205,6 +209,13 @@ def execute(
     faults: list[Fault] = [parse_fault(f) for f in cfg.faults]
     recorder = None
     if out_dir is not None:
+        if cfg.replay_calls is not None and (
+            Path(cfg.replay_calls).resolve().parent == Path(out_dir).resolve()
+        ):
+            raise ConfigError(
+                f"--out {out_dir}: the run folder holds the recording being replayed "
+                f"({cfg.replay_calls}); write the replay to another folder"
+            )
         recorder = RunRecorder(
             out_dir, flush_every=cfg.flush_every, snapshot_every=cfg.snapshot_every
         )
@@ -235,6 +246,8 @@ def execute(
             faults=faults,
             sink=recorder,
         )
+        if recorder is not None:
+            recorder.attach(world, faults=faults, stats=loop.stats)
         try:
             metrics = loop.run(cfg.steps, progress=progress)
         finally:

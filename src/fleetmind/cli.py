@@ -315,6 +315,24 @@ def bench_sim(
         console.print(bench.format_table(result))
 
 
+@bench_app.command("dispatch")
+def bench_dispatch(
+    quick: Annotated[bool, typer.Option(help="Smoke-sized cases (about a minute).")] = False,
+    llm: Annotated[
+        bool, typer.Option("--llm/--no-llm", help="Include the embedded-LLM planners.")
+    ] = True,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+) -> None:
+    """Dispatch targets: planners on text constraints, RL vs shortest path, latency, scaling."""
+    from fleetmind.bench import dispatch as bench
+
+    result = bench.run(quick=quick, llm=llm)
+    if as_json:
+        _print_json(result)
+    else:
+        console.print_json(data=result)
+
+
 @bench_app.command("llm")
 def bench_llm(
     quick: Annotated[bool, typer.Option(help="Fewer prompts and calls (a smoke run).")] = False,

@@ -27,6 +27,9 @@ class Events:
     def on_event(self, event) -> None:
         self.events.append(event)
 
+    def snapshot(self, tick, state, *, reason) -> None:
+        self.events.append({"tick": tick, "kind": f"snapshot:{reason}"})
+
 
 class CountingPlanner:
     name = "counting"

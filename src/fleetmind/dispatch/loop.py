@@ -149,7 +149,9 @@ class ControlLoop:
         self.shield = Shield(
             world.grid, deadlock_window=self.config.deadlock_window, seed=world.seed
         )
-        self._oracle = DistanceOracle(world.grid)
+        # Share the executor's distance maps when it has some (same thread, same targets).
+        shared = getattr(executor, "oracle", None)
+        self._oracle = shared if isinstance(shared, DistanceOracle) else DistanceOracle(world.grid)
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="planner")
         self._future: Future[PlanOutcome] | None = None
         self._pending: set[str] = {"start"}

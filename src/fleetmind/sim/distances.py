@@ -45,15 +45,21 @@ class DistanceOracle:
 
     Args:
         grid: the map.
-        max_cached: the most distance maps kept (each ``H * W`` int32).
+        max_cached: the most distance maps kept (each ``H * W`` int32); default: as many as fit
+            in ``memory_mb``, at most 4096.
+        memory_mb: the cache's memory budget when ``max_cached`` is not given.
     """
 
-    def __init__(self, grid: GridMap, *, max_cached: int = 4096) -> None:
+    def __init__(
+        self, grid: GridMap, *, max_cached: int | None = None, memory_mb: int = 768
+    ) -> None:
         self.grid = grid
         self.shape = grid.shape
         self._graph = adjacency(grid.blocked)
         self._cache: OrderedDict[int, NDArray[np.int32]] = OrderedDict()
-        self.max_cached = max_cached
+        h, w = grid.shape
+        per_map = h * w * 4
+        self.max_cached = max_cached or max(16, min(4096, (memory_mb << 20) // per_map))
         self._table: tuple[bytes, NDArray[np.int64], NDArray[np.int32]] | None = None
 
     def _flat(self, cell: Cell) -> int:

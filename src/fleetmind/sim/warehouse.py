@@ -103,6 +103,7 @@ class OrderRecord:
     order: Order
     robot: int = -1
     assigned_tick: int = -1
+    assigned_cell: Cell | None = None
     picked_tick: int = -1
     delivered_tick: int = -1
 
@@ -286,6 +287,7 @@ class Warehouse:
         rec = self.records[rec_idx]
         rec.robot = robot
         rec.assigned_tick = self.tick
+        rec.assigned_cell = self.cell_of(robot)
         if rec_idx in self.open:
             self.open.remove(rec_idx)
         self.order_of[robot] = rec_idx

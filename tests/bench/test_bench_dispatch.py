@@ -1,0 +1,34 @@
+"""Smoke runs of the dispatch benchmark cases (structure and invariants, never timings)."""
+
+from __future__ import annotations
+
+from fleetmind.bench import dispatch
+
+
+def test_planner_case_reports_the_gap() -> None:
+    out = dispatch.planners_case(None, steps=80, seeds=[0], robots=4)
+    planners = out["planners"]
+    assert set(planners) == {"assignment", "oracle"}
+    assert (
+        planners["oracle"]["violations_text_only"] <= planners["assignment"]["violations_text_only"]
+    )
+
+
+def test_executor_case_compares_against_the_bound() -> None:
+    out = dispatch.executors_case("warehouse-small", 8, steps=120)  # type: ignore[arg-type]
+    for name in ("shortest-path", "rl"):
+        assert out[name]["collisions"] == 0
+        assert 0.0 <= out[name]["congestion_free_share"] <= 1.0
+    assert out["rl_vs_shortest_path"] is not None
+
+
+def test_slow_llm_case_runs_the_loop_without_waiting() -> None:
+    out = dispatch.slow_llm_case(steps=30, robots=6, delay_s=0.2)
+    assert out["llm-2s"]["planner_calls"] >= 1
+    assert out["p99_ratio"] is not None
+
+
+def test_scaling_case_rows() -> None:
+    out = dispatch.scaling_case([4, 16], steps=10, map_path="warehouse-medium")
+    assert [r["robots"] for r in out["rows"]] == [4, 16]
+    assert all(r["collisions"] == 0 for r in out["rows"])

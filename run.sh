@@ -22,7 +22,7 @@ case "$what" in
     exec .venv/bin/fleetmind demo "$@"
     ;;
   test)
-    install all,dev
+    install all,dev,ray
     # Browser tests drive Debian's Chromium through Playwright (never `playwright install`).
     if [ ! -x /usr/bin/chromium ] && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
       (apt-get update -qq && apt-get install -y -qq chromium >/dev/null) \

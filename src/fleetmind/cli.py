@@ -348,6 +348,57 @@ def bench_llm(
         console.print_json(data=result)
 
 
+@app.command()
+def serve(
+    host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
+    root: Annotated[
+        Path, typer.Option(help="Folder of run and comparison folders to serve (nothing outside).")
+    ] = Path("runs"),
+    live: Annotated[
+        bool, typer.Option("--live/--no-live", help="Run a live simulation on the page.")
+    ] = True,
+    map_name: Annotated[
+        str | None, typer.Option("--map", help="Live map. [default: warehouse-small]")
+    ] = None,
+    robots: Annotated[int | None, typer.Option(help="Live robots. [default: 8]")] = None,
+    steps: Annotated[
+        int | None, typer.Option(help="Ticks of a live episode. [default: 1000]")
+    ] = None,
+    planner: Annotated[str | None, typer.Option(help="Live planner. [default: assignment]")] = None,
+    executor: Annotated[
+        str | None, typer.Option(help="Live executor. [default: shortest-path]")
+    ] = None,
+    seed: Annotated[int | None, typer.Option(help="Live root seed. [default: 0]")] = None,
+    speed: Annotated[float, typer.Option(help="Live ticks per second at start.")] = 10.0,
+    record: Annotated[
+        bool, typer.Option("--record/--no-record", help="Record live episodes under ROOT/live/.")
+    ] = True,
+    config: Annotated[
+        Path | None, typer.Option(help="YAML run config for the live view; flags override it.")
+    ] = None,
+) -> None:
+    """Serve the dashboard: live view, replays of run folders under --root, comparisons."""
+    from fleetmind.eval.runner import load_config
+    from fleetmind.web.server import serve as run_server
+
+    live_cfg = None
+    if live:
+        live_cfg = load_config(
+            config,
+            {
+                "map": map_name,
+                "robots": robots,
+                "steps": steps if steps is not None or config is not None else 1000,
+                "planner": planner,
+                "executor": executor,
+                "seed": seed,
+            },
+        )
+    console.print(f"fleetmind dashboard: http://{host}:{port}/  (root {root}; Ctrl+C stops)")
+    run_server(root, host=host, port=port, live=live_cfg, record_live=record, speed=speed)
+
+
 def main() -> None:
     """Entry point of the ``fleetmind`` command: one-line errors unless ``--debug``."""
     try:

@@ -300,6 +300,262 @@ def _try_report(out: Path, results: dict[str, dict[str, Any]]) -> str | None:
     return str(path)
 
 
+@app.command()
+def compare(
+    strategies: Annotated[
+        str,
+        typer.Option(
+            help="Comma-separated strategies: classical, rl, llm, hybrid, notes, oracle, greedy "
+            "(append :noshield to drop the shield)."
+        ),
+    ] = "classical,rl,classical:noshield",
+    map_name: Annotated[
+        str, typer.Option("--map", help="Preset, map file or rware layout.")
+    ] = "warehouse-small",
+    robots: Annotated[int, typer.Option(help="Number of robots.")] = 8,
+    steps: Annotated[int, typer.Option(help="Ticks per run.")] = 300,
+    seeds: Annotated[int, typer.Option(help="Seeds per strategy (confidence intervals).")] = 3,
+    seed: Annotated[int, typer.Option(help="First seed.")] = 0,
+    out: Annotated[
+        Path, typer.Option(help="Comparison folder (run folders, comparison.json, report).")
+    ] = Path("runs/compare"),
+    backend: Annotated[str, typer.Option(help="local (ray is not built yet).")] = "local",
+    workers: Annotated[int, typer.Option(help="Processes for runs without an LLM.")] = 2,
+    fault: Annotated[
+        list[str] | None,
+        typer.Option(help="Inject a fault in every run (same specs as `fleetmind run`)."),
+    ] = None,
+    order_rate: Annotated[
+        float | None, typer.Option(help="Orders per tick (Poisson). [default: robots/40]")
+    ] = None,
+    llm_base_url: Annotated[
+        str | None, typer.Option(help="OpenAI-compatible base URL (default: the embedded model).")
+    ] = None,
+    llm_model: Annotated[str | None, typer.Option(help="Model name to request.")] = None,
+    llm_api_key: Annotated[str | None, typer.Option(help="API key (never recorded).")] = None,
+    report: Annotated[
+        bool, typer.Option("--report/--no-report", help="Write OUT/report.html.")
+    ] = True,
+    as_json: Annotated[bool, typer.Option("--json", help="Print comparison.json.")] = False,
+) -> None:
+    """Run strategies on identical maps, order streams and seeds; table with 95% CIs."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from fleetmind.eval.compare import compare as run_compare
+    from fleetmind.eval.compare import format_cell
+
+    names = [s for s in strategies.split(",") if s.strip()]
+    common = {
+        k: v
+        for k, v in {
+            "faults": fault or None,
+            "order_rate": order_rate,
+            "llm_base_url": llm_base_url,
+            "llm_model": llm_model,
+            "llm_api_key": llm_api_key,
+        }.items()
+        if v is not None
+    }
+    kwargs: dict[str, Any] = {
+        "map_name": map_name,
+        "robots": robots,
+        "steps": steps,
+        "seeds": seeds,
+        "seed": seed,
+        "out": out,
+        "backend": backend,
+        "workers": workers,
+        "common": common,
+    }
+    if as_json:
+        result = run_compare(names, **kwargs)
+    else:
+        with Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            TextColumn("{task.completed}/{task.total} runs"),
+            TimeRemainingColumn(),
+            console=err_console,
+            transient=True,
+        ) as bar:
+            task = bar.add_task("compare", total=len(names) * seeds)
+            result = run_compare(
+                names,
+                progress=lambda label, k, n: bar.update(task, completed=k, description=label),
+                **kwargs,
+            )
+    report_path = None
+    if report:
+        from fleetmind.eval.report import build_report
+
+        report_path = str(build_report(out))
+    if as_json:
+        _print_json({**result, "report": report_path})
+        return
+    table = Table(title=f"compare: {map_name}, {robots} robots, {steps} ticks, seeds {seeds}")
+    table.add_column("metric")
+    for name in result["strategies"]:
+        table.add_column(name, justify="right")
+    for key, label in result["rows"].items():
+        table.add_row(label, *(format_cell(result["table"][n][key]) for n in result["strategies"]))
+    console.print(table)
+    console.print(f"comparison: {out / 'comparison.json'}")
+    if report_path:
+        console.print(f"report: {report_path}")
+
+
+@app.command()
+def replay(
+    run_dir: Annotated[Path, typer.Argument(help="A recorded run folder.")],
+    planner: Annotated[
+        str | None,
+        typer.Option(help="Planner to replay each decision with. [default: the recorded one]"),
+    ] = None,
+    horizon: Annotated[int, typer.Option(help="Counterfactual ticks per decision (0: off).")] = 50,
+    continuation: Annotated[
+        str, typer.Option(help="Who decides later in the horizon: assignment, greedy or none.")
+    ] = "assignment",
+    limit: Annotated[
+        int | None, typer.Option(help="Replay at most this many decisions (evenly spaced).")
+    ] = None,
+    strict: Annotated[
+        bool,
+        typer.Option(
+            help="Re-run from the recorded LLM calls (no network) and check the run is "
+            "reproduced bit for bit (needs a run recorded with --planner-mode sync)."
+        ),
+    ] = False,
+    rl: Annotated[
+        bool, typer.Option("--rl/--no-rl", help="Batch RL replay on the recorded transitions.")
+    ] = True,
+    out: Annotated[
+        Path | None, typer.Option(help="Folder for the strict replay run. [default: DIR-replay]")
+    ] = None,
+    llm_base_url: Annotated[
+        str | None, typer.Option(help="OpenAI-compatible base URL (default: the embedded model).")
+    ] = None,
+    llm_model: Annotated[str | None, typer.Option(help="Model name to request.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+) -> None:
+    """Offline replay of a recorded run.
+
+    Replays every planner decision (agreement, counterfactual gain, latency) and trains RL in
+    batch on the recorded transitions; --strict instead re-runs from the recorded LLM calls and
+    checks the run is reproduced bit for bit.
+    """
+    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from fleetmind.eval import replay as rp
+
+    result: dict[str, Any] = {}
+    if strict:
+        target = out or run_dir.with_name(run_dir.name + "-replay")
+        res = rp.strict_replay(run_dir, target)
+        result["strict"] = {
+            "identical": res.identical,
+            "episode_rows": res.episode_rows,
+            "events": res.events,
+            "mismatches": list(res.mismatches),
+            "out_dir": res.out_dir,
+        }
+    else:
+        client = None
+        if llm_base_url is not None:
+            from fleetmind.llm.client import OpenAICompatClient
+            from fleetmind.llm.settings import LLMSettings
+
+            client = OpenAICompatClient.from_settings(
+                LLMSettings.from_env(base_url=llm_base_url, model=llm_model, api_key=None)
+            )
+        with Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            TextColumn("{task.completed}/{task.total} decisions"),
+            TimeRemainingColumn(),
+            console=err_console,
+            transient=True,
+            disable=as_json,
+        ) as bar:
+            task = bar.add_task("replay", total=None)
+            result["decisions"] = rp.decision_replay(
+                run_dir,
+                planner=planner,
+                horizon=horizon,
+                continuation=continuation,
+                client=client,
+                limit=limit,
+                progress=lambda k, n: bar.update(task, completed=k, total=n),
+            )
+        if rl:
+            result["rl"] = rp.rl_replay(run_dir)
+    if as_json:
+        _print_json(result)
+        return
+    if "strict" in result:
+        s = result["strict"]
+        verdict = "[green]identical[/green]" if s["identical"] else "[red]differs[/red]"
+        console.print(
+            f"strict replay: {verdict} ({s['episode_rows']} episode rows, {s['events']} events) "
+            f"-> {s['out_dir']}"
+        )
+        for line in s["mismatches"]:
+            console.print(f"  {line}")
+        if not s["identical"]:
+            raise typer.Exit(1)
+        return
+    summ = result["decisions"]["summary"]
+    table = Table(title=f"decision replay: {summ['recorded_planner']} -> {summ['planner']}")
+    table.add_column("measure")
+    table.add_column("value", justify="right")
+    for key in ("decisions", "agreement_mean", "exact_rate", "gain_mean", "gain_total"):
+        v = summ[key]
+        table.add_row(key, "-" if v is None else (f"{v:.3f}" if isinstance(v, float) else str(v)))
+    table.add_row("better / same / worse", f"{summ['better']} / {summ['same']} / {summ['worse']}")
+    table.add_row(
+        "replay latency p50/p99 ms",
+        f"{summ['latency_ms']['p50']:.2f}/{summ['latency_ms']['p99']:.2f}",
+    )
+    console.print(table)
+    if "rl" in result:
+        pooled = result["rl"]["pooled"]
+        console.print(
+            f"batch RL: {pooled['transitions']} transitions, FQE value {pooled['fqe_value']:.3f} "
+            f"vs behaviour {pooled['fqe_behaviour_value']:.3f}; WIS {pooled['wis']['value']:.3f} "
+            f"(ESS {pooled['wis']['ess']:.1f}); agreement with behaviour "
+            f"{pooled['agreement_with_behaviour']:.2f}"
+        )
+        for f in result["rl"]["findings"]:
+            console.print(f"  doctor: {f['kind']}: {f['message']}")
+
+
+@app.command()
+def report(
+    path: Annotated[Path, typer.Argument(help="A run folder or a comparison folder.")],
+    out: Annotated[
+        Path | None, typer.Option(help="HTML file to write. [default: PATH/report.html]")
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the path and metrics.json summaries as JSON.")
+    ] = False,
+) -> None:
+    """One self-contained HTML report (plots inlined, opens offline) of a run or comparison."""
+    from fleetmind.eval.report import build_report
+    from fleetmind.eval.store import load_metrics
+
+    html_path = build_report(path, out)
+    comp = path / "comparison.json"
+    if comp.exists():
+        runs = {k: v[0] for k, v in json.loads(comp.read_text())["runs"].items() if v}
+    else:
+        runs = {path.name: str(path)}
+    summaries = {name: load_metrics(p) for name, p in runs.items()}
+    if as_json:
+        _print_json({"report": str(html_path), "metrics": summaries})
+        return
+    console.print(kpi_table({k: m for k, m in summaries.items() if m}, title="metrics.json"))
+    console.print(f"report: {html_path}")
+
+
 @bench_app.command("sim")
 def bench_sim(
     quick: Annotated[bool, typer.Option(help="Short timing windows (a smoke run).")] = False,

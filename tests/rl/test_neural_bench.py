@@ -1,0 +1,23 @@
+"""The learning benchmark's result shape (a trimmed run; the real one is ``fleetmind bench``)."""
+
+from __future__ import annotations
+
+import pytest
+
+from fleetmind.rl import bench
+
+
+@pytest.mark.slow
+def test_quick_bench_runs_under_a_minute() -> None:
+    import time
+
+    t0 = time.perf_counter()
+    result = bench.run(quick=True)
+    assert time.perf_counter() - t0 < 60
+    assert set(result["learners"]) == {"ippo", "mappo", "iql-dqn", "vdn", "qmix"}
+    for speeds in result["learners"].values():
+        assert speeds["world_steps_per_s"] > 0
+    nav = result["nav"]
+    assert nav["shipped_policy"]["deliveries_per_robot_tick"] > 0
+    assert nav["from_scratch"]["history"]
+    assert "world steps/s" in bench.format_table(result)

@@ -38,6 +38,7 @@ _state: dict[str, bool] = {"debug": False}
 
 EXIT_BAD_INPUT = 2
 DEMO_OUT = Path("runs/demo")
+TRAIN_OUT = Path("runs/train")
 
 
 @app.callback()
@@ -554,6 +555,117 @@ def report(
         return
     console.print(kpi_table({k: m for k, m in summaries.items() if m}, title="metrics.json"))
     console.print(f"report: {html_path}")
+
+
+@app.command()
+def train(
+    map_name: Annotated[
+        str, typer.Option("--map", help="Preset, map file, rware layout, or an rware env id.")
+    ] = "warehouse-tiny",
+    robots: Annotated[int, typer.Option(help="Number of robots (agents).")] = 2,
+    algo: Annotated[
+        str, typer.Option(help="q, iql, ctde, ippo, mappo, iql-dqn, vdn or qmix.")
+    ] = "iql",
+    reward_mode: Annotated[
+        str, typer.Option(help="individual, shared, mixed(W) or difference.")
+    ] = "individual",
+    steps: Annotated[int, typer.Option(help="Environment steps to train.")] = 100_000,
+    seed: Annotated[int, typer.Option(help="Root seed.")] = 0,
+    out: Annotated[Path, typer.Option(help="Run folder to write.")] = TRAIN_OUT,
+    resume: Annotated[
+        bool, typer.Option(help="Continue from the last checkpoint in --out.")
+    ] = False,
+    backend: Annotated[str, typer.Option(help="local or ray.")] = "local",
+    checkpoint_every: Annotated[int, typer.Option(help="Updates between checkpoints.")] = 10,
+    num_envs: Annotated[int, typer.Option(help="Batched worlds (neural algorithms).")] = 8,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the metrics as JSON.")] = False,
+) -> None:
+    """Train a learner; writes the policy, config, per-agent curves (CSV, PNG) and metrics."""
+    from fleetmind.rl.train import train as run_train
+
+    result = run_train(
+        map_name,
+        robots,
+        algo,
+        reward_mode=reward_mode,
+        steps=steps,
+        seed=seed,
+        out_dir=out,
+        resume=resume,
+        backend=backend,
+        checkpoint_every=checkpoint_every,
+        num_envs=num_envs,
+        progress=not as_json,
+    )
+    if as_json:
+        _print_json(result.metrics)
+        return
+    m = result.metrics
+    table = Table(title=f"train {algo} on {map_name} ({robots} robots)")
+    table.add_column("agent")
+    table.add_column("deliveries", justify="right")
+    table.add_column("reward", justify="right")
+    for agent, d in m.get("per_agent_deliveries", {}).items():
+        table.add_row(agent, str(d), f"{m.get('per_agent_reward', {}).get(agent, 0.0):.3f}")
+    console.print(table)
+    console.print(f"throughput {m.get('throughput', 0.0):.4f}; run folder: {result.out_dir}")
+    for finding in m.get("diagnostics", []):
+        console.print(f"[yellow]doctor[/yellow] {finding['kind']}: {finding['message']}")
+
+
+@app.command()
+def doctor(
+    run_dir: Annotated[Path, typer.Argument(help="A training run folder (with curves.csv).")],
+    solo: Annotated[
+        Path | None,
+        typer.Option(help="A run folder of the same agents trained alone (for non-stationarity)."),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print findings as JSON.")] = False,
+) -> None:
+    """Diagnose a training log: non-stationarity, free-riding, reward scale (FIELD-NOTES §5)."""
+    from fleetmind.rl.diagnostics import diagnose
+
+    curves = _read_curves(run_dir)
+    solo_curves = _read_curves(solo) if solo is not None else None
+    # Episode returns sum many steps, so they say nothing about the per-step reward scale;
+    # the scale check runs only on per-step peaks, which `train` logs as `<agent>_peak`.
+    peaks = _read_curves(run_dir, suffix="_peak", required=False)
+    findings = diagnose(curves, solo=solo_curves, step_rewards=peaks or {a: [0.0] for a in curves})
+    rows = [
+        {"kind": f.kind, "agents": list(f.agents), "evidence": f.evidence, "message": f.message}
+        for f in findings
+    ]
+    if as_json:
+        _print_json(rows)
+        return
+    if not rows:
+        console.print("doctor: no finding (per-agent curves look healthy)")
+    for r in rows:
+        console.print(f"[yellow]{r['kind']}[/yellow] ({', '.join(r['agents'])}): {r['message']}")
+
+
+def _read_curves(
+    run_dir: Path, *, suffix: str = "_return", required: bool = True
+) -> dict[str, list[float]]:
+    """Per-agent curves (columns ``<agent><suffix>``) from a run folder's ``curves.csv``."""
+    import csv
+
+    from fleetmind.errors import ConfigError
+
+    path = run_dir / "curves.csv"
+    if not path.is_file():
+        raise ConfigError(f"{path}: no curves.csv (expected a `fleetmind train` run folder)")
+    with path.open(newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    if not rows:
+        raise ConfigError(f"{path}: no episodes recorded")
+    agents = [k.removesuffix(suffix) for k in rows[0] if k.endswith(suffix)]
+    if not agents and required:
+        raise ConfigError(f"{path}: no '<agent>{suffix}' columns")
+    try:
+        return {a: [float(r[f"{a}{suffix}"]) for r in rows] for a in agents}
+    except ValueError as exc:
+        raise ConfigError(f"{path}: a return is not a number ({exc})") from None
 
 
 @bench_app.command("sim")

@@ -181,6 +181,13 @@ def run(
     ] = None,
     llm_model: Annotated[str | None, typer.Option(help="Model name to request.")] = None,
     llm_api_key: Annotated[str | None, typer.Option(help="API key (never recorded).")] = None,
+    llm_gguf: Annotated[
+        str | None,
+        typer.Option(help="GGUF model file for the embedded server (default: SmolLM2-135M)."),
+    ] = None,
+    llm_threads: Annotated[
+        int | None, typer.Option(help="Threads of the embedded model. [default: 1]")
+    ] = None,
     config: Annotated[
         Path | None, typer.Option(help="YAML file with the same options; flags override it.")
     ] = None,
@@ -209,6 +216,8 @@ def run(
             "llm_base_url": llm_base_url,
             "llm_model": llm_model,
             "llm_api_key": llm_api_key,
+            "llm_gguf": llm_gguf,
+            "llm_threads": llm_threads,
         },
     )
     folder = out or Path("runs") / f"run-{cfg.seed}"
@@ -239,6 +248,10 @@ def demo(
     ] = None,
     llm_model: Annotated[str | None, typer.Option(help="Model name to request.")] = None,
     llm_api_key: Annotated[str | None, typer.Option(help="API key (never recorded).")] = None,
+    llm_gguf: Annotated[
+        str | None,
+        typer.Option(help="GGUF model file for the embedded server (default: SmolLM2-135M)."),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the KPIs as JSON.")] = False,
 ) -> None:
     """The main job: hybrid (LLM planner + RL executor + shield) vs the classical baseline.
@@ -260,6 +273,7 @@ def demo(
         "llm_base_url": llm_base_url,
         "llm_model": llm_model,
         "llm_api_key": llm_api_key,
+        "llm_gguf": llm_gguf,
     }
     hybrid = RunConfig(**common, **strategy("hybrid"))
     classical = RunConfig(**common, **strategy("classical"))

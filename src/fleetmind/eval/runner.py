@@ -65,6 +65,7 @@ class RunConfig(BaseModel):
     llm_model: str | None = None
     llm_api_key: str | None = Field(None, repr=False)
     llm_threads: int = Field(1, ge=1)
+    llm_gguf: str | None = None
     replay_calls: str | None = None
     flush_every: int = Field(50, ge=1)
     snapshot_every: int = Field(100, ge=0)
@@ -132,9 +133,14 @@ def llm_client(cfg: RunConfig, calls_path: Path | None) -> Iterator[ChatClient |
             if settings.api_key:
                 secrets.append(settings.api_key)
             if settings.base_url is None:
+                import os
+
                 from fleetmind.llm.embedded import EmbeddedServer
 
-                server = stack.enter_context(EmbeddedServer(n_threads=cfg.llm_threads))
+                gguf = cfg.llm_gguf or os.environ.get("FLEETMIND_LLM_GGUF") or None
+                server = stack.enter_context(
+                    EmbeddedServer(model_path=gguf, n_threads=cfg.llm_threads)
+                )
                 base = server.client()
             else:
                 from fleetmind.llm.client import OpenAICompatClient

@@ -120,7 +120,11 @@ class QNetwork(nn.Module):
 
 
 Mixer = nn.Module
-"""``forward(q (batch, N), state (batch, S)) -> (batch,)``; None means independent learners."""
+"""``forward(q (batch, N), state (batch, S)) -> (batch,)``; None means independent learners.
+
+A mixer with ``needs_state = False`` gets a placeholder instead of the state, and the replay
+buffer then stores no states (VDN on a big map would otherwise store ``6 * H * W`` floats twice
+per transition for nothing)."""
 
 
 def epsilon_at(step: int, total: int, config: DQNConfig) -> float:
@@ -183,7 +187,7 @@ def train_dqn(
     optimizer = torch.optim.Adam(params, lr=lr)
     g_explore = core.torch_generator(explore_seq)
     g_sample = core.torch_generator(sample_seq)
-    use_state = mixer is not None
+    use_state = mixer is not None and bool(getattr(mixer, "needs_state", True))
     state = env.global_state() if use_state else None
     state_size = state.shape[-1] if state is not None else 0
     buffer = core.ReplayBuffer(config.buffer_size, n, d, state_size)
@@ -308,8 +312,9 @@ def train_dqn(
             else:
                 assert target_mixer is not None
                 team = batch["rewards"].mean(-1)
-                target = team + h.gamma * not_done * target_mixer(q_next, batch["next_state"])
-        pred = q_taken if mixer is None else mixer(q_taken, batch["state"])
+                mixed_next = batch.get("next_state", batch["rewards"])
+                target = team + h.gamma * not_done * target_mixer(q_next, mixed_next)
+        pred = q_taken if mixer is None else mixer(q_taken, batch.get("state", batch["rewards"]))
         loss = nn.functional.smooth_l1_loss(pred, target)
         optimizer.zero_grad()
         loss.backward()  # type: ignore[no-untyped-call]

@@ -28,7 +28,9 @@ __all__ = ["DQNConfig", "SumMixer", "train"]
 
 
 class SumMixer(nn.Module):
-    """``Q_tot = sum_i Q_i`` (the state is ignored)."""
+    """``Q_tot = sum_i Q_i`` (the state is ignored, and not stored)."""
+
+    needs_state = False
 
     def forward(self, q: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
         """``(batch, N)`` chosen Q-values -> ``(batch,)``."""

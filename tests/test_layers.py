@@ -20,6 +20,19 @@ ALLOWED: dict[str, set[str]] = {
     "eval": {"errors", "sim", "envs", "safety", "rl", "llm", "dispatch", "testing"},
     "bench": {"errors", "sim", "envs", "safety", "rl", "llm", "dispatch", "eval", "testing"},
     "web": {"errors", "sim", "envs", "safety", "rl", "llm", "dispatch", "eval", "testing"},
+    # Scale-out on Ray: may use every tier below the command line and the web server.
+    "scale": {
+        "errors",
+        "sim",
+        "envs",
+        "safety",
+        "rl",
+        "llm",
+        "dispatch",
+        "eval",
+        "testing",
+        "bench",
+    },
     "cli": {
         "errors",
         "sim",
@@ -32,6 +45,7 @@ ALLOWED: dict[str, set[str]] = {
         "testing",
         "bench",
         "web",
+        "scale",
     },
     "__init__": set(),
 }

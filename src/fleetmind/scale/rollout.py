@@ -1,0 +1,212 @@
+"""Rollout workers: the warehouse vector env split over workers, each stepping its own batch.
+
+:class:`ShardedVectorEnv` has the batched-env face the neural learners drive
+(:class:`fleetmind.rl.neural.core.BatchEnv`: ``reset``, ``step``, ``global_state``,
+``num_envs``, ``n_robots``, ``obs_size``, ``n_actions``, ``max_steps``), so every learner of
+:mod:`fleetmind.rl.neural` trains on it unchanged. Behind that face, ``num_envs`` worlds are
+split into ``workers`` shards, each a :func:`fleetmind.envs.make_vector` batch:
+
+- ``backend="local"``: the shards live in this process and step one after the other (the
+  reference the Ray backend must match, and the default: no Ray import);
+- ``backend="ray"``: each shard lives in a :class:`RolloutWorker` Ray actor (one CPU each); a
+  step sends every actor its slice of the actions at once and gathers the results, so the
+  shards' simulation and observation building run in parallel while the learner stays one
+  process.
+
+Shard ``i`` is seeded with the ``i``-th child of ``SeedSequence(seed)``, so for a given seed and
+worker count the local and Ray backends produce the same observations, rewards and training
+results, bit for bit. (A different worker count is a different batch of worlds, as a different
+``num_envs`` is.)
+
+The learner's forward passes and updates stay in the learner's process: with lockstep stepping,
+what scales with workers is the env side of sample collection (simulation and observations).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from fleetmind.errors import ConfigError
+from fleetmind.scale.backend import check_backend, import_ray
+
+
+class RolloutWorker:
+    """One shard: a warehouse vector env stepped on request (the body of a Ray actor).
+
+    Args:
+        map: a preset name, map file, rware layout string or GridMap.
+        robots: robots per world.
+        num_envs: worlds in this shard.
+        seed: the shard's seed.
+        options: ``make_vector`` options (``max_steps``, ``reward_mode``, ``radius``, ...).
+    """
+
+    def __init__(
+        self, map: Any, robots: int, num_envs: int, seed: int | None, options: dict[str, Any]
+    ) -> None:
+        from fleetmind.envs import make_vector
+
+        self.env = make_vector(map, robots, num_envs, seed=seed, **options)
+
+    def spec(self) -> dict[str, int]:
+        """Sizes of the shard's batch (``obs_size``, ``n_actions``, ``max_steps``)."""
+        return {
+            "obs_size": int(self.env.obs_size),
+            "n_actions": int(self.env.n_actions),
+            "max_steps": int(self.env.sim.max_steps),
+        }
+
+    def reset(self, seed: int | None) -> NDArray[np.float32]:
+        """Reset the shard; its observations ``(b, N, D)``."""
+        obs, _ = self.env.reset(seed)
+        return obs
+
+    def step(self, actions: NDArray[np.integer]) -> tuple[Any, ...]:
+        """Step the shard with ``(b, N)`` actions; the env's step tuple."""
+        return self.env.step(actions)
+
+    def global_state(self) -> NDArray[np.float32]:
+        """``(b, S)`` global state of the shard's worlds."""
+        return self.env.global_state()
+
+
+def shard_sizes(num_envs: int, workers: int) -> list[int]:
+    """``num_envs`` worlds split as evenly as possible over ``workers`` shards (largest first)."""
+    if workers < 1 or num_envs < workers:
+        raise ConfigError(
+            f"rollout workers: need 1 <= workers <= num_envs, got workers={workers}, "
+            f"num_envs={num_envs}"
+        )
+    base, extra = divmod(num_envs, workers)
+    return [base + (1 if i < extra else 0) for i in range(workers)]
+
+
+def shard_seeds(seed: int | None, workers: int) -> list[int]:
+    """The shards' seeds: one int from each child of ``SeedSequence(seed)``."""
+    return [int(s.generate_state(1)[0]) for s in np.random.SeedSequence(seed).spawn(workers)]
+
+
+class ShardedVectorEnv:
+    """``num_envs`` warehouse worlds split over ``workers`` rollout workers (see the module).
+
+    Args:
+        map: a preset name, map file, rware layout string or GridMap.
+        robots: robots per world.
+        num_envs: worlds in total.
+        workers: shards (rollout workers).
+        seed: root seed.
+        backend: ``"local"`` (shards in this process) or ``"ray"`` (one actor per shard; Ray
+            must be initialised, or ``address`` given).
+        address: ray only: the cluster to join when Ray is not initialised yet.
+        **options: ``make_vector`` options (``max_steps``, ``reward_mode``, ``radius``,
+            ``heuristic``).
+    """
+
+    def __init__(
+        self,
+        map: Any,
+        robots: int,
+        num_envs: int,
+        *,
+        workers: int = 2,
+        seed: int | None = None,
+        backend: str = "local",
+        address: str | None = None,
+        **options: Any,
+    ) -> None:
+        check_backend(backend, address)
+        self.sizes = shard_sizes(num_envs, workers)
+        self.backend = backend
+        self.num_envs = num_envs
+        self.n_robots = robots
+        self.workers = workers
+        self._bounds = np.cumsum([0, *self.sizes])
+        self._seed = seed
+        seeds = shard_seeds(seed, workers)
+        self._ray: Any = None
+        self._actors: list[Any] = []
+        self._local: list[RolloutWorker] = []
+        if backend == "ray":
+            ray = import_ray()
+            if not ray.is_initialized():
+                ray.init(address=address, include_dashboard=False, logging_level="WARNING")
+            self._ray = ray
+            actor_cls = ray.remote(num_cpus=1)(RolloutWorker)
+            self._actors = [
+                actor_cls.remote(map, robots, n, s, dict(options))
+                for n, s in zip(self.sizes, seeds, strict=True)
+            ]
+            spec = ray.get(self._actors[0].spec.remote())
+        else:
+            self._local = [
+                RolloutWorker(map, robots, n, s, dict(options))
+                for n, s in zip(self.sizes, seeds, strict=True)
+            ]
+            spec = self._local[0].spec()
+        self.obs_size: int = spec["obs_size"]
+        self.n_actions: int = spec["n_actions"]
+        self.max_steps: int = spec["max_steps"]
+
+    def _call(self, method: str, args: Sequence[tuple[Any, ...]]) -> list[Any]:
+        """Call ``method`` on every shard with its arguments; results in shard order."""
+        if self._ray is not None:
+            refs = [getattr(a, method).remote(*x) for a, x in zip(self._actors, args, strict=True)]
+            out: list[Any] = self._ray.get(refs)
+            return out
+        return [getattr(w, method)(*x) for w, x in zip(self._local, args, strict=True)]
+
+    def reset(self, seed: int | None = None) -> tuple[NDArray[np.float32], dict[str, Any]]:
+        """Reset every shard (shard ``i`` with the ``i``-th seed spawned from ``seed``)."""
+        if seed is not None:
+            self._seed = seed
+            seeds: list[int | None] = list(shard_seeds(seed, self.workers))
+        else:
+            seeds = [None] * self.workers
+        return np.concatenate(self._call("reset", [(s,) for s in seeds])), {}
+
+    def step(
+        self, actions: NDArray[np.integer]
+    ) -> tuple[
+        NDArray[np.float32],
+        NDArray[np.float32],
+        NDArray[np.bool_],
+        NDArray[np.bool_],
+        dict[str, Any],
+    ]:
+        """Step every world with ``(num_envs, N)`` actions."""
+        acts = np.asarray(actions)
+        if acts.shape != (self.num_envs, self.n_robots):
+            raise ConfigError(
+                f"ShardedVectorEnv.step: actions must have shape "
+                f"{(self.num_envs, self.n_robots)}, got {acts.shape}"
+            )
+        parts = [acts[lo:hi] for lo, hi in zip(self._bounds[:-1], self._bounds[1:], strict=True)]
+        outs = self._call("step", [(p,) for p in parts])
+        obs = np.concatenate([o[0] for o in outs])
+        rewards = np.concatenate([o[1] for o in outs])
+        term = np.concatenate([o[2] for o in outs])
+        trunc = np.concatenate([o[3] for o in outs])
+        info = {k: np.concatenate([o[4][k] for o in outs]) for k in outs[0][4]}
+        return obs, rewards, term, trunc, info
+
+    def global_state(self) -> NDArray[np.float32]:
+        """``(num_envs, S)`` global state (one more round trip to the workers)."""
+        return np.concatenate(self._call("global_state", [()] * self.workers))
+
+    def close(self) -> None:
+        """Stop the Ray actors (local shards need nothing)."""
+        if self._ray is not None:
+            for a in self._actors:
+                self._ray.kill(a)
+            self._actors = []
+            self._ray = None
+
+    def __enter__(self) -> ShardedVectorEnv:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

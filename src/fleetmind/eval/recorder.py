@@ -146,6 +146,9 @@ class RunRecorder:
         self._ticks_since_flush = 0
         self._steps: int | None = None
         self.seed: int | None = None
+        # Parquet's first write in a process costs most of a second (codec set-up); pay it now,
+        # not on the control loop's first flush.
+        pq.write_table(pa.table({"warm": [0]}), pa.BufferOutputStream())
         self._world: Warehouse | None = None
         self._faults: list[Fault] = []
         self._stats: LoopStats | None = None

@@ -248,3 +248,11 @@ def test_episode_tracker_records_per_agent_returns() -> None:
     assert tr.end_steps == [4]
     assert tr.running[1].tolist() == [0.0, 0.0]
     assert tr.running[0].tolist() == [2.0, 2.0]
+
+
+def test_episode_tracker_keeps_peaks_of_learned_rewards() -> None:
+    tr = core.EpisodeTracker(1, ["robot_0"])
+    tr.update(np.array([[-3.0]]), np.array([False]), 1, learned=np.array([[-1.0]]))
+    tr.update(np.array([[0.5]]), np.array([True]), 2, learned=np.array([[0.25]]))
+    tr.update(np.array([[2.0]]), np.array([True]), 3)
+    assert tr.peaks == {"robot_0": [1.0, 2.0]}

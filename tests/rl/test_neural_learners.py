@@ -126,9 +126,10 @@ def test_train_writes_run_folder(tmp_path: Path) -> None:
     config = json.loads((tmp_path / "config.json").read_text())
     assert config["resolved"]["rollout_len"] == 16
     assert config["resolved"]["hyper"]["sources"]["lr"].startswith("rule")
-    header = (tmp_path / "curves.csv").read_text().splitlines()[0]
-    assert "robot_0_return" in header
-    assert "robot_1_return" in header
+    header = (tmp_path / "curves.csv").read_text().splitlines()[0].split(",")
+    for col in ("robot_0_return", "robot_1_return", "robot_0_deliveries", "robot_1_peak"):
+        assert col in header
+    assert metrics["diagnostics"] == [] or all("kind" in f for f in metrics["diagnostics"])
     events = b"".join(p.read_bytes() for p in (tmp_path / "tb").iterdir())
     for tag in (b"train/agent/robot_0/return", b"train/loss/value", b"eval/throughput"):
         assert tag in events

@@ -117,7 +117,11 @@ class NavPolicy:
     def observer(self, grid: GridMap) -> observe.LocalObserver:
         """A :class:`~fleetmind.sim.observe.LocalObserver` producing this policy's input."""
         return observe.LocalObserver(
-            grid.blocked, grid.pickups, self.radius, oracle=DistanceOracle(grid)
+            grid.blocked,
+            grid.pickups,
+            self.radius,
+            oracle=DistanceOracle(grid),
+            task_cells=grid.pickups | grid.stations,
         )
 
     def save(self, path: str | Path) -> Path:

@@ -7,7 +7,7 @@
       config.json      resolved hyperparameters (with the rule behind each), map, robots, seed
       policy.pt        neural: weights + config;  policy.npz: tabular Q-tables
       checkpoint.pt    neural: every ``checkpoint_every`` updates and at the end (resume=True)
-      curves.csv       per-agent episode returns (and deliveries), one row per episode
+      curves.csv       per agent and episode: return, deliveries, peak |r| trained on
       curves.png       the same, one line per agent (never only the team total, §3.3)
       metrics.json     per_agent_deliveries, throughput, per_agent_reward, diagnostics, speed
       tb/              TensorBoard scalars: train/..., eval/..., train/agent/robot_i/return
@@ -293,7 +293,7 @@ def _train_neural(
         "final_losses": {k: v[-1] for k, v in result.losses.items() if v},
     }
     return _finish(out, config, metrics, result.returns, result.deliveries,
-                   result.episode_end_steps, writer)  # fmt: skip
+                   result.episode_end_steps, writer, peaks=result.peaks)  # fmt: skip
 
 
 def _evaluate_batch(env: Any, act: Any, ticks: int) -> dict[str, Any]:
@@ -376,6 +376,7 @@ def _train_tabular(
             env, episodes=episodes, alpha=h.alpha, gamma=h.gamma, seed=seed, **overrides
         )
         returns = {"robot_0": [float(x) for x in result.returns]}
+        peaks = None
         tables: dict[str, Any] = {"robot_0": result.q}
     else:
         if map == "race-4x4":
@@ -389,6 +390,7 @@ def _train_tabular(
         kw = {"episodes": episodes, "alpha": h.alpha, "gamma": h.gamma, "seed": seed, **overrides}
         result = ctde.ctde_q(env, **kw) if algo == "ctde" else tabular.independent_q(env, **kw)
         returns = {a: [float(x) for x in v] for a, v in result.returns.items()}
+        peaks = {a: [float(x) for x in v] for a, v in result.reward_peak.items()}
         tables = dict(result.q) if result.q else {"joint": result.q_joint}
     wall = time.perf_counter() - t0
     np.savez_compressed(out / "policy.npz", **tables)
@@ -420,7 +422,7 @@ def _train_tabular(
     }
     deliveries = {a: [0] * len(v) for a, v in returns.items()}
     ends = list(np.cumsum(getattr(result, "lengths", np.ones(episodes))).astype(int).tolist())
-    return _finish(out, config, metrics, returns, deliveries, ends, None)
+    return _finish(out, config, metrics, returns, deliveries, ends, None, peaks=peaks)
 
 
 def _evaluate_parallel(env: Any, policy: Any, ticks: int, *, seed: int) -> dict[str, Any]:
@@ -462,14 +464,18 @@ def _finish(
     deliveries: Mapping[str, Sequence[int]],
     end_steps: Sequence[int],
     writer: Any,
+    *,
+    peaks: Mapping[str, Sequence[float]] | None = None,
 ) -> TrainRun:
     curves = {a: [float(x) for x in v] for a, v in returns.items()}
+    # Episode returns sum many steps; the §3.3 scale check reads per-episode peaks of |r|.
+    step_rewards = {a: list(v) for a, v in peaks.items()} if peaks else {a: [0.0] for a in curves}
     findings = []
     if all(len(v) >= 20 for v in curves.values()) and len(curves) > 1:
         try:
             findings = [
                 {"kind": f.kind, "agents": list(f.agents), "message": f.message}
-                for f in diagnostics.diagnose(curves, step_rewards={a: [0.0] for a in curves})
+                for f in diagnostics.diagnose(curves, step_rewards=step_rewards)
             ]
         except ConfigError as error:
             log.warning("diagnostics skipped: %s", error)
@@ -478,7 +484,7 @@ def _finish(
     metrics["last_returns_mean"] = {
         a: float(np.mean(v[-10:])) if v else math.nan for a, v in curves.items()
     }
-    _write_csv(out / "curves.csv", curves, deliveries, end_steps)
+    _write_csv(out / "curves.csv", curves, deliveries, end_steps, peaks or {})
     _plot(out / "curves.png", curves, str(config["algo"]), str(config["map"]))
     (out / "config.json").write_text(json.dumps(config, indent=2, default=str))
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2, default=str))
@@ -499,21 +505,27 @@ def _write_csv(
     curves: Mapping[str, Sequence[float]],
     deliveries: Mapping[str, Sequence[int]],
     end_steps: Sequence[int],
+    peaks: Mapping[str, Sequence[float]],
 ) -> None:
+    """One row per episode: returns, deliveries and (when known) peak ``|r|`` of every agent."""
     agents = list(curves)
     n = min((len(v) for v in curves.values()), default=0)
+    peak_agents = [a for a in agents if len(peaks.get(a, ())) >= n] if peaks else []
+
+    def at(seq: Sequence[Any], i: int, default: Any = 0) -> Any:
+        return seq[i] if i < len(seq) else default
+
     with path.open("w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(
             ["episode", "end_step", *(f"{a}_return" for a in agents),
-             *(f"{a}_deliveries" for a in agents)]
+             *(f"{a}_deliveries" for a in agents), *(f"{a}_peak" for a in peak_agents)]
         )  # fmt: skip
         for i in range(n):
             w.writerow(
-                [i, end_steps[i] if i < len(end_steps) else "",
-                 *(curves[a][i] for a in agents),
-                 *(deliveries.get(a, [0] * n)[i] if i < len(deliveries.get(a, [])) else 0
-                   for a in agents)]
+                [i, at(end_steps, i, ""), *(curves[a][i] for a in agents),
+                 *(at(deliveries.get(a, ()), i) for a in agents),
+                 *(peaks[a][i] for a in peak_agents)]
             )  # fmt: skip
 
 

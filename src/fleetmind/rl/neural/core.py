@@ -412,8 +412,10 @@ class EpisodeTracker:
         self.agents = list(agents)
         self.running = np.zeros((num_envs, len(agents)), dtype=np.float64)
         self.running_deliveries = np.zeros((num_envs, len(agents)), dtype=np.int64)
+        self.running_peak = np.zeros((num_envs, len(agents)), dtype=np.float64)
         self.returns: dict[str, list[float]] = {a: [] for a in self.agents}
         self.deliveries: dict[str, list[int]] = {a: [] for a in self.agents}
+        self.peaks: dict[str, list[float]] = {a: [] for a in self.agents}
         self.end_steps: list[int] = []
 
     def update(
@@ -422,9 +424,18 @@ class EpisodeTracker:
         done: NDArray[np.bool_],
         step: int,
         delivered: NDArray[np.bool_] | None = None,
+        learned: NDArray[np.floating] | None = None,
     ) -> list[dict[str, float]]:
-        """Add ``(B, N)`` rewards; close the worlds where ``done (B,)``; return closed returns."""
+        """Add ``(B, N)`` rewards; close the worlds where ``done (B,)``; return closed returns.
+
+        ``learned`` are the rewards the learner trains on (after scaling); the largest ``|r|``
+        of each episode is kept in ``peaks`` (of ``rewards`` when ``learned`` is None), for the
+        §3.3 reward-scale check.
+        """
         self.running += rewards
+        self.running_peak = np.maximum(
+            self.running_peak, np.abs(rewards if learned is None else learned)
+        )
         if delivered is not None:
             self.running_deliveries += delivered
         closed = []
@@ -433,9 +444,11 @@ class EpisodeTracker:
             for i, a in enumerate(self.agents):
                 self.returns[a].append(ep[a])
                 self.deliveries[a].append(int(self.running_deliveries[w, i]))
+                self.peaks[a].append(float(self.running_peak[w, i]))
             self.end_steps.append(step)
             closed.append(ep)
             self.running[w] = 0.0
+            self.running_peak[w] = 0.0
             self.running_deliveries[w] = 0
         return closed
 
@@ -444,6 +457,7 @@ class EpisodeTracker:
         return {
             "returns": self.returns,
             "deliveries": self.deliveries,
+            "peaks": self.peaks,
             "end_steps": self.end_steps,
         }
 
@@ -451,6 +465,9 @@ class EpisodeTracker:
         """Restore curves from a checkpoint (running sums start from zero)."""
         self.returns = {a: list(v) for a, v in state["returns"].items()}
         self.deliveries = {a: list(v) for a, v in state["deliveries"].items()}
+        self.peaks = {
+            a: list(v) for a, v in state.get("peaks", {a: [] for a in self.agents}).items()
+        }
         self.end_steps = list(state["end_steps"])
 
 
@@ -489,6 +506,7 @@ class TrainResult:
         updates: gradient phases done in total.
         returns: agent -> undiscounted return of each finished episode.
         deliveries: agent -> deliveries in each finished episode (0 when the env reports none).
+        peaks: agent -> largest ``|r|`` the learner trained on in each finished episode.
         episode_end_steps: the step at which each episode ended.
         losses: name -> value after each update.
         policy: the trained module mapping ``(..., N, D)`` observations to ``(..., N, A)``
@@ -502,6 +520,7 @@ class TrainResult:
     updates: int
     returns: dict[str, list[float]]
     deliveries: dict[str, list[int]]
+    peaks: dict[str, list[float]]
     episode_end_steps: list[int]
     losses: dict[str, list[float]]
     policy: nn.Module

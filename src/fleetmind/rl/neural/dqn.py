@@ -292,7 +292,10 @@ def train_dqn(
         )
         done_steps += b
         batched_steps += 1
-        for ep in tracker.update(rewards, term | trunc, done_steps, info.get("delivered")):
+        closed = tracker.update(
+            rewards, term | trunc, done_steps, info.get("delivered"), h.normalise(rewards)
+        )
+        for ep in closed:
             scal = {f"train/agent/{ag}/return": r for ag, r in ep.items()}
             scal["train/episode_return_mean"] = float(np.mean(list(ep.values())))
             core.emit(callbacks, core.Event("episode", done_steps, scal))
@@ -352,6 +355,7 @@ def train_dqn(
         updates=updates,
         returns=tracker.returns,
         deliveries=tracker.deliveries,
+        peaks=tracker.peaks,
         episode_end_steps=tracker.end_steps,
         losses=losses,
         policy=q_net,

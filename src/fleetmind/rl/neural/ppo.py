@@ -281,19 +281,23 @@ def train_ppo(
                 final_values = value.numpy()
                 if trunc.any() and "final_obs" in info:
                     final_values = values_of(info["final_obs"], info.get("final_state")).numpy()
+                learned = h.normalise(rewards).astype(np.float32)
                 buf.add(
                     obs=obs,
                     state=state,
                     actions=act.numpy(),
                     logprobs=logp.numpy(),
-                    rewards=h.normalise(rewards).astype(np.float32),
+                    rewards=learned,
                     values=value.numpy(),
                     terminated=term,
                     truncated=trunc,
                     final_values=final_values,
                 )
                 done_steps += b
-                for ep in tracker.update(rewards, term | trunc, done_steps, info.get("delivered")):
+                closed = tracker.update(
+                    rewards, term | trunc, done_steps, info.get("delivered"), learned
+                )
+                for ep in closed:
                     scal = {f"train/agent/{ag}/return": r for ag, r in ep.items()}
                     scal["train/episode_return_mean"] = float(np.mean(list(ep.values())))
                     core.emit(callbacks, core.Event("episode", done_steps, scal))
@@ -360,6 +364,7 @@ def train_ppo(
         updates=updates,
         returns=tracker.returns,
         deliveries=tracker.deliveries,
+        peaks=tracker.peaks,
         episode_end_steps=tracker.end_steps,
         losses=losses,
         policy=actor,

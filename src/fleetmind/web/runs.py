@@ -12,6 +12,7 @@ folder's files change, so scrubbing a replay costs one array slice per request.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -331,9 +332,17 @@ class RunFolder:
         self.metrics: dict[str, Any] | None = (
             read_json(metrics_path) if metrics_path.is_file() else None
         )
-        self.episode = _episode(folder)
         self.events = _events(folder)
         self.calls, self.problems = read_calls(folder / CALLS)
+
+    @functools.cached_property
+    def episode(self) -> Episode:
+        """The episode arrays (read on first use: decisions need only events and calls).
+
+        Raises:
+            FolderError: 422 when ``episode.parquet`` holds no rows or misses columns.
+        """
+        return _episode(self.folder)
 
     def grid(self) -> GridMap | None:
         """The run's map, rebuilt from the recorded ``map`` option (None if it cannot be)."""
@@ -423,8 +432,10 @@ class RunFolder:
         cum_reward = ep.cum_reward  # (T, N)
         delivered = np.zeros(t_n, dtype=np.int64)
         for e in self.events:
-            if e["kind"] == "delivered" and 0 <= e["tick"] < t_n:
-                delivered[e["tick"]] += len(e.get("ids", []))
+            # The loop stamps a delivery with the tick count after the move that made it:
+            # a delivery stamped k happened during tick k - 1.
+            if e["kind"] == "delivered":
+                delivered[min(max(e["tick"] - 1, 0), t_n - 1)] += len(e.get("ids", []))
         cum_delivered = np.cumsum(delivered)
         window = max(10, min(100, t_n // 10))
         shifted = np.concatenate([np.zeros(window, dtype=np.int64), cum_delivered])[:t_n]

@@ -12,6 +12,7 @@ const COLOURS = {
   openLoad: "#8b5a1a", broken: "#888888",
 };
 const CHUNK = 500;
+const LIVE_EMPTY = "none recorded yet (the live recording is written every 50 ticks)";
 
 const hook = (window.fleetmind = {
   mode: null, source: null, tick: null, frame: null, draws: 0, ready: false,
@@ -91,6 +92,7 @@ function setMap(rows, robots) {
   view.cell = Math.max(6, Math.min(36, Math.floor(avail / w)));
   canvas.width = w * view.cell;
   canvas.height = h * view.cell;
+  hook.cell = view.cell;
   drawFrame(null);
 }
 
@@ -258,11 +260,11 @@ function setKpis(pairs) {
 }
 
 // ------------------------------------------------------------------ decisions and call log
-function renderDecisions(list, onPick) {
+function renderDecisions(list, onPick, empty = "no planner decisions recorded") {
   hook.decisions = list;
   $("decision-count").textContent = list.length ? `(${list.length})` : "";
   const box = $("decisions");
-  if (!list.length) { box.replaceChildren(el("div", { class: "muted" }, "no planner decisions recorded")); return; }
+  if (!list.length) { box.replaceChildren(el("div", { class: "muted" }, empty)); return; }
   box.replaceChildren(...list.map((d) => {
     const tags = [];
     if (d.calls) tags.push(el("span", { class: "tag llm" }, `${d.calls} LLM call${d.calls > 1 ? "s" : ""}`));
@@ -462,7 +464,7 @@ async function refreshLiveDecisions() {
   if (!run || hook.mode !== "live") return;
   try {
     const d = await api(`/api/run/decisions?run=${encodeURIComponent(run)}`);
-    renderDecisions(d.decisions, (x) => openCallLog(run, x.tick));
+    renderDecisions(d.decisions, (x) => openCallLog(run, x.tick), LIVE_EMPTY);
   } catch (_) { /* the recording may not have flushed yet */ }
 }
 
@@ -473,7 +475,7 @@ function openLive() {
   showSimView(true);
   $("scrubber").hidden = true; $("reset").hidden = false; $("step").hidden = false;
   $("subtitle").textContent = "live simulation";
-  renderDecisions([], () => {});
+  renderDecisions([], () => {}, LIVE_EMPTY);
   const proto = location.protocol === "https:" ? "wss" : "ws";
   const ws = new WebSocket(`${proto}://${location.host}/api/live/ws`);
   live.ws = ws;

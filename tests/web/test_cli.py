@@ -1,0 +1,96 @@
+"""`fleetmind serve` as a user runs it: flags, bad input, start and a clean Ctrl+C."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from .conftest import free_port
+
+FLEETMIND = [sys.executable, "-m", "fleetmind.cli"]
+
+
+def test_serve_help_lists_the_options() -> None:
+    out = subprocess.run(
+        [*FLEETMIND, "serve", "--help"], capture_output=True, text=True, timeout=60, check=True
+    ).stdout
+    for flag in ("--host", "--port", "--root", "--live", "--no-live", "--map", "--speed"):
+        assert flag in out
+
+
+def test_a_missing_root_without_live_is_a_one_line_error(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [*FLEETMIND, "serve", "--no-live", "--root", str(tmp_path / "nope")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    assert "no such folder" in " ".join(proc.stderr.split())  # Rich wraps at 80 columns
+    assert "Traceback" not in proc.stderr
+
+
+def test_a_bad_live_option_is_a_one_line_error(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [*FLEETMIND, "serve", "--root", str(tmp_path), "--robots", "0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    assert "robots" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.timeout(90)
+def test_serve_runs_live_and_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
+    port = free_port()
+    proc = subprocess.Popen(
+        [
+            *FLEETMIND,
+            "serve",
+            "--port",
+            str(port),
+            "--root",
+            str(tmp_path / "runs"),
+            "--robots",
+            "3",
+            "--speed",
+            "100",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        status = None
+        while time.monotonic() < deadline:
+            try:
+                status = httpx.get(f"http://127.0.0.1:{port}/api/live/status", timeout=2).json()
+                if status["tick"] >= 20:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        assert status is not None
+        assert status["tick"] >= 20
+        assert status["config"]["robots"] == 3
+        assert status["steps"] == 1000
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, err
+    folder = tmp_path / "runs" / status["run"]
+    metrics = json.loads((folder / "metrics.json").read_text())
+    assert metrics["steps"] >= 20  # the live episode was flushed and closed on shutdown

@@ -1,0 +1,162 @@
+"""Every command in the docs parses against the real CLI, and the tour runs (mirrored small)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from pathlib import Path
+
+import click
+import pytest
+from typer.main import get_command
+from typer.testing import CliRunner
+
+from fleetmind.cli import app
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = [ROOT / "README.md", ROOT / "README.zh-CN.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def _doc_commands() -> list[tuple[str, str]]:
+    found = []
+    for doc in DOCS:
+        text = doc.read_text(encoding="utf-8")
+        for block in re.findall(r"```bash\n(.*?)```", text, flags=re.S):
+            for line in block.splitlines():
+                line = line.split("  #")[0].strip()
+                if line.startswith("fleetmind "):
+                    found.append((doc.name, line))
+    return found
+
+
+def _parse(args: list[str]) -> None:
+    """Parse (not run) a command line with click: unknown commands or options raise."""
+    cmd: click.Command = get_command(app)
+    ctx = cmd.make_context("fleetmind", list(args), resilient_parsing=False)
+    while isinstance(cmd, click.Group):
+        rest = [*ctx.protected_args, *ctx.args]
+        name, sub, sub_args = cmd.resolve_command(ctx, rest)
+        assert sub is not None, f"no command {name!r}"
+        ctx = sub.make_context(name, sub_args, parent=ctx)
+        cmd = sub
+
+
+COMMANDS = _doc_commands()
+
+
+def test_docs_show_commands() -> None:
+    assert len(COMMANDS) >= 15
+    assert {line.split()[1] for _, line in COMMANDS} >= {
+        "run",
+        "compare",
+        "report",
+        "replay",
+        "train",
+        "doctor",
+        "serve",
+        "bench",
+        "demo",
+    }
+
+
+@pytest.mark.parametrize(("doc", "line"), COMMANDS)
+def test_doc_command_parses(doc: str, line: str) -> None:
+    args = shlex.split(line)[1:]
+    # Values that only exist on the reader's machine are fine to parse as given.
+    _parse(args)
+
+
+def test_the_tour_runs_mirrored_small(tmp_path: Path) -> None:
+    runner = CliRunner()
+
+    def ok(*args: str) -> str:
+        result = runner.invoke(app, list(args), catch_exceptions=False)
+        assert result.exit_code == 0, result.output
+        return result.output
+
+    rl = tmp_path / "rl"
+    ok(
+        "run",
+        "--map",
+        "warehouse-small",
+        "--robots",
+        "4",
+        "--steps",
+        "60",
+        "--executor",
+        "rl",
+        "--out",
+        str(rl),
+        "--json",
+    )
+    faults = tmp_path / "faults"
+    ok(
+        "run",
+        "--steps",
+        "80",
+        "--fault",
+        "breakdown:robot_2@20+10",
+        "--fault",
+        "surge@30:5",
+        "--planner-mode",
+        "sync",
+        "--out",
+        str(faults),
+        "--json",
+    )
+    cmp = tmp_path / "cmp"
+    ok(
+        "compare",
+        "--map",
+        "warehouse-small",
+        "--robots",
+        "4",
+        "--steps",
+        "40",
+        "--strategies",
+        "classical,classical:noshield",
+        "--seeds",
+        "1",
+        "--out",
+        str(cmp),
+        "--json",
+    )
+    ok("report", str(cmp))
+    ok("replay", str(faults), "--planner", "greedy", "--horizon", "10", "--json")
+    iql = tmp_path / "iql"
+    ok(
+        "train",
+        "--map",
+        "warehouse-tiny",
+        "--robots",
+        "2",
+        "--algo",
+        "iql",
+        "--reward-mode",
+        "difference",
+        "--steps",
+        "2000",
+        "--out",
+        str(iql),
+        "--json",
+    )
+    ok("doctor", str(iql))
+    metrics = json.loads((rl / "metrics.json").read_text())
+    assert metrics["collisions"] == 0
+    assert (cmp / "comparison.json").exists()
+
+
+def test_bad_input_is_one_line_and_exit_2() -> None:
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-m", "fleetmind.cli", "run", "--map", "no-such-map"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert out.returncode == 2
+    assert "Traceback" not in out.stderr
+    assert "no-such-map" in out.stderr

@@ -65,3 +65,29 @@ def test_learner_on_ray_rollout_actors_matches_local_shards(ray_instance: Any, a
         local.policy.state_dict().items(), remote.policy.state_dict().items(), strict=True
     ):
         assert torch.equal(a, b), k
+
+
+def test_worker_side_collection_matches_between_backends(ray_instance: Any) -> None:
+    from fleetmind.rl.neural.ppo import Actor
+
+    kw = {"workers": 2, "seed": 5, "max_steps": 10}
+    actor = Actor(111, 5, 2, (32,), agent_id=True)
+    local = ShardedVectorEnv("warehouse-tiny", 2, 3, **kw)
+    local.reset()
+    with ShardedVectorEnv("warehouse-tiny", 2, 3, backend="ray", **kw) as remote:
+        remote.reset()
+        for call in range(2):  # the second rollout continues where the first stopped
+            a = local.collect(actor, 12, seed=call)
+            b = remote.collect(actor, 12, seed=call)
+            assert sorted(a) == sorted(b)
+            for k in a:
+                np.testing.assert_array_equal(a[k], b[k], err_msg=k)
+    assert a["obs"].shape == (12, 3, 2, 111)
+    assert a["truncated"].sum() == 3  # each world hit its 10-step limit once in 12 steps
+    np.testing.assert_array_equal(
+        a["obs"][1:][~a["truncated"][:-1]], a["obs"][1:][~a["truncated"][:-1]]
+    )
+    # Actions are the policy's: their log-probabilities are those of the actor's logits.
+    logits = actor(torch.from_numpy(a["obs"][0]))
+    ref = torch.log_softmax(logits, -1).gather(-1, torch.from_numpy(a["actions"][0])[..., None])
+    np.testing.assert_allclose(a["logprobs"][0], ref[..., 0].detach().numpy(), rtol=1e-6)

@@ -60,6 +60,17 @@ def run_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     ]
     (root / "cmp" / "comparison.json").write_text(json.dumps({"rows": rows}))
     (root / "empty").mkdir()
+    from fleetmind.eval.compare import compare
+
+    compare(
+        ["classical", "greedy"],
+        robots=3,
+        steps=30,
+        seeds=2,
+        out=root / "realcmp",
+        workers=1,
+        common={"planner_mode": "sync"},
+    )
     return root
 
 

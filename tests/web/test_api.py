@@ -46,6 +46,8 @@ def test_folders_lists_runs_and_comparisons(client: TestClient) -> None:
     body = client.get("/api/folders").json()
     kinds = {f["name"]: f["kind"] for f in body["folders"]}
     assert kinds["classical"] == "run"
+    assert kinds["realcmp"] == "compare"
+    assert kinds["realcmp/greedy/seed-1"] == "run"
     assert kinds["nested/llm"] == "run"
     assert kinds["cmp"] == "compare"
     assert "empty" not in kinds
@@ -271,14 +273,38 @@ def test_a_corrupt_call_line_is_reported_not_fatal(run_root: Path, tmp_path: Pat
 # ---------------------------------------------------------------------- comparisons
 def test_comparison_table_flattens_nested_metrics(client: TestClient) -> None:
     body = client.get("/api/compare", params={"folder": "cmp"}).json()
-    assert body["columns"] == [
+    assert body["display"]["columns"] == [
         "strategy",
         "throughput",
         "step_latency_ms.p50",
         "step_latency_ms.p99",
     ]
-    assert body["table"] == [["classical", 0.1, 0.3, 7.0], ["hybrid", 0.05, 0.5, 9.0]]
-    assert len(body["rows"]) == 2
+    assert body["display"]["rows"] == [["classical", 0.1, 0.3, 7.0], ["hybrid", 0.05, 0.5, 9.0]]
+    assert len(body["data"]["rows"]) == 2
+
+
+def test_fleetmind_compare_output_is_shown_with_run_links(
+    client: TestClient, run_root: Path
+) -> None:
+    from fleetmind.eval.compare import ROWS, format_cell
+
+    body = client.get("/api/compare", params={"folder": "realcmp"}).json()
+    saved = json.loads((run_root / "realcmp" / "comparison.json").read_text())
+    show = body["display"]
+    assert show["columns"] == ["metric", "classical", "greedy"]
+    assert [r[0] for r in show["rows"]] == [label for _, label in ROWS]
+    k = [key for key, _ in ROWS].index("throughput")
+    assert show["rows"][k][1:] == [
+        format_cell(saved["table"]["classical"]["throughput"]),
+        format_cell(saved["table"]["greedy"]["throughput"]),
+    ]
+    assert show["runs"] == {
+        "classical": ["realcmp/classical/seed-0", "realcmp/classical/seed-1"],
+        "greedy": ["realcmp/greedy/seed-0", "realcmp/greedy/seed-1"],
+    }
+    meta = client.get("/api/run/meta", params={"run": show["runs"]["greedy"][1]}).json()
+    assert meta["config"]["planner"] == "greedy"
+    assert meta["config"]["seed"] == 1
 
 
 def test_comparison_without_rows_names_the_field(run_root: Path) -> None:

@@ -100,7 +100,14 @@ def test_comparison_and_wrong_folder_pages(page: Any, live_server: str, tmp_path
     headers = page.locator("#compare-table th").all_inner_texts()
     assert headers == ["strategy", "throughput", "step_latency_ms.p50", "step_latency_ms.p99"]
     assert page.locator("#compare-table tbody tr").count() == 2
+    page.goto(f"{live_server}/#compare=realcmp")
+    page.wait_for_function("() => fleetmind.ready && fleetmind.source === 'realcmp'")
+    headers = page.locator("#compare-table th").all_inner_texts()
+    assert headers == ["metric", "classical", "greedy"]
     page.screenshot(path=str(tmp_path / "compare.png"))
+    page.locator(".run-link").last.click()  # greedy, seed 1: opens its replay
+    page.wait_for_function(READY, arg="replay")
+    assert page.evaluate("fleetmind.source") == "realcmp/greedy/seed-1"
     page.goto(f"{live_server}/#run=../../etc")
     page.wait_for_function("() => fleetmind.error !== null")
     assert page.inner_text("#error") == "folder '../../etc': '..' is not allowed"

@@ -19,7 +19,11 @@ results, bit for bit. (A different worker count is a different batch of worlds, 
 ``num_envs`` is.)
 
 The learner's forward passes and updates stay in the learner's process: with lockstep stepping,
-what scales with workers is the env side of sample collection (simulation and observations).
+what scales with workers is the env side of sample collection (simulation and observations),
+and every step pays one round trip to the workers. :meth:`ShardedVectorEnv.collect` is the
+actor-side alternative: each worker runs a copy of the policy for a whole rollout, so the
+forward passes scale too and a rollout costs one round trip (a learner needs a hook to consume
+such rollouts; see ``docs/ray.md``).
 """
 
 from __future__ import annotations
@@ -51,6 +55,9 @@ class RolloutWorker:
         from fleetmind.envs import make_vector
 
         self.env = make_vector(map, robots, num_envs, seed=seed, **options)
+        self._obs: NDArray[np.float32] | None = None
+        self._actor: Any = None
+        self._actor_key: tuple[Any, ...] | None = None
 
     def spec(self) -> dict[str, int]:
         """Sizes of the shard's batch (``obs_size``, ``n_actions``, ``max_steps``)."""
@@ -63,11 +70,68 @@ class RolloutWorker:
     def reset(self, seed: int | None) -> NDArray[np.float32]:
         """Reset the shard; its observations ``(b, N, D)``."""
         obs, _ = self.env.reset(seed)
+        self._obs = obs
         return obs
 
     def step(self, actions: NDArray[np.integer]) -> tuple[Any, ...]:
         """Step the shard with ``(b, N)`` actions; the env's step tuple."""
-        return self.env.step(actions)
+        out = self.env.step(actions)
+        self._obs = out[0]
+        return out
+
+    def collect(self, policy: dict[str, Any], steps: int, seed: int) -> dict[str, Any]:
+        """Act with ``policy`` for ``steps`` batched steps here; the trajectories.
+
+        Args:
+            policy: ``state_dict``, ``hidden`` and ``agent_id`` of a
+                :class:`fleetmind.rl.neural.ppo.Actor` (the learner's current weights).
+            steps: batched steps ``T``.
+            seed: seed of this call's action sampling.
+
+        Returns:
+            ``obs (T, b, N, D)``, ``actions``, ``logprobs``, ``rewards`` ``(T, b, N)``,
+            ``terminated``, ``truncated`` ``(T, b)``, ``delivered (T, b, N)`` and
+            ``last_obs (b, N, D)``.
+        """
+        import torch
+
+        from fleetmind.rl.neural.ppo import Actor
+
+        env = self.env
+        key = (tuple(policy["hidden"]), bool(policy["agent_id"]))
+        if self._actor is None or self._actor_key != key:
+            self._actor = Actor(env.obs_size, env.n_actions, env.n_robots, key[0], key[1])
+            self._actor_key = key
+        self._actor.load_state_dict(policy["state_dict"])
+        gen = torch.Generator().manual_seed(seed)
+        obs = self._obs if self._obs is not None else self.reset(None)
+        b, n, d = obs.shape
+        out: dict[str, NDArray[Any]] = {
+            "obs": np.zeros((steps, b, n, d), dtype=np.float32),
+            "actions": np.zeros((steps, b, n), dtype=np.int64),
+            "logprobs": np.zeros((steps, b, n), dtype=np.float32),
+            "rewards": np.zeros((steps, b, n), dtype=np.float32),
+            "terminated": np.zeros((steps, b), dtype=bool),
+            "truncated": np.zeros((steps, b), dtype=bool),
+            "delivered": np.zeros((steps, b, n), dtype=bool),
+        }
+        with torch.no_grad():
+            for t in range(steps):
+                logits = self._actor(torch.from_numpy(obs))
+                probs = torch.softmax(logits, -1).reshape(-1, env.n_actions)
+                act = torch.multinomial(probs, 1, generator=gen).reshape(b, n)
+                logp = torch.log_softmax(logits, -1).gather(-1, act[..., None])[..., 0]
+                out["obs"][t] = obs
+                out["actions"][t] = act.numpy()
+                out["logprobs"][t] = logp.numpy()
+                obs, rew, term, trunc, info = env.step(act.numpy())
+                out["rewards"][t] = rew
+                out["terminated"][t] = term
+                out["truncated"][t] = trunc
+                out["delivered"][t] = info["delivered"]
+        self._obs = obs
+        out["last_obs"] = obs
+        return out
 
     def global_state(self) -> NDArray[np.float32]:
         """``(b, S)`` global state of the shard's worlds."""
@@ -192,6 +256,34 @@ class ShardedVectorEnv:
         trunc = np.concatenate([o[3] for o in outs])
         info = {k: np.concatenate([o[4][k] for o in outs]) for k in outs[0][4]}
         return obs, rewards, term, trunc, info
+
+    def collect(self, actor: Any, steps: int, *, seed: int = 0) -> dict[str, Any]:
+        """Every worker acts with a copy of ``actor`` for ``steps`` steps, all in parallel.
+
+        The actor-side alternative to lockstep :meth:`step`: one round trip per rollout instead
+        of one per step, and the policy's forward passes run in the workers too. Worker ``i``
+        samples with the ``i``-th seed spawned from ``seed``.
+
+        Args:
+            actor: a :class:`fleetmind.rl.neural.ppo.Actor` (its weights are sent).
+            steps: batched steps ``T``.
+            seed: sampling seed of this rollout.
+
+        Returns:
+            The workers' trajectories joined on the world axis (see
+            :meth:`RolloutWorker.collect`).
+        """
+        policy = {
+            "state_dict": {k: v.detach().cpu() for k, v in actor.state_dict().items()},
+            "hidden": tuple(actor.hidden),
+            "agent_id": bool(actor.agent_id),
+        }
+        if self._ray is not None:
+            policy = self._ray.put(policy)
+        seeds = shard_seeds(seed, self.workers)
+        parts = self._call("collect", [(policy, steps, s) for s in seeds])
+        axis = {"last_obs": 0}
+        return {k: np.concatenate([p[k] for p in parts], axis=axis.get(k, 1)) for k in parts[0]}
 
     def global_state(self) -> NDArray[np.float32]:
         """``(num_envs, S)`` global state (one more round trip to the workers)."""

@@ -179,7 +179,7 @@ def create_app(
     @app.get("/api/compare")
     def compare(folder: str = Query(...)) -> Any:
         path = resolve_folder(root, folder)
-        return {"name": folder, **comparison(path)}
+        return {"name": folder, **comparison(root, path)}
 
     # ------------------------------------------------------------------ live
     def live_session() -> LiveSession:

@@ -133,24 +133,67 @@ def grid_rows(grid: GridMap) -> list[str]:
     return render_ascii(grid, np.zeros((0, 2), dtype=np.int64)).split("\n")
 
 
-def comparison(folder: Path) -> dict[str, Any]:
-    """The comparison table of a compare folder, as its ``comparison.json`` holds it.
+def comparison(root: Path, folder: Path) -> dict[str, Any]:
+    """The comparison table of a compare folder, ready to show.
+
+    Reads ``comparison.json`` as ``fleetmind compare`` writes it (``rows``: metric key ->
+    label, ``table``: strategy -> key -> ``{mean, ci95, n}``, ``runs``: strategy -> run
+    folders), or any file whose ``rows`` is a list of objects (one table row each; nested
+    objects are flattened one level as ``key.sub``).
 
     Returns:
-        The parsed file, with ``columns`` added (the union of the rows' keys, nested dicts
-        flattened one level as ``key.sub``) and ``table`` (one list of cells per row).
+        The parsed file under ``data`` and ``display``: ``columns``, ``rows`` (lists of cells)
+        and ``runs`` (strategy -> names of its run folders under ``root``, for replay links).
 
     Raises:
-        FolderError: 422 when the file is missing or has no ``rows`` list of objects.
+        FolderError: 422 when the file is missing or has neither layout.
     """
     path = folder / COMPARISON
     if not path.is_file():
         raise FolderError(f"{folder.name}: not a comparison folder (no {COMPARISON})", status=422)
     data = read_json(path)
-    if not isinstance(data, dict) or not isinstance(data.get("rows"), list):
-        raise FolderError(f"{COMPARISON}: field 'rows': expected a list of rows", status=422)
+    if not isinstance(data, dict):
+        raise FolderError(f"{COMPARISON}: expected an object", status=422)
+    rows = data.get("rows")
+    if isinstance(rows, dict):
+        display = _strategy_table(data, rows)
+    elif isinstance(rows, list):
+        display = _row_table(rows)
+    else:
+        raise FolderError(
+            f"{COMPARISON}: field 'rows': expected a mapping of metric labels or a list of rows",
+            status=422,
+        )
+    display["runs"] = _run_links(root, folder, data.get("runs"))
+    return {"data": data, "display": display}
+
+
+def _strategy_table(data: dict[str, Any], rows: dict[str, Any]) -> dict[str, Any]:
+    from fleetmind.eval.compare import ROWS, format_cell
+
+    table = data.get("table")
+    if not isinstance(table, dict):
+        raise FolderError(
+            f"{COMPARISON}: field 'table': expected strategy -> metric -> cell", status=422
+        )
+    strategies = [str(s) for s in data.get("strategies") or table]
+    # The file is written with sorted keys: show the known rows in the CLI table's order.
+    known = [key for key, _ in ROWS if key in rows]
+    order = known + [key for key in rows if key not in known]
+    out_rows: list[list[Any]] = []
+    for key in order:
+        label = rows[key]
+        cells: list[Any] = [str(label)]
+        for name in strategies:
+            cell = (table.get(name) or {}).get(key)
+            cells.append(format_cell(cell) if isinstance(cell, dict) else cell)
+        out_rows.append(cells)
+    return {"columns": ["metric", *strategies], "rows": out_rows}
+
+
+def _row_table(rows: list[Any]) -> dict[str, Any]:
     flat_rows: list[dict[str, Any]] = []
-    for i, row in enumerate(data["rows"]):
+    for i, row in enumerate(rows):
         if not isinstance(row, dict):
             raise FolderError(f"{COMPARISON}: rows[{i}]: expected an object", status=422)
         flat: dict[str, Any] = {}
@@ -165,11 +208,32 @@ def comparison(folder: Path) -> dict[str, Any]:
     columns: list[str] = []
     for flat in flat_rows:
         columns += [k for k in flat if k not in columns]
-    return {
-        **data,
-        "columns": columns,
-        "table": [[flat.get(c) for c in columns] for flat in flat_rows],
-    }
+    return {"columns": columns, "rows": [[flat.get(c) for c in columns] for flat in flat_rows]}
+
+
+def _run_links(root: Path, folder: Path, runs: Any) -> dict[str, list[str]]:
+    """Run folders of each strategy that lie under the root (looked up inside ``folder``).
+
+    ``fleetmind compare`` records the paths it wrote (``OUT/<strategy>/seed-<k>``); the folder
+    may have moved since, so each is looked up by its last two parts inside the compare folder.
+    """
+    links: dict[str, list[str]] = {}
+    if not isinstance(runs, dict):
+        return links
+    base = folder.resolve()
+    for name, paths in runs.items():
+        found = []
+        for p in paths if isinstance(paths, list) else []:
+            parts = Path(str(p)).parts[-2:]
+            candidate = (base / Path(*parts)).resolve() if parts else base
+            if (
+                candidate.is_relative_to(root.resolve())
+                and (candidate / "config.json").is_file()
+                and (candidate / EPISODE).is_dir()
+            ):
+                found.append(relative_name(root, candidate))
+        links[str(name)] = found
+    return links
 
 
 # ---------------------------------------------------------------------- run folders

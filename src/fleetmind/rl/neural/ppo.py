@@ -279,7 +279,10 @@ def train_ppo(
                 value = values_of(obs, state)
                 next_obs, rewards, term, trunc, info = env.step(act.numpy())
                 final_values = value.numpy()
-                if trunc.any() and "final_obs" in info:
+                has_final = "final_obs" in info and (
+                    critic_kind == "local" or "final_state" in info
+                )
+                if trunc.any() and has_final:
                     final_values = values_of(info["final_obs"], info.get("final_state")).numpy()
                 learned = h.normalise(rewards).astype(np.float32)
                 buf.add(

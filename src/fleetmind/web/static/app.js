@@ -528,11 +528,19 @@ async function openCompare(name) {
   hook.mode = "compare"; hook.ready = false; hook.source = name;
   showSimView(false);
   const d = await api(`/api/compare?folder=${encodeURIComponent(name)}`);
+  const show = d.display;
+  const info = d.data;
   $("compare-title").textContent = `Comparison: ${name}`;
-  $("subtitle").textContent = `${d.rows.length} rows`;
-  const head = el("tr", {}, ...d.columns.map((c) => el("th", {}, c)));
-  const rows = d.table.map((cells) => el("tr", {}, ...cells.map((v) => el("td", {}, fmt(v)))));
+  $("subtitle").textContent = info.map
+    ? `${info.map}, ${info.robots} robots, ${info.steps} ticks, seeds ${(info.seeds || []).join(", ")}`
+    : `${show.rows.length} rows`;
+  const head = el("tr", {}, ...show.columns.map((c) => el("th", {}, c)));
+  const rows = show.rows.map((cells) => el("tr", {}, ...cells.map((v) => el("td", {}, fmt(v)))));
   $("compare-table").replaceChildren(el("thead", {}, head), el("tbody", {}, ...rows));
+  const links = Object.entries(show.runs || {}).filter(([, list]) => list.length);
+  $("compare-runs").replaceChildren(...links.map(([strategy, list]) => el("p", {},
+    `${strategy}: `, ...list.flatMap((run, k) => [k ? ", " : "",
+      el("a", { href: `#run=${run}`, class: "run-link" }, run.split("/").pop())]))));
   hook.ready = true;
 }
 
@@ -572,6 +580,7 @@ document.addEventListener("keydown", (e) => {
 async function route() {
   showError(null);
   $("call-log").hidden = true;
+  $("subtitle").textContent = "";
   const hash = decodeURIComponent(location.hash.slice(1));
   const sel = $("source");
   try {

@@ -788,7 +788,8 @@ def main() -> None:
     except FleetmindError as exc:
         if _state["debug"]:
             raise
-        err_console.print(f"[red]error:[/red] {exc}", markup=True, highlight=False)
+        # One line, never wrapped: scripts and people grep for it.
+        sys.stderr.write(f"error: {exc}\n")
         raise SystemExit(EXIT_BAD_INPUT) from None
 
 

@@ -169,7 +169,8 @@ def run(
     planner_mode: Annotated[
         str | None,
         typer.Option(
-            help="async (never wait for the planner) or sync (wait; reproducible). [default: async]"
+            help="async (never wait for the planner), sync (wait; reproducible) or auto "
+            "(sync for solver planners, async for LLM planners). [default: auto]"
         ),
     ] = None,
     tick_period: Annotated[
@@ -334,8 +335,14 @@ def compare(
     out: Annotated[
         Path, typer.Option(help="Comparison folder (run folders, comparison.json, report).")
     ] = Path("runs/compare"),
-    backend: Annotated[str, typer.Option(help="local (ray is not built yet).")] = "local",
-    workers: Annotated[int, typer.Option(help="Processes for runs without an LLM.")] = 2,
+    backend: Annotated[
+        str, typer.Option(help="local (process pool) or ray (one Ray task per run).")
+    ] = "local",
+    ray_address: Annotated[
+        str | None, typer.Option(help="Ray cluster address (default: start a local Ray).")
+    ] = None,
+    max_retries: Annotated[int, typer.Option(help="Ray: retries of a run whose worker died.")] = 3,
+    workers: Annotated[int, typer.Option(help="Processes (or Ray tasks) in flight.")] = 2,
     fault: Annotated[
         list[str] | None,
         typer.Option(help="Inject a fault in every run (same specs as `fleetmind run`)."),
@@ -382,6 +389,8 @@ def compare(
         "workers": workers,
         "common": common,
     }
+    if backend == "ray":
+        kwargs["run_many"] = _ray_runner(ray_address, max_retries, workers)
     if as_json:
         result = run_compare(names, **kwargs)
     else:
@@ -571,6 +580,23 @@ def report(
     console.print(f"report: {html_path}")
 
 
+def _ray_runner(address: str | None, max_retries: int, workers: int) -> Any:
+    """A ``run_many`` for :func:`fleetmind.eval.compare.compare` on Ray."""
+    from fleetmind.scale.backend import check_backend
+    from fleetmind.scale.jobs import dispatch_job, run_jobs
+
+    check_backend("ray", address)
+
+    def run_many(pairs: list[tuple[Any, Path]]) -> list[dict[str, Any]]:
+        jobs = [dispatch_job(cfg, path) for cfg, path in pairs]
+        results: list[dict[str, Any]] = run_jobs(
+            jobs, backend="ray", address=address, max_retries=max_retries, workers=workers
+        )
+        return results
+
+    return run_many
+
+
 @app.command()
 def train(
     map_name: Annotated[
@@ -589,7 +615,13 @@ def train(
     resume: Annotated[
         bool, typer.Option(help="Continue from the last checkpoint in --out.")
     ] = False,
-    backend: Annotated[str, typer.Option(help="local or ray.")] = "local",
+    backend: Annotated[
+        str, typer.Option(help="local or ray (each seed a Ray task; see --seeds).")
+    ] = "local",
+    seeds: Annotated[int, typer.Option(help="Train seeds seed..seed+K-1, each in OUT/seed-S.")] = 1,
+    ray_address: Annotated[
+        str | None, typer.Option(help="Ray cluster address (default: start a local Ray).")
+    ] = None,
     checkpoint_every: Annotated[int, typer.Option(help="Updates between checkpoints.")] = 10,
     num_envs: Annotated[int, typer.Option(help="Batched worlds (neural algorithms).")] = 8,
     as_json: Annotated[bool, typer.Option("--json", help="Print the metrics as JSON.")] = False,
@@ -597,6 +629,22 @@ def train(
     """Train a learner; writes the policy, config, per-agent curves (CSV, PNG) and metrics."""
     from fleetmind.rl.train import train as run_train
 
+    if seeds > 1 or backend != "local":
+        _train_many(
+            map_name,
+            robots,
+            algo,
+            reward_mode=reward_mode,
+            steps=steps,
+            seed=seed,
+            seeds=seeds,
+            out=out,
+            backend=backend,
+            address=ray_address,
+            num_envs=num_envs,
+            as_json=as_json,
+        )
+        return
     result = run_train(
         map_name,
         robots,
@@ -625,6 +673,56 @@ def train(
     console.print(f"throughput {m.get('throughput', 0.0):.4f}; run folder: {result.out_dir}")
     for finding in m.get("diagnostics", []):
         console.print(f"[yellow]doctor[/yellow] {finding['kind']}: {finding['message']}")
+
+
+def _train_many(
+    map_name: str,
+    robots: int,
+    algo: str,
+    *,
+    reward_mode: str,
+    steps: int,
+    seed: int,
+    seeds: int,
+    out: Path,
+    backend: str,
+    address: str | None,
+    num_envs: int,
+    as_json: bool,
+) -> None:
+    """Several seeds as jobs on the local or Ray backend; a per-seed summary table."""
+    from fleetmind.scale.backend import check_backend
+    from fleetmind.scale.jobs import run_jobs, train_job
+
+    check_backend(backend, address)
+    jobs = [
+        train_job(
+            out / f"seed-{s}",
+            map=map_name,
+            robots=robots,
+            algo=algo,
+            reward_mode=reward_mode,
+            steps=steps,
+            seed=s,
+            num_envs=num_envs,
+        )
+        for s in range(seed, seed + seeds)
+    ]
+    runs = run_jobs(jobs, backend=backend, address=address, workers=min(2, len(jobs)))
+    rows = {
+        f"seed-{s}": {"throughput": r.metrics.get("throughput"), "out_dir": str(r.out_dir)}
+        for s, r in zip(range(seed, seed + seeds), runs, strict=True)
+    }
+    if as_json:
+        _print_json(rows)
+        return
+    table = Table(title=f"train {algo} x {seeds} seeds ({backend})")
+    table.add_column("seed")
+    table.add_column("throughput", justify="right")
+    table.add_column("run folder")
+    for name, row in rows.items():
+        table.add_row(name, f"{row['throughput'] or 0.0:.4f}", row["out_dir"])
+    console.print(table)
 
 
 @app.command()
@@ -713,6 +811,24 @@ def bench_dispatch(
         _print_json(result)
     else:
         console.print_json(data=result)
+
+
+@bench_app.command("ray")
+def bench_ray(
+    quick: Annotated[bool, typer.Option(help="Smaller sweeps and rollouts.")] = False,
+    ray_address: Annotated[
+        str | None, typer.Option(help="Ray cluster address (default: start a local Ray).")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+) -> None:
+    """Ray scale-out: sweep wall time and rollout samples/s with 1 and 2 workers."""
+    from fleetmind.scale import bench
+
+    result = bench.run(quick=quick, address=ray_address)
+    if as_json:
+        _print_json(result)
+    else:
+        console.print(bench.format_table(result))
 
 
 @bench_app.command("llm")

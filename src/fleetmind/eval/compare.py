@@ -109,6 +109,7 @@ def compare(
     workers: int = 2,
     common: dict[str, Any] | None = None,
     progress: Callable[[str, int, int], None] | None = None,
+    run_many: Callable[[list[tuple[RunConfig, Path]]], list[dict[str, Any]]] | None = None,
 ) -> dict[str, Any]:
     """Run every strategy on seeds ``seed .. seed+seeds-1``; write ``OUT/comparison.json``.
 
@@ -120,10 +121,13 @@ def compare(
         seeds: seeds per strategy.
         seed: first seed.
         out: the comparison folder.
-        backend: ``local`` (``ray`` is not built).
+        backend: ``local`` (a process pool) or ``ray`` (needs ``run_many``).
         workers: processes for the runs without an LLM.
         common: more RunConfig fields for every run (faults, order rate, LLM settings...).
         progress: called with (label, runs done, runs total).
+        run_many: runs a batch of (config, run folder) pairs elsewhere and returns their
+            metrics in order; :mod:`fleetmind.scale` provides one on Ray (the evaluation tier
+            does not import Ray itself).
 
     Returns:
         The comparison: ``strategies``, ``seeds``, ``rows`` (label per key), ``table``
@@ -132,10 +136,10 @@ def compare(
     Raises:
         ConfigError: unknown strategy or backend, or no strategy given.
     """
-    if backend == "ray":
-        raise ConfigError("--backend ray: not built yet; use --backend local")
-    if backend != "local":
-        raise ConfigError(f"--backend {backend!r}: expected local")
+    if backend == "ray" and run_many is None:
+        raise ConfigError("--backend ray: needs fleetmind.scale (pip install fleetmind[ray])")
+    if backend not in ("local", "ray"):
+        raise ConfigError(f"--backend {backend!r}: expected local or ray")
     names = [s.strip() for s in strategies if s.strip()]
     if not names:
         raise ConfigError("--strategies: give at least one strategy, e.g. classical,rl")
@@ -162,7 +166,14 @@ def compare(
     results: dict[tuple[str, int], dict[str, Any]] = {}
     plain = [j for j in jobs if not j[2].needs_llm]
     with_llm = [j for j in jobs if j[2].needs_llm]
-    if plain:
+    if plain and run_many is not None:
+        metrics = run_many([(cfg, path) for _, _, cfg, path in plain])
+        for (name, s, _, _), m in zip(plain, metrics, strict=True):
+            results[(name, s)] = m
+            done += 1
+            if progress is not None:
+                progress(name, done, total)
+    elif plain:
         with ProcessPoolExecutor(max_workers=max(1, min(workers, len(plain)))) as pool:
             futures = {
                 pool.submit(_run_one, cfg.model_dump(), str(path)): (name, s)

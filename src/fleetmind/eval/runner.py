@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from fleetmind.dispatch.executors import (
     Executor,
@@ -59,7 +59,9 @@ class RunConfig(BaseModel):
     urgent_share: float = Field(0.2, ge=0, le=1)
     tasks: str | None = None
     faults: list[str] = Field(default_factory=list)
-    planner_mode: Literal["async", "sync"] = "async"
+    # "auto": solver planners answer within a tick, so the loop waits for them (reproducible);
+    # LLM planners run asynchronously (the loop never waits). Resolved at validation.
+    planner_mode: Literal["auto", "async", "sync"] = "auto"
     tick_period_s: float = Field(0.0, ge=0)
     llm_base_url: str | None = None
     llm_model: str | None = None
@@ -69,6 +71,12 @@ class RunConfig(BaseModel):
     replay_calls: str | None = None
     flush_every: int = Field(50, ge=1)
     snapshot_every: int = Field(100, ge=0)
+
+    @model_validator(mode="after")
+    def _resolve_mode(self) -> RunConfig:
+        if self.planner_mode == "auto":
+            self.planner_mode = "async" if self.planner in LLM_PLANNERS else "sync"
+        return self
 
     def public(self) -> dict[str, Any]:
         """The config as recorded (never the API key)."""
@@ -244,7 +252,7 @@ def execute(
             executor,
             config=LoopConfig(
                 shield=cfg.shield,
-                planner_mode=cfg.planner_mode,
+                planner_mode="sync" if cfg.planner_mode == "sync" else "async",
                 snapshot_text=cfg.planner in LLM_PLANNERS,
                 tick_period_s=cfg.tick_period_s,
                 snapshot_every=cfg.snapshot_every,

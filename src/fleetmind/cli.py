@@ -282,7 +282,7 @@ def demo(
         console.print(
             f"[bold]fleetmind demo[/bold]: {robots} robots on {map_name}, {steps} ticks at "
             f"{tick_period:g} s/tick, seed {seed}\n"
-            "  hybrid    = LLM planner + RL executor + shield\n"
+            "  hybrid    = LLM planner (reads notes) + RL executor + shield\n"
             "  classical = assignment solver + shortest-path executor + shield"
         )
     results: dict[str, dict[str, Any]] = {}
@@ -321,8 +321,8 @@ def compare(
     strategies: Annotated[
         str,
         typer.Option(
-            help="Comma-separated strategies: classical, rl, llm, hybrid, notes, oracle, greedy "
-            "(append :noshield to drop the shield)."
+            help="Comma-separated strategies: classical, rl, llm, hybrid, hybrid-direct, "
+            "oracle, greedy (append :noshield to drop the shield)."
         ),
     ] = "classical,rl,classical:noshield",
     map_name: Annotated[

@@ -95,10 +95,10 @@ def test_shortest_path_baseline_picks_lowest_heuristic() -> None:
 
 @pytest.mark.slow
 def test_training_reaches_the_baseline(tmp_path: Path) -> None:
-    """IPPO from scratch reaches >= 95% of the shortest-path delivery rate (about 2-4 min)."""
-    policy, result = nav.train_nav("warehouse-small", 4, steps=400_000, seed=1)
+    """IPPO from scratch (seed 1, which collapsed to waiting with ent_coef 0.01) reaches 95%."""
+    policy, result = nav.train_nav("warehouse-small", 4, steps=300_000, seed=1)
     kw = {"seeds": (5, 6), "num_envs": 4, "ticks": 300}
     mine = nav.evaluate(policy.act, "warehouse-small", 4, **kw)
     base = nav.evaluate(nav.shortest_path_actions, "warehouse-small", 4, **kw)
     assert mine["deliveries_per_robot_tick"] >= 0.95 * base["deliveries_per_robot_tick"]
-    assert result.steps >= 400_000
+    assert result.steps >= 300_000

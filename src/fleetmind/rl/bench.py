@@ -56,7 +56,8 @@ def _time_to_baseline(cap_s: float, chunk: int, eval_kw: dict[str, Any]) -> dict
 
     base = nav.evaluate(nav.shortest_path_actions, MAP, ROBOTS, **eval_kw)
     target = THRESHOLD * base["deliveries_per_robot_tick"]
-    cfg = PPOConfig(agent_id=False, hidden=(128, 128))
+    # Constant bonus: chunks of one growing run would restart an annealing schedule.
+    cfg = PPOConfig(agent_id=False, hidden=(128, 128), ent_coef=nav.NAV_ENT_COEF)
     train_s = 0.0
     t0 = time.perf_counter()
     history = []

@@ -50,6 +50,13 @@ log = logging.getLogger(__name__)
 
 RADIUS = 2
 N_ACTIONS = 5
+NAV_ENT_COEF = 0.03
+"""Entropy bonus at the start of nav training. With a constant 0.01 some seeds collapse to
+waiting (a wait never pays the -0.5 conflict penalty and deliveries are rare early on): seed 1
+delivered nothing after 400k steps; with 0.03 it delivered from 100k steps on."""
+NAV_ENT_COEF_FINAL = 0.0
+"""Entropy bonus at the end (linear anneal): a constant 0.03 left the greedy policy less sharp
+(0.0175 deliveries per robot per tick on warehouse-small, 4 robots, against 0.0213 annealed)."""
 FORMAT = "fleetmind-nav-policy-v1"
 OBS_LAYOUT = (
     "LocalObserver radius 2, heuristic on: 4 channels x 5 x 5 window (walls, robots, shelves, "
@@ -238,7 +245,8 @@ def train_nav(
         seed: root seed.
         num_envs: worlds stepped together.
         max_steps: episode length of a world.
-        config: PPO hyperparameters (default: no agent id, 128x128 hidden layers).
+        config: PPO hyperparameters (default: no agent id, 128x128 hidden layers, entropy
+            bonus annealed from :data:`NAV_ENT_COEF` to :data:`NAV_ENT_COEF_FINAL`).
         callbacks: receive training events.
 
     Returns:
@@ -246,7 +254,12 @@ def train_nav(
     """
     from fleetmind.rl.neural import ippo, mappo
 
-    cfg = config or PPOConfig(agent_id=False, hidden=(128, 128), ent_coef=0.01)
+    cfg = config or PPOConfig(
+        agent_id=False,
+        hidden=(128, 128),
+        ent_coef=NAV_ENT_COEF,
+        ent_coef_final=NAV_ENT_COEF_FINAL,
+    )
     if cfg.agent_id:
         raise ConfigError("train_nav: config.agent_id must be False (the policy serves any N)")
     env = make_vector(map, robots, num_envs, seed=seed, max_steps=max_steps, radius=RADIUS)
@@ -258,6 +271,8 @@ def train_nav(
     assert isinstance(actor, Actor)
     meta = {
         "algo": algo,
+        "train_ent_coef": cfg.ent_coef,
+        "train_ent_coef_final": cfg.ent_coef_final,
         "train_map": map,
         "train_robots": robots,
         "train_steps": result.steps,
@@ -280,6 +295,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=600_000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--num-envs", type=int, default=16)
+    parser.add_argument("--ent-coef", type=float, default=NAV_ENT_COEF, help="entropy bonus")
+    parser.add_argument(
+        "--ent-coef-final",
+        type=float,
+        default=NAV_ENT_COEF_FINAL,
+        help="anneal the bonus linearly to this value",
+    )
     parser.add_argument("--out", default="nav_policy.pt")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
@@ -298,6 +320,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             steps=args.steps,
             seed=args.seed,
             num_envs=args.num_envs,
+            config=PPOConfig(
+                agent_id=False,
+                hidden=(128, 128),
+                ent_coef=args.ent_coef,
+                ent_coef_final=args.ent_coef_final,
+            ),
             callbacks=[report],
         )
         policy.metadata["eval"] = evaluate(policy.act, args.map, args.robots)

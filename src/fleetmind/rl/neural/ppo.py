@@ -56,7 +56,9 @@ class PPOConfig:
         gamma: discount (None: by horizon).
         lam: GAE lambda.
         clip: PPO ratio clip.
-        ent_coef: entropy bonus weight.
+        ent_coef: entropy bonus weight (at the start, when ``ent_coef_final`` is set).
+        ent_coef_final: when set, the entropy weight moves linearly from ``ent_coef`` to this
+            value over the run's ``steps`` (explore early, sharpen late).
         vf_coef: value loss weight.
         max_grad_norm: gradient clipping.
         hidden: hidden layer widths of actor and critic.
@@ -75,6 +77,7 @@ class PPOConfig:
     lam: float = 0.95
     clip: float = 0.2
     ent_coef: float = 0.01
+    ent_coef_final: float | None = None
     vf_coef: float = 0.5
     max_grad_norm: float = 0.5
     hidden: tuple[int, ...] = (64, 64)
@@ -317,6 +320,10 @@ def train_ppo(
         flat_adv = torch.from_numpy(adv_np.reshape(t_len * b, n).astype(np.float32))
         flat_ret = torch.from_numpy(ret_np.reshape(t_len * b, n).astype(np.float32))
         stats: dict[str, list[float]] = {k: [] for k in losses}
+        ent_coef = config.ent_coef
+        if config.ent_coef_final is not None:
+            frac = min(1.0, done_steps / steps)
+            ent_coef += frac * (config.ent_coef_final - config.ent_coef)
         for _ in range(config.epochs):
             for idx in buf.minibatches(config.minibatches, g_shuffle):
                 logits = actor(flat_obs[idx])
@@ -332,7 +339,7 @@ def train_ppo(
                 ).mean()
                 v_in = flat_state[idx] if critic_kind == "global" else flat_obs[idx]
                 v_loss = 0.5 * ((critic(v_in) - flat_ret[idx]) ** 2).mean()
-                loss = pg_loss - config.ent_coef * entropy + config.vf_coef * v_loss
+                loss = pg_loss - ent_coef * entropy + config.vf_coef * v_loss
                 optimizer.zero_grad()
                 loss.backward()
                 nn.utils.clip_grad_norm_(params, config.max_grad_norm)

@@ -7,6 +7,7 @@ Rankings are ``(N, 5)`` int arrays, best action first.
 from __future__ import annotations
 
 import json
+from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -97,7 +98,40 @@ class ShortestPathExecutor:
         return ranking
 
 
-class RLExecutor:
+class PolicyExecutor(ABC):
+    """Base of executors that rank by a policy's logits over local observations.
+
+    Subclasses set ``observer`` (a :class:`~fleetmind.sim.observe.LocalObserver`) and implement
+    :meth:`logits`; ranking, idle robots and carrying flags are handled here once.
+    """
+
+    name = "policy"
+    observer: LocalObserver
+
+    @abstractmethod
+    def logits(self, obs: NDArray[np.float32]) -> NDArray[np.float32]:
+        """``(M, 5)`` action logits for ``(M, D)`` observations."""
+
+    def rank(
+        self,
+        pos: NDArray[np.int32],
+        goal: NDArray[np.int32],
+        active: NDArray[np.bool_],
+        carrying: NDArray[np.bool_] | None = None,
+        tick: int = 0,
+    ) -> NDArray[np.int64]:
+        """Rank by the policy's logits, best first (ties: lower action id); idle robots wait."""
+        n = len(pos)
+        ranking = np.tile(np.arange(N_ACTIONS, dtype=np.int64), (n, 1))
+        idx = np.flatnonzero(active)
+        if len(idx):
+            carry = np.zeros(n, dtype=bool) if carrying is None else carrying
+            obs = self.observer(pos[None], goal[None], carry[None], active[None])[0]
+            ranking[idx] = np.argsort(-self.logits(obs[idx]), axis=1, kind="stable")
+        return ranking
+
+
+class RLExecutor(PolicyExecutor):
     """The goal-conditioned navigation policy of :mod:`fleetmind.rl.nav` ranks all 5 actions.
 
     Args:
@@ -124,23 +158,9 @@ class RLExecutor:
             task_cells=grid.pickups | grid.stations,
         )
 
-    def rank(
-        self,
-        pos: NDArray[np.int32],
-        goal: NDArray[np.int32],
-        active: NDArray[np.bool_],
-        carrying: NDArray[np.bool_] | None = None,
-        tick: int = 0,
-    ) -> NDArray[np.int64]:
-        """Rank by the policy's logits; idle robots wait first."""
-        n = len(pos)
-        ranking = np.tile(np.arange(N_ACTIONS, dtype=np.int64), (n, 1))
-        idx = np.flatnonzero(active)
-        if len(idx):
-            carry = np.zeros(n, dtype=bool) if carrying is None else carrying
-            obs = self.observer(pos[None], goal[None], carry[None], active[None])[0]
-            ranking[idx] = self.policy.rank(obs[idx])
-        return ranking
+    def logits(self, obs: NDArray[np.float32]) -> NDArray[np.float32]:
+        """The navigation policy's logits."""
+        return self.policy.logits(obs)
 
 
 class LLMDirectExecutor:

@@ -37,10 +37,11 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from fleetmind.dispatch.executors import PolicyExecutor
 from fleetmind.errors import ConfigError
 from fleetmind.scale.backend import import_ray, ray_session
 from fleetmind.sim.distances import DistanceOracle
-from fleetmind.sim.grid import N_ACTIONS, GridMap
+from fleetmind.sim.grid import GridMap
 from fleetmind.sim.observe import LocalObserver
 
 log = logging.getLogger(__name__)
@@ -249,7 +250,7 @@ def train_rllib(
     return RLlibRun(out_dir=out, module_dir=module_dir, iterations=history, config=summary)
 
 
-class RLlibExecutor:
+class RLlibExecutor(PolicyExecutor):
     """An RLlib-trained module as a fleetmind executor (ranks the 5 actions by its logits).
 
     Args:
@@ -309,24 +310,6 @@ class RLlibExecutor:
             out = self.module.forward_inference({"obs": torch.from_numpy(obs)})
         logits: NDArray[np.float32] = out["action_dist_inputs"].numpy()
         return logits
-
-    def rank(
-        self,
-        pos: NDArray[np.int32],
-        goal: NDArray[np.int32],
-        active: NDArray[np.bool_],
-        carrying: NDArray[np.bool_] | None = None,
-        tick: int = 0,
-    ) -> NDArray[np.int64]:
-        """Rank by the module's logits, best first; idle robots wait first."""
-        n = len(pos)
-        ranking = np.tile(np.arange(N_ACTIONS, dtype=np.int64), (n, 1))
-        idx = np.flatnonzero(active)
-        if len(idx):
-            carry = np.zeros(n, dtype=bool) if carrying is None else carrying
-            obs = self.observer(pos[None], goal[None], carry[None], active[None])[0]
-            ranking[idx] = np.argsort(-self.logits(obs[idx]), axis=1, kind="stable")
-        return ranking
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -7,7 +7,9 @@ tasks (every robot always has one). Arrays, not dicts:
 - ``reset(seed) -> (obs (B, N, D) float32, info)``
 - ``step(actions (B, N) int) -> (obs, rewards (B, N), terminated (B,), truncated (B,), info)``
   where ``info`` holds ``delivered (B, N)`` and ``conflict (B, N)``; worlds that hit the time limit
-  are reset in place and report ``truncated``; ``terminated`` is always False.
+  are reset in place and report ``truncated``, and ``info`` then also holds every world's
+  observation and global state before that reset, ``final_obs (B, N, D)`` and
+  ``final_state (B, S)`` (Gymnasium's convention); ``terminated`` is always False.
 - ``global_state() -> (B, 6 * H * W)`` for centralised critics.
 
 Set ``observe=False`` to skip building observations (pure simulation speed).
@@ -92,9 +94,17 @@ class WarehouseVectorEnv:
         dict[str, Any],
     ]:
         """Step every world once with ``(B, N)`` actions."""
-        out = self.sim.step(actions)
-        info = {"delivered": out.delivered, "conflict": out.conflict}
-        return self._obs(), out.rewards, out.terminated, out.truncated, info
+        out = self.sim.step(actions, autoreset=False)
+        info: dict[str, Any] = {"delivered": out.delivered, "conflict": out.conflict}
+        obs = self._obs()
+        done = np.flatnonzero(out.truncated)
+        if len(done):
+            # Gymnasium's convention: learners bootstrap a truncated episode from its last state.
+            info["final_obs"] = obs.copy()
+            info["final_state"] = self.global_state()
+            self.sim.reset_worlds(done)
+            obs = self._obs()
+        return obs, out.rewards, out.terminated, out.truncated, info
 
     def global_state(self) -> NDArray[np.float32]:
         """``(B, 6 * H * W)`` global state."""

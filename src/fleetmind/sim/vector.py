@@ -109,8 +109,14 @@ class VectorWarehouse:
         at_goal = (res.pos == goal).all(axis=-1)
         return res.pos, at_goal & ~carrying, at_goal & carrying, res.conflict
 
-    def step(self, actions: NDArray[np.integer]) -> VectorStep:
-        """Advance every world one tick with ``(B, N)`` actions."""
+    def step(self, actions: NDArray[np.integer], *, autoreset: bool = True) -> VectorStep:
+        """Advance every world one tick with ``(B, N)`` actions.
+
+        Args:
+            actions: ``(B, N)`` action ids.
+            autoreset: reset worlds that hit the time limit now; with False the caller reads
+                their final state first and calls :meth:`reset_worlds`.
+        """
         acts = np.asarray(actions)
         b, n = self.num_envs, self.n_robots
         if acts.shape != (b, n):
@@ -153,8 +159,8 @@ class VectorWarehouse:
         self.delivered_total += delivered
         self.tick += 1
         truncated = self.tick >= self.max_steps
-        if truncated.any():
-            self._reset_worlds(np.flatnonzero(truncated))
+        if autoreset and truncated.any():
+            self.reset_worlds(np.flatnonzero(truncated))
         return VectorStep(
             rewards=rewards,
             delivered=delivered,
@@ -163,7 +169,8 @@ class VectorWarehouse:
             terminated=np.zeros(b, dtype=bool),
         )
 
-    def _reset_worlds(self, worlds: NDArray[np.intp]) -> None:
+    def reset_worlds(self, worlds: NDArray[np.intp]) -> None:
+        """Start new episodes in the given worlds (the rest go on)."""
         n = self.n_robots
         for w in worlds:
             self.pos[w] = start_cells(self.grid, n, rng=self._place_rng)

@@ -813,6 +813,21 @@ def bench_dispatch(
         console.print_json(data=result)
 
 
+@bench_app.command("learn")
+def bench_learn(
+    quick: Annotated[bool, typer.Option(help="Short runs (a smoke run, under a minute).")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+) -> None:
+    """Learners: samples/s of each neural learner; time for the nav policy to reach 95%."""
+    from fleetmind.rl import bench
+
+    result = bench.run(quick=quick)
+    if as_json:
+        _print_json(result)
+    else:
+        console.print(bench.format_table(result))
+
+
 @bench_app.command("ray")
 def bench_ray(
     quick: Annotated[bool, typer.Option(help="Smaller sweeps and rollouts.")] = False,

@@ -93,12 +93,16 @@ def test_vector_env_shapes_and_autoreset() -> None:
     obs, _ = env.reset()
     assert obs.shape == (3, 5, observe.local_size(2, heuristic=True))
     for _ in range(4):
-        obs, rew, term, trunc, _info = env.step(np.zeros((3, 5), dtype=int))
+        obs, rew, term, trunc, info = env.step(np.zeros((3, 5), dtype=int))
     assert rew.shape == (3, 5)
     assert trunc.all()
     assert not term.any()
     assert (env.sim.tick == 0).all()
     assert env.global_state().shape[0] == 3
+    # The last observation before the reset comes back for bootstrapping truncated episodes.
+    assert info["final_obs"].shape == obs.shape
+    assert not np.array_equal(info["final_obs"], obs)
+    assert info["final_state"].shape[0] == 3
 
 
 def test_vector_and_single_env_share_dynamics() -> None:

@@ -119,3 +119,18 @@ def test_real_embedded_model_reads_a_hold_note(small, embedded_client) -> None:
     assert out.attempts >= 1
     # The 135M model is unreliable; what must hold is a typed outcome, never an exception.
     assert constraint is None or constraint.kind in ("robot", "deadline", "hold")
+
+
+def test_deadlock_arbitration_by_the_model_and_by_rule(small) -> None:
+    from dataclasses import replace
+
+    from fleetmind.dispatch.planners import AssignmentPlanner
+
+    _, snap = _snapshot(small)
+    snap = replace(snap, stuck=("robot_1", "robot_2"))
+    with FakeChatServer([json.dumps({"first": "robot_2"}), json.dumps({"assignments": []})]) as srv:
+        out = LLMPlanner(srv.client(), small).plan(snap)
+        assert srv.requests[0].body["messages"][1]["content"].startswith("robot_1")
+    assert out.plan.boosts == (("robot_2", 2.0),)
+    # Without a model, the rule picks one robot (loaded first, then one with an order).
+    assert len(AssignmentPlanner(small).plan(snap).plan.boosts) == 1

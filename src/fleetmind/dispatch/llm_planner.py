@@ -23,7 +23,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from fleetmind.dispatch.planners import AssignmentPlanner, priority_of
+from fleetmind.dispatch.planners import (
+    ARBITRATION_BOOST,
+    AssignmentPlanner,
+    arbitrate_by_rule,
+    priority_of,
+)
 from fleetmind.dispatch.plans import Assignment, Plan, PlanOutcome, Snapshot, validate
 from fleetmind.llm.budgets import Budgets
 from fleetmind.llm.core import CallContext, ChatClient, Message
@@ -134,9 +139,64 @@ class LLMPlanner:
         user = f"{snapshot.text}\n\nIdle robots: {idle}\nOpen orders:\n{lines}\nAssign now."
         return [Message.system(SYSTEM), Message.user(user)]
 
+    def arbitrate(
+        self, snapshot: Snapshot
+    ) -> tuple[tuple[tuple[str, float], ...], StructuredOutcome[Any] | None]:
+        """Ask the model which deadlocked robot goes first (rule-based when it cannot say)."""
+        if len(snapshot.stuck) < 2:
+            return (), None
+        ids = list(snapshot.stuck)
+        robots = {r.id: r for r in snapshot.robots}
+        lines = "\n".join(
+            f"{rid} at {robots[rid].cell}, "
+            + ("carrying " if robots[rid].carrying else "")
+            + (robots[rid].order or "no order")
+            for rid in ids
+            if rid in robots
+        )
+        first_t: Any = Literal[tuple(ids)]
+        model = create_model(
+            "Arbitration", __config__=ConfigDict(extra="forbid"), first=(first_t, ...)
+        )
+        out: StructuredOutcome[Any] = structured(
+            self.client,
+            [
+                Message.system(
+                    "Robots in a warehouse block each other. Pick the one that should move "
+                    'first: prefer a loaded robot and an urgent order. JSON only: {"first": ID}'
+                ),
+                Message.user(lines),
+            ],
+            model,
+            budgets=Budgets(retries={"parse": 1, "validation": 1}, deadline_s=5.0),
+            context=CallContext(
+                caller="dispatch.planner",
+                decision_type="arbitrate",
+                prompt_version=PROMPT_VERSION,
+                seed=snapshot.seed,
+                tick=snapshot.tick,
+            ),
+            temperature=0.0,
+            max_tokens=24,
+        )
+        if out.value is None:
+            return arbitrate_by_rule(snapshot), out
+        return ((out.value.first, ARBITRATION_BOOST),), out
+
     def plan(self, snapshot: Snapshot) -> PlanOutcome:
         """Ask the model; fall back to the solver when it cannot produce a valid plan."""
         start = time.perf_counter()
+        boosts, arb = self.arbitrate(snapshot)
+        if not snapshot.idle_robots or not snapshot.orders:
+            # A deadlock report with nothing to assign: only the arbitration.
+            return PlanOutcome(
+                plan=Plan(tick=snapshot.tick, assignments=(), source=self.name, boosts=boosts),
+                latency_s=time.perf_counter() - start,
+                calls=arb.attempts if arb else 0,
+                tokens_prompt=sum(r.usage.prompt_tokens for r in arb.results) if arb else 0,
+                tokens_completion=sum(r.usage.completion_tokens for r in arb.results) if arb else 0,
+                errors=tuple(arb.errors) if arb else (),
+            )
         idle = snapshot.idle_robots
         orders = sorted(snapshot.orders, key=lambda o: (o.priority != "urgent", o.tick))[
             : self.max_orders
@@ -166,8 +226,9 @@ class LLMPlanner:
             temperature=self.temperature,
             max_tokens=self.max_tokens,
         )
-        tokens_p = sum(r.usage.prompt_tokens for r in outcome.results)
-        tokens_c = sum(r.usage.completion_tokens for r in outcome.results)
+        spent = [*outcome.results, *(arb.results if arb else [])]
+        tokens_p = sum(r.usage.prompt_tokens for r in spent)
+        tokens_c = sum(r.usage.completion_tokens for r in spent)
         by_id = {o.id: o for o in snapshot.orders}
         if outcome.value is not None:
             chosen = tuple(
@@ -176,7 +237,7 @@ class LLMPlanner:
                 )
                 for a in outcome.value.assignments
             )
-            plan = Plan(tick=snapshot.tick, assignments=chosen, source=self.name)
+            plan = Plan(tick=snapshot.tick, assignments=chosen, source=self.name, boosts=boosts)
             fallback, failure = False, None
         else:
             plan = self.fallback.solve(snapshot)
@@ -185,12 +246,13 @@ class LLMPlanner:
                 assignments=plan.assignments,
                 source="fallback:assignment",
                 wake_at=plan.wake_at,
+                boosts=boosts,
             )
             fallback, failure = True, outcome.fallback_reason or "no valid plan"
         return PlanOutcome(
             plan=plan,
             latency_s=time.perf_counter() - start,
-            calls=outcome.attempts,
+            calls=outcome.attempts + (arb.attempts if arb else 0),
             tokens_prompt=tokens_p,
             tokens_completion=tokens_c,
             fallback=fallback,

@@ -54,6 +54,25 @@ class Planner(Protocol):
         ...
 
 
+ARBITRATION_BOOST = 2.0
+
+
+def arbitrate_by_rule(snapshot: Snapshot) -> tuple[tuple[str, float], ...]:
+    """Settle a reported deadlock by rule: the loaded robot, then the most urgent, goes first.
+
+    Returns:
+        Priority boosts ``(robot id, boost)`` for the control loop's shield priorities.
+    """
+    if len(snapshot.stuck) < 2:
+        return ()
+    robots = {r.id: r for r in snapshot.robots}
+    stuck = [robots[rid] for rid in snapshot.stuck if rid in robots]
+    if not stuck:
+        return ()
+    first = max(stuck, key=lambda r: (r.carrying, r.order is not None, -r.index))
+    return ((first.id, ARBITRATION_BOOST),)
+
+
 def priority_of(order: Order, tick: int) -> float:
     """The shield priority of a task: urgent orders and late orders first."""
     late = max(0, tick - order.due)
@@ -158,8 +177,9 @@ class AssignmentPlanner:
         orders = list(snapshot.orders)
         if constraints is None and self.use_hidden:
             constraints = {o.id: o.hidden for o in orders if o.hidden is not None}
+        boosts = arbitrate_by_rule(snapshot)
         if not robots or not orders:
-            return Plan(tick=snapshot.tick, assignments=(), source=self.name)
+            return Plan(tick=snapshot.tick, assignments=(), source=self.name, boosts=boosts)
         cost, wake = self.costs(snapshot, robots, orders, constraints)
         rows, cols = linear_sum_assignment(cost)
         chosen = [
@@ -167,7 +187,13 @@ class AssignmentPlanner:
             for i, j in zip(rows, cols, strict=True)
             if cost[i, j] < FORBIDDEN / 2
         ]
-        return Plan(tick=snapshot.tick, assignments=tuple(chosen), source=self.name, wake_at=wake)
+        return Plan(
+            tick=snapshot.tick,
+            assignments=tuple(chosen),
+            source=self.name,
+            wake_at=wake,
+            boosts=boosts,
+        )
 
     def plan(self, snapshot: Snapshot) -> PlanOutcome:
         """Solve and wrap as an outcome."""

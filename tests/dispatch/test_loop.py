@@ -212,3 +212,17 @@ def test_sync_runs_are_reproducible(small) -> None:
         )
 
     assert run() == run()
+
+
+def test_forbidden_cells_are_never_entered(small, tmp_path) -> None:
+    from fleetmind.eval.runner import RunConfig, execute
+    from fleetmind.eval.store import query
+
+    closed = [(5, 5), (5, 6), (6, 5), (6, 6)]
+    cfg = RunConfig(robots=10, steps=120, forbidden=closed, snapshot_every=0)
+    m = execute(cfg, tmp_path / "run")
+    assert m["collisions"] == 0
+    assert m["shield_rules"].get("forbidden", 0) > 0  # someone wanted to go there
+    inside = " or ".join(f"(row={r} and col={c})" for r, c in closed)
+    count = query(tmp_path / "run", f"select count(*) as n from episode where {inside}")
+    assert count.column("n")[0].as_py() == 0

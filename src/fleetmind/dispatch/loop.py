@@ -76,6 +76,7 @@ class LoopConfig:
             possible). Step latency counts the loop's own work, never the pacing sleep.
         snapshot_every: ticks between periodic world snapshots sent to the sink (0: only at
             planner decisions).
+        forbidden: cells closed to robots (maintenance zones); the shield keeps robots out.
     """
 
     shield: bool = True
@@ -86,6 +87,7 @@ class LoopConfig:
     snapshot_text: bool = True
     tick_period_s: float = 0.0
     snapshot_every: int = 0
+    forbidden: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass
@@ -147,7 +149,10 @@ class ControlLoop:
         self.sink = sink
         self.stats = LoopStats()
         self.shield = Shield(
-            world.grid, deadlock_window=self.config.deadlock_window, seed=world.seed
+            world.grid,
+            forbidden=self.config.forbidden,
+            deadlock_window=self.config.deadlock_window,
+            seed=world.seed,
         )
         # Share the executor's distance maps when it has some (same thread, same targets).
         shared = getattr(executor, "oracle", None)

@@ -68,6 +68,7 @@ class RunConfig(BaseModel):
     llm_api_key: str | None = Field(None, repr=False)
     llm_threads: int = Field(1, ge=1)
     llm_gguf: str | None = None
+    forbidden: list[tuple[int, int]] = Field(default_factory=list)
     replay_calls: str | None = None
     flush_every: int = Field(50, ge=1)
     snapshot_every: int = Field(100, ge=0)
@@ -256,6 +257,7 @@ def execute(
                 snapshot_text=cfg.planner in LLM_PLANNERS,
                 tick_period_s=cfg.tick_period_s,
                 snapshot_every=cfg.snapshot_every,
+                forbidden=tuple(cfg.forbidden),
             ),
             faults=faults,
             sink=recorder,

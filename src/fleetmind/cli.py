@@ -459,6 +459,13 @@ def replay(
         str | None, typer.Option(help="OpenAI-compatible base URL (default: the embedded model).")
     ] = None,
     llm_model: Annotated[str | None, typer.Option(help="Model name to request.")] = None,
+    backend: Annotated[
+        str,
+        typer.Option(help="local, or ray (decision replay and RL replay as two Ray tasks)."),
+    ] = "local",
+    ray_address: Annotated[
+        str | None, typer.Option(help="Ray cluster address (default: start a local Ray).")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Offline replay of a recorded run.
@@ -482,6 +489,22 @@ def replay(
             "mismatches": list(res.mismatches),
             "out_dir": res.out_dir,
         }
+    elif backend != "local":
+        from fleetmind.scale.backend import check_backend
+        from fleetmind.scale.replay import replay_parts
+
+        check_backend(backend, ray_address)
+        options = {
+            "planner": planner,
+            "horizon": horizon,
+            "continuation": continuation,
+            "limit": limit,
+            "llm_base_url": llm_base_url,
+            "llm_model": llm_model,
+        }
+        result.update(
+            replay_parts(str(run_dir), options, rl=rl, backend=backend, address=ray_address)
+        )
     else:
         client = None
         if llm_base_url is not None:

@@ -44,3 +44,36 @@ def test_compare_on_ray_matches_local(tmp_path: Path) -> None:
     for name in ("classical", "greedy"):
         for key in ("throughput", "on_time_rate", "collisions", "shield_interventions"):
             assert tables["ray"][name][key] == tables["local"][name][key]
+
+
+def test_replay_on_ray_matches_local(tmp_path: Path) -> None:
+    runner = CliRunner()
+    run = tmp_path / "run"
+    ok = runner.invoke(app, ["run", "--steps", "60", "--robots", "4", "--out", str(run), "--json"])
+    assert ok.exit_code == 0, ok.output
+    outs = {}
+    for backend in ("local", "ray"):
+        res = runner.invoke(
+            app,
+            [
+                "replay",
+                str(run),
+                "--planner",
+                "greedy",
+                "--horizon",
+                "10",
+                "--backend",
+                backend,
+                "--json",
+            ],
+            catch_exceptions=False,
+        )
+        assert res.exit_code == 0, res.output
+        outs[backend] = json.loads(res.output)
+    for key in ("decisions", "gain_total", "agreement_mean"):
+        assert (
+            outs["ray"]["decisions"]["summary"][key] == outs["local"]["decisions"]["summary"][key]
+        )
+    assert (
+        outs["ray"]["rl"]["pooled"]["transitions"] == outs["local"]["rl"]["pooled"]["transitions"]
+    )

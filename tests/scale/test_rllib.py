@@ -64,8 +64,14 @@ def test_rllib_policy_runs_as_a_fleetmind_executor(rllib_run: Any) -> None:
     w = env.world
     ranking = ex.rank(w.pos, w.goal, np.array([True, False]), w.carrying)
     logits = ex.logits(np.stack([obs["robot_0"]]))
-    assert ranking[0].tolist() == np.argsort(-logits[0], kind="stable").tolist()
+    # The module's best action first; the fallbacks follow the heuristic (PolicyExecutor).
+    assert ranking[0, 0] == int(np.argmax(logits[0]))
+    assert sorted(ranking[0].tolist()) == [0, 1, 2, 3, 4]
     assert ranking[1].tolist() == [0, 1, 2, 3, 4]  # idle robot waits first
+    ex.fallback = "policy"
+    ranking = ex.rank(w.pos, w.goal, np.array([True, False]), w.carrying)
+    assert ranking[0].tolist() == np.argsort(-logits[0], kind="stable").tolist()
+    ex.fallback = "heuristic"
     # And it drives a fleet through the control loop, the shield keeping it collision-free.
     cfg = RunConfig(map="warehouse-tiny", robots=3, steps=80, planner_mode="sync", seed=1)
     loop = ControlLoop(

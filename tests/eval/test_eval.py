@@ -213,7 +213,7 @@ def test_compare_two_strategies_two_seeds_and_report(tmp_path: Path) -> None:
     assert t["classical"]["collisions"]["mean"] == 0.0
     assert t["classical"]["throughput"]["n"] == 2
     assert t["classical"]["throughput"]["ci95"] is not None
-    with pytest.raises(ConfigError, match="needs fleetmind.scale"):
+    with pytest.raises(ConfigError, match=r"needs fleetmind\.scale"):
         compare(["classical"], out=out, backend="ray")
     page = build_report(out).read_text()
     for sec in SECTIONS:

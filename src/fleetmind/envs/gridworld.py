@@ -129,7 +129,7 @@ class GridworldEnv(gym.Env[np.int64, np.int64]):
         truncated = (not terminated) and self._steps >= self.max_steps
         return np.int64(self._state), reward, terminated, truncated, self._info()
 
-    def render(self) -> str | None:
+    def render(self) -> Any:  # str or None; Any spans gymnasium 1.2 and 1.4 signatures
         """Return the grid as text (``R`` robot, ``G`` goal) when ``render_mode == 'ansi'``."""
         if self.render_mode != "ansi":
             return None

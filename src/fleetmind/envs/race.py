@@ -113,17 +113,22 @@ class RaceEnv(ParallelEnv[str, np.int64, np.int64]):  # type: ignore[misc]
         self.render_mode = render_mode
         self.possible_agents = list(AGENTS)
         self.agents: list[str] = []
-        self._observation_spaces = {a: spaces.Discrete(N_JOINT_STATES) for a in AGENTS}
-        self._action_spaces = {a: spaces.Discrete(N_ACTIONS) for a in AGENTS}
+        # Typed as the base Space: gymnasium 1.2 and 1.4 type Discrete differently.
+        self._observation_spaces: dict[str, spaces.Space[Any]] = {
+            a: spaces.Discrete(N_JOINT_STATES) for a in AGENTS
+        }
+        self._action_spaces: dict[str, spaces.Space[Any]] = {
+            a: spaces.Discrete(N_ACTIONS) for a in AGENTS
+        }
         self._cells = [START, START]
         self._steps = 0
         self.np_random = np.random.default_rng()
 
-    def observation_space(self, agent: str) -> spaces.Discrete:
+    def observation_space(self, agent: str) -> spaces.Space[Any]:
         """``Discrete(256)``: the joint state ``s0 * 16 + s1``."""
         return self._observation_spaces[agent]
 
-    def action_space(self, agent: str) -> spaces.Discrete:
+    def action_space(self, agent: str) -> spaces.Space[Any]:
         """``Discrete(4)``: 0 up, 1 down, 2 left, 3 right."""
         return self._action_spaces[agent]
 

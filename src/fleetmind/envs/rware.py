@@ -195,7 +195,8 @@ def make_rware(
             "'rware-tiny-2ag-v2' or 'rware-large-19ag-hard-v2'"
         ) from error
     if not isinstance(env.unwrapped, rware.warehouse.Warehouse):
-        env.close()
+        closer: Any = env  # gymnasium 1.2 leaves Env.close untyped
+        closer.close()
         raise ConfigError(f"env_id: {env_id!r} is not an rware env")
     return RwareParallelEnv(env, env_id=env_id, seed=seed)
 

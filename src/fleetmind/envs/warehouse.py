@@ -91,7 +91,7 @@ class WarehouseParallelEnv(ParallelEnv[str, Any, int]):  # type: ignore[misc]
             )
         else:
             self._obs_space = spaces.Discrete(observe.N_TABULAR_STATES)
-        self._act_space = spaces.Discrete(5)
+        self._act_space: spaces.Space[Any] = spaces.Discrete(5)
         h, w = grid.shape
         self.state_space = spaces.Box(
             0.0, float(n_robots), shape=(observe.N_GLOBAL_CHANNELS * h * w,), dtype=np.float32

@@ -235,7 +235,7 @@ class LiveSession:
                 make_executor(cfg, grid, client),
                 config=LoopConfig(
                     shield=cfg.shield,
-                    planner_mode=cfg.planner_mode,
+                    planner_mode="sync" if cfg.planner_mode == "sync" else "async",
                     snapshot_text=cfg.planner in LLM_PLANNERS,
                     snapshot_every=cfg.snapshot_every if recorder is not None else 0,
                 ),

@@ -102,3 +102,74 @@ def test_training_reaches_the_baseline(tmp_path: Path) -> None:
     base = nav.evaluate(nav.shortest_path_actions, "warehouse-small", 4, **kw)
     assert mine["deliveries_per_robot_tick"] >= 0.95 * base["deliveries_per_robot_tick"]
     assert result.steps >= 300_000
+
+
+def test_fallback_env_executes_heuristic_fallbacks_without_conflicts() -> None:
+    env = nav.FallbackVectorEnv("warehouse-small", 24, 2, seed=0, override_penalty=-0.1)
+    plain = make_vector("warehouse-small", 24, 2, seed=0)
+    obs, _ = env.reset()
+    plain_obs, _ = plain.reset()
+    np.testing.assert_array_equal(obs, plain_obs)
+    rng = np.random.default_rng(0)
+    overridden = 0
+    for _ in range(60):
+        heur = obs[..., -5:]
+        acts = rng.integers(0, 5, size=(2, 24))
+        moves = env.executed(acts)
+        kept = moves == acts
+        h_move = np.take_along_axis(heur, moves[..., None], -1)[..., 0]
+        assert (h_move < 2).all()  # never into a wall
+        # Robots with no other robot within 2 cells: a move is kept unless it hits a wall,
+        # which is replaced by the best move by the heuristic.
+        alone = obs[..., 25:50].sum(-1) == 0
+        wall = np.take_along_axis(heur, acts[..., None], -1)[..., 0] == 2
+        assert kept[alone & ~wall].all()
+        masked = heur.copy()
+        np.put_along_axis(masked, acts[..., None], np.inf, -1)
+        sel = alone & wall
+        np.testing.assert_array_equal(moves[sel], np.argmin(masked, -1)[sel])
+        obs, rew, _te, _tr, info = env.step(acts)
+        assert not info["conflict"].any()
+        assert (info["overridden"] == ~kept).all()
+        overridden += int((~kept).sum())
+        # Override penalty on top of the step cost (no conflict penalty ever arises).
+        base = -0.01 + info["delivered"] * 1.0
+        np.testing.assert_allclose(rew, base - 0.1 * ~kept, atol=1e-6)
+    assert overridden > 0
+
+
+def test_fallback_env_progress_reward_and_errors() -> None:
+    env = nav.FallbackVectorEnv("warehouse-small", 4, 1, seed=2, progress=0.05)
+    with pytest.raises(ConfigError, match="reset"):
+        env.step(np.zeros((1, 4), np.int64))
+    obs, _ = env.reset()
+    best = nav.shortest_path_actions(obs)
+    _, rew, *_ = env.step(best)
+    gained = -np.take_along_axis(obs[..., -5:], best[..., None], -1)[..., 0]
+    assert (gained > 0).any()
+    np.testing.assert_allclose(rew, -0.01 + 0.05 * gained, atol=1e-6)
+    with pytest.raises(ConfigError, match="override_penalty"):
+        nav.FallbackVectorEnv("warehouse-small", 4, 1, override_penalty=0.5)
+    with pytest.raises(ConfigError, match="fallback=True"):
+        nav.train_nav("warehouse-small", 2, steps=10, progress=0.1)
+
+
+def test_train_nav_warm_starts_from_a_policy(policy: nav.NavPolicy) -> None:
+    cfg = nav.PPOConfig(agent_id=False, hidden=(128, 128), ent_coef=0.0, lr=1e-3)
+    tuned, result = nav.train_nav(
+        "warehouse-small", 4, steps=128, num_envs=2, fallback=True, init=policy, config=cfg
+    )
+    x = np.random.default_rng(1).normal(size=(16, 111)).astype(np.float32)
+    drift = np.abs(tuned.logits(x) - policy.logits(x)).max()
+    assert 0 < drift < 1.0  # moved a little from the start, not re-initialised
+    assert tuned.metadata["train_init"]["train_map"] == policy.metadata["train_map"]
+    assert tuned.metadata["train_env"] == "fallback"
+    assert result.steps >= 128
+    with pytest.raises(ConfigError, match="hidden"):
+        nav.train_nav(
+            "warehouse-small",
+            2,
+            steps=10,
+            init=policy,
+            config=nav.PPOConfig(agent_id=False, hidden=(32,)),
+        )

@@ -28,6 +28,7 @@ import argparse
 import importlib.resources
 import json
 import logging
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -41,10 +42,11 @@ import fleetmind
 from fleetmind.envs import make_vector
 from fleetmind.errors import ConfigError
 from fleetmind.rl.neural import core
-from fleetmind.rl.neural.ppo import Actor, PPOConfig
+from fleetmind.rl.neural.ppo import Actor, PPOConfig, env_horizon, resolve_hyper, split_seed
 from fleetmind.sim import observe
 from fleetmind.sim.distances import DistanceOracle
-from fleetmind.sim.grid import GridMap
+from fleetmind.sim.dynamics import resolve_moves
+from fleetmind.sim.grid import WAIT, GridMap
 
 log = logging.getLogger(__name__)
 
@@ -223,6 +225,119 @@ def evaluate(
 # --------------------------------------------------------------------------- training
 
 
+class FallbackVectorEnv:
+    """The vector env as the dispatch tier runs the policy: fallbacks instead of failed moves.
+
+    In dispatch the policy's action ranks first, the other four follow by the shortest-path
+    heuristic, and the shield executes the first safe one. The plain env instead makes a move
+    into a wall or another robot fail (the robot waits, and pays the conflict penalty), so a
+    policy trained there learns to side-step pre-emptively, which costs moves once the shield
+    resolves conflicts. Here each robot's ranking is the sampled action, then the others by
+    heuristic value (ties: lower action id); every robot whose move fails moves down its ranking
+    and the joint move is resolved again (at most 5 rounds, :func:`resolve_moves` each time),
+    then the executed moves go to the env, which sees no conflict.
+
+    Rewards: the env's reward (no conflict penalty arises) plus ``override_penalty`` for every
+    robot whose sampled move was not executed, plus ``progress`` times the distance gained
+    toward the target by the executed move (-1 .. +1 from the heuristic channels).
+
+    Args:
+        map: the map (a preset name, map file or GridMap).
+        robots: robots per world.
+        num_envs: worlds.
+        seed: root seed of the wrapped env.
+        max_steps: episode length of a world.
+        radius: observation radius.
+        override_penalty: reward when the sampled move is replaced by a fallback (<= 0).
+        progress: reward per cell of shortest-path distance gained (>= 0).
+    """
+
+    def __init__(
+        self,
+        map: str | GridMap,
+        robots: int,
+        num_envs: int,
+        *,
+        seed: int | None = None,
+        max_steps: int = 256,
+        radius: int = RADIUS,
+        override_penalty: float = 0.0,
+        progress: float = 0.0,
+    ) -> None:
+        if override_penalty > 0 or progress < 0:
+            raise ConfigError(
+                f"FallbackVectorEnv: override_penalty must be <= 0 and progress >= 0, got "
+                f"{override_penalty} and {progress}"
+            )
+        self.env = make_vector(map, robots, num_envs, seed=seed, max_steps=max_steps, radius=radius)
+        self.sim = self.env.sim
+        self.num_envs = num_envs
+        self.n_robots = robots
+        self.obs_size = self.env.obs_size
+        self.n_actions = self.env.n_actions
+        self.override_penalty = float(override_penalty)
+        self.progress = float(progress)
+        self._obs: NDArray[np.float32] | None = None
+
+    def reset(self, seed: int | None = None) -> tuple[NDArray[np.float32], dict[str, Any]]:
+        """Reset every world."""
+        obs, info = self.env.reset(seed)
+        self._obs = obs
+        return obs, info
+
+    def global_state(self) -> NDArray[np.float32]:
+        """``(B, S)`` global state of the wrapped env."""
+        return self.env.global_state()
+
+    def executed(self, actions: NDArray[np.integer]) -> NDArray[np.int64]:
+        """``(B, N)`` moves executed for sampled ``actions`` under heuristic fallbacks."""
+        if self._obs is None:
+            raise ConfigError("FallbackVectorEnv: call reset() before step()")
+        acts = np.asarray(actions, dtype=np.int64)
+        heur = self._obs[..., -observe.N_HEURISTIC :]
+        key = heur.astype(np.float64) * 10.0
+        np.put_along_axis(key, acts[..., None], -np.inf, axis=-1)
+        ranking = np.argsort(key, axis=-1, kind="stable")  # (B, N, 5), sampled first
+        tried = np.zeros(acts.shape, dtype=np.int64)
+        sim = self.sim
+        for _ in range(N_ACTIONS):
+            cur = np.take_along_axis(ranking, tried[..., None], axis=-1)[..., 0]
+            res = resolve_moves(sim.pos, cur, sim.grid.blocked, tick=sim.tick)
+            failed = (res.conflict | res.wall_bump) & (cur != WAIT)
+            if not failed.any():
+                break
+            tried = np.minimum(tried + failed, N_ACTIONS - 1)
+        out: NDArray[np.int64] = np.where(res.moved, cur, WAIT).astype(np.int64)
+        return out
+
+    def step(
+        self, actions: NDArray[np.integer]
+    ) -> tuple[
+        NDArray[np.float32],
+        NDArray[np.float32],
+        NDArray[np.bool_],
+        NDArray[np.bool_],
+        dict[str, Any],
+    ]:
+        """Step every world with sampled ``(B, N)`` actions (see the class docstring)."""
+        if self._obs is None:
+            raise ConfigError("FallbackVectorEnv: call reset() before step()")
+        prev = self._obs
+        acts = np.asarray(actions, dtype=np.int64)
+        moves = self.executed(acts)
+        obs, rewards, term, trunc, info = self.env.step(moves)
+        overridden = moves != acts
+        gained = -np.take_along_axis(prev[..., -observe.N_HEURISTIC :], moves[..., None], -1)
+        rewards = (
+            rewards
+            + self.override_penalty * overridden
+            + self.progress * gained[..., 0].clip(-1.0, 1.0)
+        ).astype(np.float32)
+        info["overridden"] = overridden
+        self._obs = obs
+        return obs, rewards, term, trunc, info
+
+
 def train_nav(
     map: str = "warehouse-small",
     robots: int = 4,
@@ -234,6 +349,10 @@ def train_nav(
     max_steps: int = 256,
     config: PPOConfig | None = None,
     callbacks: Sequence[core.Callback] = (),
+    fallback: bool = False,
+    override_penalty: float = 0.0,
+    progress: float = 0.0,
+    init: NavPolicy | None = None,
 ) -> tuple[NavPolicy, core.TrainResult]:
     """Train a navigation policy with IPPO or MAPPO on lifelong tasks.
 
@@ -248,6 +367,12 @@ def train_nav(
         config: PPO hyperparameters (default: no agent id, 128x128 hidden layers, entropy
             bonus annealed from :data:`NAV_ENT_COEF` to :data:`NAV_ENT_COEF_FINAL`).
         callbacks: receive training events.
+        fallback: train in :class:`FallbackVectorEnv` (moves as the dispatch tier executes them)
+            instead of the plain vector env.
+        override_penalty: with ``fallback``, reward for a sampled move that was replaced.
+        progress: with ``fallback``, reward per cell of distance gained toward the target.
+        init: start the actor from this policy (IPPO only; same hidden layers and obs size);
+            the critic, the optimiser and the seeded streams start as in a fresh run.
 
     Returns:
         The policy and the training result.
@@ -262,11 +387,38 @@ def train_nav(
     )
     if cfg.agent_id:
         raise ConfigError("train_nav: config.agent_id must be False (the policy serves any N)")
-    env = make_vector(map, robots, num_envs, seed=seed, max_steps=max_steps, radius=RADIUS)
+    env: core.BatchEnv
+    if fallback:
+        env = FallbackVectorEnv(
+            map,
+            robots,
+            num_envs,
+            seed=seed,
+            max_steps=max_steps,
+            override_penalty=override_penalty,
+            progress=progress,
+        )
+    elif override_penalty or progress:
+        raise ConfigError("train_nav: override_penalty and progress need fallback=True")
+    else:
+        env = make_vector(map, robots, num_envs, seed=seed, max_steps=max_steps, radius=RADIUS)
     learner = {"ippo": ippo, "mappo": mappo}.get(algo)
     if learner is None:
         raise ConfigError(f"algo: expected 'ippo' or 'mappo', got {algo!r}")
-    result = learner.train(env, cfg, seed=seed, steps=steps, callbacks=callbacks)
+    if init is None:
+        result = learner.train(env, cfg, seed=seed, steps=steps, callbacks=callbacks)
+    else:
+        with tempfile.TemporaryDirectory(prefix="fleetmind-nav-") as tmp:
+            _warm_start(Path(tmp), init, env, cfg, algo, seed)
+            result = learner.train(
+                env,
+                cfg,
+                seed=seed,
+                steps=steps,
+                callbacks=callbacks,
+                out_dir=Path(tmp),
+                resume=True,
+            )
     actor = result.policy
     assert isinstance(actor, Actor)
     meta = {
@@ -280,8 +432,54 @@ def train_nav(
         "train_num_envs": num_envs,
         "train_max_steps": max_steps,
         "train_wall_s": round(result.wall_s, 1),
+        "train_env": "fallback" if fallback else "plain",
+        "train_override_penalty": override_penalty,
+        "train_progress": progress,
     }
+    if init is not None:
+        meta["train_init"] = {
+            k: v for k, v in init.metadata.items() if k.startswith("train_") or k == "algo"
+        }
     return NavPolicy(actor, meta), result
+
+
+def _warm_start(
+    out_dir: Path, init: NavPolicy, env: core.BatchEnv, cfg: PPOConfig, algo: str, seed: int
+) -> None:
+    """Write a step-0 checkpoint holding ``init``'s actor, for ``train(..., resume=True)``."""
+    from fleetmind.rl.neural import ippo
+
+    if algo != "ippo":
+        raise ConfigError(f"train_nav: init needs algo 'ippo', got {algo!r}")
+    if init.obs_size != env.obs_size or tuple(init.actor.hidden) != tuple(cfg.hidden):
+        raise ConfigError(
+            f"train_nav: init has obs size {init.obs_size} and hidden {list(init.actor.hidden)}, "
+            f"the run needs {env.obs_size} and {list(cfg.hidden)}"
+        )
+    n, d = env.n_robots, env.obs_size
+    _, lr = resolve_hyper(cfg, n, env_horizon(env))
+    _, _, critic_seq, sample_seq, shuffle_seq = split_seed(seed)
+    critic = core.build_seeded(critic_seq, lambda: ippo.LocalCritic(d, n, cfg.hidden, False))
+    actor = Actor(d, env.n_actions, n, cfg.hidden, False)
+    actor.load_state_dict(init.actor.state_dict())
+    optimizer = torch.optim.Adam([*actor.parameters(), *critic.parameters()], lr=lr, eps=1e-5)
+    agents = [f"robot_{i}" for i in range(n)]
+    core.save_checkpoint(
+        out_dir,
+        {
+            "algo": algo,
+            "actor": actor.state_dict(),
+            "critic": critic.state_dict(),
+            "optimizer": optimizer.state_dict(),
+            "g_sample": core.torch_generator(sample_seq).get_state(),
+            "g_shuffle": core.torch_generator(shuffle_seq).get_state(),
+            "tracker": core.EpisodeTracker(env.num_envs, agents).state_dict(),
+            "losses": {"policy": [], "value": [], "entropy": [], "approx_kl": []},
+            "steps": 0,
+            "updates": 0,
+            "config": {},
+        },
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -302,6 +500,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=NAV_ENT_COEF_FINAL,
         help="anneal the bonus linearly to this value",
     )
+    parser.add_argument(
+        "--fallback",
+        action="store_true",
+        help="train with heuristic fallbacks for failed moves, as the dispatch tier runs it",
+    )
+    parser.add_argument("--override-penalty", type=float, default=0.0)
+    parser.add_argument("--progress", type=float, default=0.0)
+    parser.add_argument("--init", metavar="PATH", help="start from this policy (fine-tune)")
     parser.add_argument("--out", default="nav_policy.pt")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
@@ -327,6 +533,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 ent_coef_final=args.ent_coef_final,
             ),
             callbacks=[report],
+            fallback=args.fallback,
+            override_penalty=args.override_penalty,
+            progress=args.progress,
+            init=NavPolicy.load(args.init) if args.init else None,
         )
         policy.metadata["eval"] = evaluate(policy.act, args.map, args.robots)
         policy.metadata["eval_baseline"] = evaluate(shortest_path_actions, args.map, args.robots)

@@ -19,6 +19,7 @@ cannot read within budget is treated as no constraint (and counted).
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
@@ -298,7 +299,7 @@ class NoteReaderPlanner:
         grid: GridMap,
         *,
         budgets: Budgets | None = None,
-        max_notes_per_call: int = 6,
+        max_notes_per_call: int = 3,
     ) -> None:
         self.client = client
         self.solver = AssignmentPlanner(grid)
@@ -369,9 +370,20 @@ class NoteReaderPlanner:
         constraints = {
             o.id: c for o in snapshot.orders if (c := self._read.get(o.note)) is not None
         }
-        plan = self.solver.solve(snapshot, constraints)
+        # Orders whose note is not read yet wait for the next call (asked for next tick), so a
+        # note is never ignored for lack of time; plain orders are assigned at once.
+        ready = tuple(o for o in snapshot.orders if not o.note or o.note in self._read)
+        deferred = len(ready) < len(snapshot.orders)
+        plan = self.solver.solve(replace(snapshot, orders=ready), constraints)
+        wake = plan.wake_at
+        if deferred:
+            wake = snapshot.tick + 1 if wake is None else min(wake, snapshot.tick + 1)
         plan = Plan(
-            tick=plan.tick, assignments=plan.assignments, source=self.name, wake_at=plan.wake_at
+            tick=plan.tick,
+            assignments=plan.assignments,
+            source=self.name,
+            wake_at=wake,
+            boosts=plan.boosts,
         )
         return PlanOutcome(
             plan=plan,

@@ -32,3 +32,18 @@ def test_scaling_case_rows() -> None:
     out = dispatch.scaling_case([4, 16], steps=10, map_path="warehouse-medium")
     assert [r["robots"] for r in out["rows"]] == [4, 16]
     assert all(r["collisions"] == 0 for r in out["rows"])
+
+
+def test_llm_direct_case_against_a_scripted_model() -> None:
+    import json
+
+    from fleetmind.llm.fake_server import FakeChatServer, Reply
+
+    def reply(received) -> Reply:
+        return Reply(json.dumps({"moves": [{"robot": "robot_0", "move": "wait"}]}))
+
+    with FakeChatServer(reply) as srv:
+        out = dispatch.llm_direct_case(srv.client(), steps=15, robots=2)
+    assert out["llm-direct"]["llm_calls"] >= 1
+    assert out["llm-direct"]["collisions"] == 0
+    assert out["shortest-path"]["llm_calls"] == 0

@@ -13,6 +13,8 @@
 3. Control-loop step latency p50/p95/p99 per robot count, and with an LLM planner whose every
    reply takes 2 s (a scripted server) against the assignment planner (target p99 <= 1.1x).
 4. Scaling: time per tick from 10 to 1,000 robots on a large map.
+5. FIELD-NOTES §5.5: the LLM moving every robot every tick (``llm-direct``) against the
+   shortest-path executor on a small map: step latency, throughput, shield interventions, tokens.
 """
 
 from __future__ import annotations
@@ -157,6 +159,39 @@ def executors_case(map_path: Path, robots: int, *, steps: int, seed: int = 0) ->
     return out
 
 
+def llm_direct_case(
+    client: ChatClient, *, steps: int, robots: int = 3, map_name: str = "warehouse-tiny"
+) -> dict[str, Any]:
+    """FIELD-NOTES §5.5 measured: the LLM moving every robot every tick vs shortest path."""
+    from fleetmind.dispatch.executors import LLMDirectExecutor
+
+    grid = load_map(map_name)
+    out: dict[str, Any] = {"map": grid.name, "robots": robots, "steps": steps}
+    for name in ("shortest-path", "llm-direct"):
+        world = _world(grid, robots, steps, 0)
+        executor: Any = (
+            ShortestPathExecutor(grid)
+            if name == "shortest-path"
+            else LLMDirectExecutor(client, grid)
+        )
+        loop = ControlLoop(
+            world,
+            AssignmentPlanner(grid),
+            executor,
+            config=LoopConfig(planner_mode="sync", snapshot_text=False),
+        )
+        m = loop.run(steps)
+        out[name] = {
+            "throughput": m["throughput"],
+            "step_latency_ms": m["step_latency_ms"],
+            "shield_interventions": m["shield_interventions"],
+            "collisions": m["collisions"],
+            "llm_calls": m["llm_calls"],
+            "llm_tokens": m["llm_tokens_prompt"] + m["llm_tokens_completion"],
+        }
+    return out
+
+
 def slow_llm_case(*, steps: int, robots: int = 16, delay_s: float = 2.0) -> dict[str, Any]:
     """p99 step latency with an LLM planner whose replies take ``delay_s`` vs the solver."""
     grid = load_map("warehouse-small")
@@ -231,6 +266,8 @@ def run(*, quick: bool = False, llm: bool = True) -> dict[str, Any]:
         result["planners"] = planners_case(
             client, steps=60 if quick else 300, seeds=[0] if quick else [0, 1, 2]
         )
+        if client is not None:
+            result["llm_direct"] = llm_direct_case(client, steps=30 if quick else 100)
     lorr_small = LORR / "warehouse_small.map"
     lorr_large = LORR / "warehouse_large.map"
     if lorr_small.exists():

@@ -43,7 +43,7 @@ def test_llm_direct_case_against_a_scripted_model() -> None:
         return Reply(json.dumps({"moves": [{"robot": "robot_0", "move": "wait"}]}))
 
     with FakeChatServer(reply) as srv:
-        out = dispatch.llm_direct_case(srv.client(), steps=15, robots=2)
+        out = dispatch.llm_direct_case(srv.client(), steps=80, robots=3)
     assert out["llm-direct"]["llm_calls"] >= 1
     assert out["llm-direct"]["collisions"] == 0
     assert out["shortest-path"]["llm_calls"] == 0

@@ -155,13 +155,16 @@ def test_fallback_env_progress_reward_and_errors() -> None:
 
 
 def test_train_nav_warm_starts_from_a_policy(policy: nav.NavPolicy) -> None:
-    cfg = nav.PPOConfig(agent_id=False, hidden=(128, 128), ent_coef=0.0, lr=1e-3)
+    cfg = nav.PPOConfig(agent_id=False, hidden=(128, 128), ent_coef=0.0, lr=1e-5)
     tuned, result = nav.train_nav(
         "warehouse-small", 4, steps=128, num_envs=2, fallback=True, init=policy, config=cfg
     )
-    x = np.random.default_rng(1).normal(size=(16, 111)).astype(np.float32)
+    obs, _ = make_vector("warehouse-small", 16, 4, seed=7).reset()
+    x = obs.reshape(-1, obs.shape[-1])
     drift = np.abs(tuned.logits(x) - policy.logits(x)).max()
-    assert 0 < drift < 1.0  # moved a little from the start, not re-initialised
+    assert drift > 0  # it trained
+    # ... from the given policy, not from a fresh network: the greedy actions barely change.
+    assert (tuned.act(x) == policy.act(x)).mean() >= 0.95
     assert tuned.metadata["train_init"]["train_map"] == policy.metadata["train_map"]
     assert tuned.metadata["train_env"] == "fallback"
     assert result.steps >= 128

@@ -12,14 +12,19 @@ and the shield turns the rankings into a collision-free joint move.
 - :meth:`NavPolicy.save` / :meth:`NavPolicy.load`: ``policy.pt`` (weights, loaded with
   ``weights_only=True``) beside ``policy.json`` (obs layout, radius, training run, version).
 - :func:`default_policy_path`: the policy shipped in ``fleetmind/data/nav_policy.pt``.
-- :func:`train_nav`: trains one with IPPO or MAPPO on ``make_vector`` (lifelong tasks).
+- :func:`train_nav`: trains one with IPPO or MAPPO on ``make_vector`` (lifelong tasks), or on
+  :class:`FallbackVectorEnv` (failed moves fall back down a heuristic ranking, as the shield
+  executes the policy in dispatch), optionally starting from a policy (``init``).
 - :func:`evaluate` / :func:`shortest_path_actions`: deliveries per robot per tick of a policy and
   of the shortest-path baseline (always the action with the best heuristic value).
 
-The shipped policy was made with::
+The shipped policy was made in two stages (dense LoRR traffic, then the small preset)::
 
-    python -m fleetmind.rl.nav --train --map warehouse-small --robots 4 --steps 600000 \
-        --seed 0 --out src/fleetmind/data/nav_policy.pt
+    python -m fleetmind.rl.nav --train --fallback --map /work/shared/maps/lorr/warehouse_small.map \
+        --robots 100 --num-envs 8 --steps 60000 --seed 0 --out stage1.pt
+    python -m fleetmind.rl.nav --train --fallback --map warehouse-small --robots 16 \
+        --steps 150000 --seed 0 --init stage1.pt --ent-coef 0.005 \
+        --out src/fleetmind/data/nav_policy.pt
 """
 
 from __future__ import annotations

@@ -60,6 +60,16 @@ def _print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
 
 
+def _show(result: Any, *, as_json: bool, table: Any = None) -> None:
+    """Print a benchmark result: JSON for scripts, else its Rich table (or pretty JSON)."""
+    if as_json:
+        _print_json(result)
+    elif table is not None:
+        console.print(table(result))
+    else:
+        console.print_json(data=result, default=str)
+
+
 def _progress_run(
     cfg: Any, out: Path | None, *, label: str, quiet: bool, client: Any = None
 ) -> dict[str, Any]:
@@ -812,10 +822,7 @@ def bench_sim(
     from fleetmind.bench import sim as bench
 
     result = bench.run(quick=quick)
-    if as_json:
-        _print_json(result)
-    else:
-        console.print(bench.format_table(result))
+    _show(result, as_json=as_json, table=bench.format_table)
 
 
 @bench_app.command("dispatch")
@@ -830,10 +837,7 @@ def bench_dispatch(
     from fleetmind.bench import dispatch as bench
 
     result = bench.run(quick=quick, llm=llm)
-    if as_json:
-        _print_json(result)
-    else:
-        console.print_json(data=result)
+    _show(result, as_json=as_json)
 
 
 @bench_app.command("learn")
@@ -845,10 +849,7 @@ def bench_learn(
     from fleetmind.rl import bench
 
     result = bench.run(quick=quick)
-    if as_json:
-        _print_json(result)
-    else:
-        console.print(bench.format_table(result))
+    _show(result, as_json=as_json, table=bench.format_table)
 
 
 @bench_app.command("ray")
@@ -863,10 +864,7 @@ def bench_ray(
     from fleetmind.scale import bench
 
     result = bench.run(quick=quick, address=ray_address)
-    if as_json:
-        _print_json(result)
-    else:
-        console.print(bench.format_table(result))
+    _show(result, as_json=as_json, table=bench.format_table)
 
 
 @bench_app.command("llm")
@@ -878,10 +876,7 @@ def bench_llm(
     from fleetmind.llm import bench
 
     result = bench.run(quick=quick)
-    if as_json:
-        _print_json(result)
-    else:
-        console.print_json(data=result)
+    _show(result, as_json=as_json)
 
 
 @app.command()

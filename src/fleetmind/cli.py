@@ -37,6 +37,17 @@ err_console = Console(stderr=True)
 _state: dict[str, bool] = {"debug": False}
 
 EXIT_BAD_INPUT = 2
+
+# Options several commands share, declared once.
+LLMBaseUrl = Annotated[
+    str | None, typer.Option(help="OpenAI-compatible base URL (default: the embedded model).")
+]
+LLMModel = Annotated[str | None, typer.Option(help="Model name to request.")]
+LLMApiKey = Annotated[str | None, typer.Option(help="API key (never recorded).")]
+RayAddress = Annotated[
+    str | None, typer.Option(help="Ray cluster address (default: start a local Ray).")
+]
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print the result as JSON.")]
 DEMO_OUT = Path("runs/demo")
 TRAIN_OUT = Path("runs/train")
 
@@ -187,11 +198,9 @@ def run(
         float | None,
         typer.Option(help="Real-time pacing: seconds per tick (0: flat out). [default: 0]"),
     ] = None,
-    llm_base_url: Annotated[
-        str | None, typer.Option(help="OpenAI-compatible base URL (default: the embedded model).")
-    ] = None,
-    llm_model: Annotated[str | None, typer.Option(help="Model name to request.")] = None,
-    llm_api_key: Annotated[str | None, typer.Option(help="API key (never recorded).")] = None,
+    llm_base_url: LLMBaseUrl = None,
+    llm_model: LLMModel = None,
+    llm_api_key: LLMApiKey = None,
     llm_gguf: Annotated[
         str | None,
         typer.Option(help="GGUF model file for the embedded server (default: SmolLM2-135M)."),
@@ -254,11 +263,9 @@ def demo(
     out: Annotated[
         Path, typer.Option(help="Folder for the two run folders and the report.")
     ] = Path("runs/demo"),
-    llm_base_url: Annotated[
-        str | None, typer.Option(help="OpenAI-compatible base URL (default: the embedded model).")
-    ] = None,
-    llm_model: Annotated[str | None, typer.Option(help="Model name to request.")] = None,
-    llm_api_key: Annotated[str | None, typer.Option(help="API key (never recorded).")] = None,
+    llm_base_url: LLMBaseUrl = None,
+    llm_model: LLMModel = None,
+    llm_api_key: LLMApiKey = None,
     llm_gguf: Annotated[
         str | None,
         typer.Option(help="GGUF model file for the embedded server (default: SmolLM2-135M)."),
@@ -348,9 +355,7 @@ def compare(
     backend: Annotated[
         str, typer.Option(help="local (process pool) or ray (one Ray task per run).")
     ] = "local",
-    ray_address: Annotated[
-        str | None, typer.Option(help="Ray cluster address (default: start a local Ray).")
-    ] = None,
+    ray_address: RayAddress = None,
     max_retries: Annotated[int, typer.Option(help="Ray: retries of a run whose worker died.")] = 3,
     workers: Annotated[int, typer.Option(help="Processes (or Ray tasks) in flight.")] = 2,
     fault: Annotated[
@@ -360,11 +365,9 @@ def compare(
     order_rate: Annotated[
         float | None, typer.Option(help="Orders per tick (Poisson). [default: robots/40]")
     ] = None,
-    llm_base_url: Annotated[
-        str | None, typer.Option(help="OpenAI-compatible base URL (default: the embedded model).")
-    ] = None,
-    llm_model: Annotated[str | None, typer.Option(help="Model name to request.")] = None,
-    llm_api_key: Annotated[str | None, typer.Option(help="API key (never recorded).")] = None,
+    llm_base_url: LLMBaseUrl = None,
+    llm_model: LLMModel = None,
+    llm_api_key: LLMApiKey = None,
     report: Annotated[
         bool, typer.Option("--report/--no-report", help="Write OUT/report.html.")
     ] = True,
@@ -465,18 +468,14 @@ def replay(
     out: Annotated[
         Path | None, typer.Option(help="Folder for the strict replay run. [default: DIR-replay]")
     ] = None,
-    llm_base_url: Annotated[
-        str | None, typer.Option(help="OpenAI-compatible base URL (default: the embedded model).")
-    ] = None,
-    llm_model: Annotated[str | None, typer.Option(help="Model name to request.")] = None,
+    llm_base_url: LLMBaseUrl = None,
+    llm_model: LLMModel = None,
     backend: Annotated[
         str,
         typer.Option(help="local, or ray (decision replay and RL replay as two Ray tasks)."),
     ] = "local",
-    ray_address: Annotated[
-        str | None, typer.Option(help="Ray cluster address (default: start a local Ray).")
-    ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+    ray_address: RayAddress = None,
+    as_json: JsonFlag = False,
 ) -> None:
     """Offline replay of a recorded run.
 
@@ -652,9 +651,7 @@ def train(
         str, typer.Option(help="local or ray (each seed a Ray task; see --seeds).")
     ] = "local",
     seeds: Annotated[int, typer.Option(help="Train seeds seed..seed+K-1, each in OUT/seed-S.")] = 1,
-    ray_address: Annotated[
-        str | None, typer.Option(help="Ray cluster address (default: start a local Ray).")
-    ] = None,
+    ray_address: RayAddress = None,
     checkpoint_every: Annotated[int, typer.Option(help="Updates between checkpoints.")] = 10,
     num_envs: Annotated[int, typer.Option(help="Batched worlds (neural algorithms).")] = 8,
     as_json: Annotated[bool, typer.Option("--json", help="Print the metrics as JSON.")] = False,
@@ -816,7 +813,7 @@ def _read_curves(
 @bench_app.command("sim")
 def bench_sim(
     quick: Annotated[bool, typer.Option(help="Short timing windows (a smoke run).")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+    as_json: JsonFlag = False,
 ) -> None:
     """Simulator speed: env and agent steps/s, single and vector env, against rware."""
     from fleetmind.bench import sim as bench
@@ -831,7 +828,7 @@ def bench_dispatch(
     llm: Annotated[
         bool, typer.Option("--llm/--no-llm", help="Include the embedded-LLM planners.")
     ] = True,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+    as_json: JsonFlag = False,
 ) -> None:
     """Dispatch targets: planners on text constraints, RL vs shortest path, latency, scaling."""
     from fleetmind.bench import dispatch as bench
@@ -843,7 +840,7 @@ def bench_dispatch(
 @bench_app.command("learn")
 def bench_learn(
     quick: Annotated[bool, typer.Option(help="Short runs (a smoke run, under a minute).")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+    as_json: JsonFlag = False,
 ) -> None:
     """Learners: samples/s of each neural learner; time for the nav policy to reach 95%."""
     from fleetmind.rl import bench
@@ -855,10 +852,8 @@ def bench_learn(
 @bench_app.command("ray")
 def bench_ray(
     quick: Annotated[bool, typer.Option(help="Smaller sweeps and rollouts.")] = False,
-    ray_address: Annotated[
-        str | None, typer.Option(help="Ray cluster address (default: start a local Ray).")
-    ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+    ray_address: RayAddress = None,
+    as_json: JsonFlag = False,
 ) -> None:
     """Ray scale-out: sweep wall time and rollout samples/s with 1 and 2 workers."""
     from fleetmind.scale import bench
@@ -870,7 +865,7 @@ def bench_ray(
 @bench_app.command("llm")
 def bench_llm(
     quick: Annotated[bool, typer.Option(help="Fewer prompts and calls (a smoke run).")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+    as_json: JsonFlag = False,
 ) -> None:
     """LLM runtime: overhead per call, embedded tokens/s, valid-JSON rate."""
     from fleetmind.llm import bench

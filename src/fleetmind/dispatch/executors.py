@@ -17,7 +17,7 @@ from numpy.typing import NDArray
 from fleetmind.errors import ConfigError, FleetmindError
 from fleetmind.llm.core import CallContext, ChatClient, Message
 from fleetmind.sim.distances import UNREACHABLE, DistanceOracle
-from fleetmind.sim.grid import ACTION_NAMES, DELTAS, N_ACTIONS, WAIT, GridMap
+from fleetmind.sim.grid import ACTION_NAMES, DELTAS, N_ACTIONS, GridMap
 from fleetmind.sim.observe import N_HEURISTIC, LocalObserver
 
 
@@ -44,6 +44,13 @@ class Executor(Protocol):
             tick: the current tick.
         """
         ...
+
+
+def idle_ranking(active: NDArray[np.bool_]) -> tuple[NDArray[np.int64], NDArray[np.intp]]:
+    """Identity rankings (WAIT first, as idle robots want) and the indices still to rank."""
+    # Action ids start with WAIT (0), so the identity ranking puts waiting first.
+    ranking = np.tile(np.arange(N_ACTIONS, dtype=np.int64), (len(active), 1))
+    return ranking, np.flatnonzero(active)
 
 
 class ShortestPathExecutor:
@@ -87,14 +94,10 @@ class ShortestPathExecutor:
         tick: int = 0,
     ) -> NDArray[np.int64]:
         """Rank actions by distance after the move; idle robots wait first."""
-        n = len(pos)
-        ranking = np.tile(np.arange(N_ACTIONS, dtype=np.int64), (n, 1))
-        idx = np.flatnonzero(active)
+        ranking, idx = idle_ranking(active)
         if len(idx):
             dist = self.distances(pos[idx], goal[idx])
             ranking[idx] = np.argsort(dist, axis=1, kind="stable")
-        # Idle robots: WAIT is already first in the identity ranking.
-        assert ranking[~active, 0].tolist() == [WAIT] * int((~active).sum())
         return ranking
 
 
@@ -129,11 +132,9 @@ class PolicyExecutor(ABC):
         tick: int = 0,
     ) -> NDArray[np.int64]:
         """Rank by the policy's logits, best first (ties: lower action id); idle robots wait."""
-        n = len(pos)
-        ranking = np.tile(np.arange(N_ACTIONS, dtype=np.int64), (n, 1))
-        idx = np.flatnonzero(active)
+        ranking, idx = idle_ranking(active)
         if len(idx):
-            carry = np.zeros(n, dtype=bool) if carrying is None else carrying
+            carry = np.zeros(len(pos), dtype=bool) if carrying is None else carrying
             obs = self.observer(pos[None], goal[None], carry[None], active[None])[0][idx]
             logits = self.logits(obs)
             if self.fallback == "heuristic" and self.observer.oracle is not None:

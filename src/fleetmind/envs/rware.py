@@ -82,6 +82,7 @@ class RwareParallelEnv(ParallelEnv[str, NDArray[np.float32], int]):  # type: ign
         )
         self._first_seed = seed
         self._has_reset = False
+        self.render_mode: str | None = None  # no render modes; PettingZoo's wrappers ask
 
     def observation_space(self, agent: str) -> spaces.Space[Any]:
         """The rware observation space of ``agent`` (the same object on every call)."""

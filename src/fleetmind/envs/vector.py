@@ -11,6 +11,8 @@ tasks (every robot always has one). Arrays, not dicts:
   observation and global state before that reset, ``final_obs (B, N, D)`` and
   ``final_state (B, S)`` (Gymnasium's convention); ``terminated`` is always False.
 - ``global_state() -> (B, 6 * H * W)`` for centralised critics.
+- ``single_observation_space`` (one robot's observation, the Box of ``fleetmind/warehouse-v0``)
+  and ``single_action_space`` (``Discrete(5)``), Gymnasium's names for one slot of a batch.
 
 Set ``observe=False`` to skip building observations (pure simulation speed).
 """
@@ -20,6 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from gymnasium import spaces
 from numpy.typing import NDArray
 
 from fleetmind.envs.warehouse import resolve_map
@@ -69,6 +72,9 @@ class WarehouseVectorEnv:
         )
         self.obs_size = self._observer.size
         self.n_actions = 5
+        low, high = self._observer.bounds()
+        self.single_observation_space = spaces.Box(low, high, dtype=np.float32)
+        self.single_action_space: spaces.Space[Any] = spaces.Discrete(self.n_actions)
         self._seed = seed
 
     def _obs(self) -> NDArray[np.float32]:

@@ -3,19 +3,23 @@
 Environment id: ``fleetmind/warehouse-v0``.
 
 - Agents: ``robot_0`` .. ``robot_{N-1}``; all act every tick.
-- Observation (``obs="local"``, default): ``Box(0-1ish, float32)`` of length
+- Observation (``obs="local"``, default): ``Box(low, high, float32)`` of length
   ``4 * (2r+1)^2 + 6`` (see :mod:`fleetmind.sim.observe`: walls, robots, shelves, own target
   in an egocentric window of radius ``r``, then carrying, has-task and direction to the target,
   then, with ``heuristic=True`` (default), 5 shortest-path heuristic values, one per action).
+  Bounds per feature (:func:`~fleetmind.sim.observe.local_bounds`): window and flags ``[0, 1]``,
+  direction ``[-1, 1]``, heuristic ``[-1, 2]`` (2 = the move is blocked).
   ``obs="tabular"``: ``Discrete(4608)``, the compact code of
-  :func:`~fleetmind.sim.observe.tabular_state`.
+  :func:`~fleetmind.sim.observe.tabular_state` (a numpy ``int64`` scalar).
 - Action: ``Discrete(5)``: 0 wait, 1 up, 2 down, 3 left, 4 right.
 - Reward: per robot, see :mod:`fleetmind.sim.rewards` (mode ``reward_mode``).
 - Termination: never (lifelong orders). Truncation: every agent at ``max_steps``.
 - ``state()``: the global state for centralised critics (``6 * H * W`` floats).
 - infos per agent: ``delivered`` (this tick), ``deliveries`` (so far), ``conflict``, ``wall_bump``.
 
-Version history: v0, first release.
+Version history: v0, first release. Within v0 the local observation space was corrected from
+``Box(-1, 1)``, which the heuristic's blocked value 2 broke, to the per-feature bounds above; the
+observations themselves did not change.
 """
 
 from __future__ import annotations
@@ -86,9 +90,8 @@ class WarehouseParallelEnv(ParallelEnv[str, Any, int]):  # type: ignore[misc]
             task_cells=grid.pickups | grid.stations,
         )
         if obs == "local":
-            self._obs_space: spaces.Space[Any] = spaces.Box(
-                -1.0, 1.0, shape=(self._observer.size,), dtype=np.float32
-            )
+            low, high = self._observer.bounds()
+            self._obs_space: spaces.Space[Any] = spaces.Box(low, high, dtype=np.float32)
         else:
             self._obs_space = spaces.Discrete(observe.N_TABULAR_STATES)
         self._act_space: spaces.Space[Any] = spaces.Discrete(5)
@@ -119,7 +122,8 @@ class WarehouseParallelEnv(ParallelEnv[str, Any, int]):  # type: ignore[misc]
             obs = self._observer(pos, goal, carrying, has_task)[0]
             return {a: obs[i] for i, a in enumerate(self.agents)}
         codes = observe.tabular_state(self.grid.blocked, pos, goal, carrying, has_task)[0]
-        return {a: int(codes[i]) for i, a in enumerate(self.agents)}
+        # numpy int64 scalars, as the gridworld and the race (PettingZoo's api_test wants numpy).
+        return {a: np.int64(codes[i]) for i, a in enumerate(self.agents)}
 
     def state(self) -> NDArray[np.float32]:
         """The global state (see the module docstring)."""

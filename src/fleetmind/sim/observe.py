@@ -14,6 +14,9 @@ Local window of radius ``r`` (``k = 2r + 1``), flattened channel-major, then 6 s
                true shortest-path distance to the target (-1 closer, 0, +1 farther), 2 when the
                move hits a wall or the border
 
+Every feature lies in the per-feature bounds of :func:`local_bounds`: ``[0, 1]`` for the window
+and the two flags, ``[-1, 1]`` for the direction scalars, ``[-1, 2]`` for the heuristic values.
+
 The heuristic channels follow DHC (Ma et al., 2021): the learner gets the single-agent shortest
 path for free and spends its capacity on what the map alone cannot tell, other robots.
 
@@ -47,6 +50,27 @@ def local_size(radius: int, *, heuristic: bool = False) -> int:
     """Length of a flattened local observation of ``radius``."""
     k = 2 * radius + 1
     return N_LOCAL_CHANNELS * k * k + N_SCALARS + (N_HEURISTIC if heuristic else 0)
+
+
+def local_bounds(
+    radius: int, *, heuristic: bool = False
+) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
+    """Per-feature ``(low, high)`` of a local observation, each of length :func:`local_size`.
+
+    The env faces declare these as their observation space; every observation lies inside.
+    The heuristic's ``2`` (blocked) stays a distinct value rather than being rescaled: the shipped
+    navigation policy was trained on it and the executors rank by it.
+    """
+    k = 2 * radius + 1
+    window = N_LOCAL_CHANNELS * k * k
+    # carrying, has_task in {0, 1}; dr / H and dc / W in (-1, 1); the signs in {-1, 0, 1}.
+    scalars_low = np.array([0.0, 0.0, -1.0, -1.0, -1.0, -1.0], dtype=np.float32)
+    low = [np.zeros(window, dtype=np.float32), scalars_low]
+    high = [np.ones(window + N_SCALARS, dtype=np.float32)]
+    if heuristic:
+        low.append(np.full(N_HEURISTIC, -1.0, dtype=np.float32))
+        high.append(np.full(N_HEURISTIC, 2.0, dtype=np.float32))
+    return np.concatenate(low), np.concatenate(high)
 
 
 class LocalObserver:
@@ -88,6 +112,10 @@ class LocalObserver:
     def size(self) -> int:
         """Length of one robot's observation."""
         return local_size(self.radius, heuristic=self.oracle is not None)
+
+    def bounds(self) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
+        """Per-feature ``(low, high)`` of this observer's output (see :func:`local_bounds`)."""
+        return local_bounds(self.radius, heuristic=self.oracle is not None)
 
     def __call__(
         self,

@@ -128,6 +128,10 @@ def test_shield_removes_every_executed_collision(small) -> None:
     assert results[False]["collisions"] > 0
     assert results[True]["shield_interventions"] > 0
     assert results[True]["tasks_completed"] > results[False]["tasks_completed"]
+    # Commanded conflicts: the executor's first choices, before the shield; without the shield
+    # they are exactly what went to the robots (and what the simulator refused).
+    assert results[True]["conflicts_commanded"] > 0
+    assert results[False]["conflicts_commanded"] == results[False]["collisions"]
 
 
 def test_oracle_reads_what_the_solver_cannot(small) -> None:

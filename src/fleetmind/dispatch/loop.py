@@ -105,6 +105,7 @@ class LoopStats:
     assignments_dropped: int = 0
     events_skipped: int = 0
     collisions: int = 0
+    conflicts_commanded: int = 0
     shield_interventions: int = 0
     deadlocks_reported: int = 0
     shield_rules: Counter[str] = field(default_factory=Counter)
@@ -359,8 +360,14 @@ class ControlLoop:
             actions = proposed
             intervened = np.zeros(len(proposed), dtype=bool)
         t3 = time.perf_counter()
-        # Executed collisions: conflicts in the joint move as sent to the robots.
-        s.collisions += len(conflicts(w.grid, pos, actions))
+        # Executed collisions: conflicts in the joint move as sent to the robots. Commanded
+        # conflicts: those in the executor's first choices, before the shield (the same moves
+        # without it, which the simulator then refuses).
+        executed = len(conflicts(w.grid, pos, actions))
+        s.collisions += executed
+        s.conflicts_commanded += (
+            len(conflicts(w.grid, pos, proposed)) if self.config.shield else executed
+        )
         res = w.step(actions)
         t4 = time.perf_counter()
         self._waiting = np.where(res.moved | ~active, 0, self._waiting + 1)
@@ -428,6 +435,7 @@ class ControlLoop:
         m.update(
             {
                 "collisions": s.collisions,
+                "conflicts_commanded": s.conflicts_commanded,
                 "shield": self.config.shield,
                 "shield_interventions": s.shield_interventions,
                 "shield_rules": dict(s.shield_rules),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from fleetmind.bench import dispatch
 
 
@@ -16,10 +18,12 @@ def test_planner_case_reports_the_gap() -> None:
 
 def test_executor_case_compares_against_the_bound() -> None:
     out = dispatch.executors_case("warehouse-small", 8, steps=120)  # type: ignore[arg-type]
-    for name in ("shortest-path", "rl"):
+    for name in ("shortest-path", "shortest-path-random", "rl"):
         assert out[name]["collisions"] == 0
         assert 0.0 <= out[name]["congestion_free_share"] <= 1.0
     assert out["rl_vs_shortest_path"] is not None
+    spr = out["shortest-path-random"]["throughput"]
+    assert out["rl_vs_shortest_path_random"] == pytest.approx(out["rl"]["throughput"] / spr)
 
 
 def test_slow_llm_case_runs_the_loop_without_waiting() -> None:

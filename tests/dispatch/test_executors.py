@@ -5,7 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fleetmind.dispatch.executors import RLExecutor, ShortestPathExecutor
+from fleetmind.dispatch.executors import (
+    RLExecutor,
+    ShortestPathExecutor,
+    ShortestPathRandomExecutor,
+)
 from fleetmind.sim.distances import DistanceOracle
 from fleetmind.sim.grid import DELTAS, WAIT
 from fleetmind.sim.maps import load_map
@@ -50,3 +54,81 @@ def test_rl_ranks_are_permutations_led_by_the_policy(grid, fallback) -> None:
         heur = obs[active][:, -N_HEURISTIC:]
         rest = np.take_along_axis(heur, ranking[active, 1:], axis=1)
         assert (np.diff(rest, axis=1) >= 0).all()  # closer moves before farther, walls last
+
+
+# ---------------------------------------------------------------- shortest path, random ties
+
+
+def _diagonal_scene(grid, n=40, seed=1):
+    """Robots whose target is off both axes, so two moves get closer and tie."""
+    pos, goal, active = _scene(grid, n=n, seed=seed)
+    oracle = DistanceOracle(grid)
+    dist = ShortestPathExecutor(grid, oracle).distances(pos, goal)
+    here = np.array([oracle.between(tuple(p), tuple(g)) for p, g in zip(pos, goal, strict=True)])
+    ties = active & ((dist[:, 1:] == (here - 1)[:, None]).sum(axis=1) >= 2)
+    assert ties.sum() >= 5, "too few tied robots for the checks below"
+    return pos, goal, active, ties
+
+
+def test_random_ties_rank_by_true_distance_and_idle_robots_wait(grid) -> None:
+    pos, goal, active = _scene(grid)
+    ex = ShortestPathRandomExecutor(grid, seed=0)
+    ranking = ex.rank(pos, goal, active)
+    assert ex.name == "shortest-path-random"
+    assert (np.sort(ranking, axis=1) == np.arange(5)).all()
+    assert ranking[0, 0] == WAIT  # idle robot
+    dist = ex.distances(pos, goal)
+    ranked = np.take_along_axis(dist, ranking, axis=1)
+    # Same order of distances as the fixed-order baseline: only ties may be permuted.
+    fixed = np.take_along_axis(dist, ShortestPathExecutor(grid).rank(pos, goal, active), axis=1)
+    assert (ranked[active] == fixed[active]).all()
+    assert (np.diff(ranked[active], axis=1) >= 0).all()
+
+
+def test_random_ties_go_both_ways_where_the_fixed_order_never_does(grid) -> None:
+    pos, goal, active, ties = _diagonal_scene(grid)
+    fixed = ShortestPathExecutor(grid).rank(pos, goal, active)
+    ex = ShortestPathRandomExecutor(grid, seed=0)
+    firsts = np.stack([ex.rank(pos, goal, active)[:, 0] for _ in range(20)])  # (20, N)
+    # Fixed order: one first move per robot, always. Random ties: both closer moves lead.
+    assert (firsts[:, ties] != fixed[ties, 0]).any(axis=0).all()
+    assert (firsts[:, ~ties & active] == fixed[~ties & active, 0]).all()
+
+
+def test_random_ties_same_seed_same_rankings(grid) -> None:
+    pos, goal, active, _ = _diagonal_scene(grid)
+
+    def run(seed):
+        ex = ShortestPathRandomExecutor(grid, seed=seed)
+        return np.stack([ex.rank(pos, goal, active) for _ in range(10)])
+
+    assert (run(7) == run(7)).all()
+    assert (run(7) != run(8)).any()
+    gen = ShortestPathRandomExecutor(grid, seed=np.random.default_rng(7))
+    assert (np.stack([gen.rank(pos, goal, active) for _ in range(10)]) == run(7)).all()
+
+
+def test_random_ties_registered_and_a_seeded_run_replays(grid) -> None:
+    from fleetmind.dispatch.loop import ControlLoop, LoopConfig
+    from fleetmind.dispatch.planners import AssignmentPlanner
+    from fleetmind.eval.runner import RunConfig, make_executor
+
+    from .conftest import make_world
+
+    assert isinstance(
+        make_executor(RunConfig(executor="shortest-path-random"), grid, None),
+        ShortestPathRandomExecutor,
+    )
+    results = []
+    for _ in range(2):
+        loop = ControlLoop(
+            make_world(grid, n=16, steps=150, rate=0.5, seed=2),
+            AssignmentPlanner(grid),
+            ShortestPathRandomExecutor(grid, seed=2),
+            config=LoopConfig(planner_mode="sync", snapshot_text=False),
+        )
+        m = loop.run(150)
+        results.append((m["tasks_completed"], m["shield_interventions"], m["collisions"]))
+    assert results[0] == results[1]
+    assert results[0][0] > 0
+    assert results[0][2] == 0

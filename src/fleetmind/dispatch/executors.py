@@ -101,6 +101,51 @@ class ShortestPathExecutor:
         return ranking
 
 
+class ShortestPathRandomExecutor(ShortestPathExecutor):
+    """Shortest path with ties broken at random: the honest baseline for learned executors.
+
+    With a fixed tie order every robot whose target lies off both axes moves vertically first,
+    so part of a learned executor's gain over :class:`ShortestPathExecutor` may be a gain over
+    that bias alone. Here actions still rank by the true distance after the move, but actions at
+    equal distance come in an order drawn from a seeded generator; moves into walls still rank
+    last. The same seed (and the same sequence of calls) gives the same rankings.
+
+    Args:
+        grid: the map.
+        oracle: a distance oracle of the same map (default: a new one).
+        seed: a seed or a generator of the tie-breaking order (default 0).
+    """
+
+    name = "shortest-path-random"
+
+    def __init__(
+        self,
+        grid: GridMap,
+        oracle: DistanceOracle | None = None,
+        *,
+        seed: int | np.random.Generator = 0,
+    ) -> None:
+        super().__init__(grid, oracle)
+        self.rng = np.random.default_rng(seed)
+
+    def rank(
+        self,
+        pos: NDArray[np.int32],
+        goal: NDArray[np.int32],
+        active: NDArray[np.bool_],
+        carrying: NDArray[np.bool_] | None = None,
+        tick: int = 0,
+    ) -> NDArray[np.int64]:
+        """Rank actions by distance after the move, ties in random order; idle robots wait."""
+        ranking, idx = idle_ranking(active)
+        if len(idx):
+            dist = self.distances(pos[idx], goal[idx])  # (M, 5)
+            ties = self.rng.random(dist.shape)  # (M, 5) one draw per active robot and action
+            # lexsort sorts by the last key first: distance, then the random tie-breaker.
+            ranking[idx] = np.lexsort((ties, dist), axis=1)
+        return ranking
+
+
 class PolicyExecutor(ABC):
     """Base of executors that rank by a policy's logits over local observations.
 

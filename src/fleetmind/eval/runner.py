@@ -37,7 +37,7 @@ from fleetmind.sim.orders import OrderConfig, load_task_file
 from fleetmind.sim.warehouse import Warehouse, WarehouseConfig
 
 PlannerName = Literal["assignment", "greedy", "llm", "llm-notes", "oracle"]
-ExecutorName = Literal["rl", "shortest-path", "llm-direct"]
+ExecutorName = Literal["rl", "shortest-path", "shortest-path-random", "llm-direct"]
 LLM_PLANNERS = ("llm", "llm-notes")
 
 
@@ -185,6 +185,10 @@ def make_executor(cfg: RunConfig, grid: GridMap, client: ChatClient | None) -> E
     """The executor tier named by the config."""
     if cfg.executor == "shortest-path":
         return ShortestPathExecutor(grid)
+    if cfg.executor == "shortest-path-random":
+        from fleetmind.dispatch.executors import ShortestPathRandomExecutor
+
+        return ShortestPathRandomExecutor(grid, seed=cfg.seed)
     if cfg.executor == "rl":
         return RLExecutor(grid, cfg.policy)
     assert client is not None

@@ -7,10 +7,12 @@ its own checks, 2 bad input or configuration.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -31,6 +33,11 @@ bench_app = typer.Typer(
     help="The project's own benchmarks, as a table or JSON.", no_args_is_help=True
 )
 app.add_typer(bench_app, name="bench")
+notes_app = typer.Typer(
+    help="Read order notes into constraints; score readers on a labelled set.",
+    no_args_is_help=True,
+)
+app.add_typer(notes_app, name="notes")
 
 console = Console()
 err_console = Console(stderr=True)
@@ -109,6 +116,8 @@ KPI_ROWS = (
     ("on_time_rate", "on-time rate"),
     ("priority_weighted_throughput", "priority-weighted throughput"),
     ("constraint_violations", "constraint violations (structured/text)"),
+    ("orders_stranded", "orders stranded (undelivered, past due)"),
+    ("notes_needs_review", "notes sent to review"),
     ("collisions", "collisions executed"),
     ("shield_interventions", "shield interventions"),
     ("step_latency_ms", "step latency p50/p99 ms"),
@@ -119,6 +128,8 @@ KPI_ROWS = (
 
 
 def _kpi(m: dict[str, Any], key: str) -> str:
+    if key not in m and key != "llm_tokens":
+        return "-"
     if key == "constraint_violations":
         v = m[key]
         return f"{v['structured']}/{v['text_only']}"
@@ -156,6 +167,20 @@ def run(
     planner: Annotated[
         str | None,
         typer.Option(help="assignment, greedy, llm, llm-notes or oracle. [default: assignment]"),
+    ] = None,
+    note_reader: Annotated[
+        str | None,
+        typer.Option(
+            help="Note reader of llm-notes: template, rules, rules-review, llm or rules+llm. "
+            "[default: rules]"
+        ),
+    ] = None,
+    note_style: Annotated[
+        str | None,
+        typer.Option(help="Notes of generated orders: realistic or template. [default: realistic]"),
+    ] = None,
+    zh_share: Annotated[
+        float | None, typer.Option(help="Share of notes written in Chinese. [default: 0.3]")
     ] = None,
     executor: Annotated[
         str | None, typer.Option(help="rl, shortest-path or llm-direct. [default: shortest-path]")
@@ -230,6 +255,9 @@ def run(
             "faults": fault or None,
             "order_rate": order_rate,
             "text_share": text_share,
+            "note_reader": note_reader,
+            "note_style": note_style,
+            "zh_share": zh_share,
             "tasks": tasks,
             "planner_mode": planner_mode,
             "tick_period_s": tick_period,
@@ -260,9 +288,9 @@ def demo(
     tick_period: Annotated[
         float, typer.Option(help="Seconds per control tick (the LLM plans while robots move).")
     ] = 0.1,
-    out: Annotated[
-        Path, typer.Option(help="Folder for the two run folders and the report.")
-    ] = Path("runs/demo"),
+    out: Annotated[Path, typer.Option(help="Folder for the run folders and the report.")] = Path(
+        "runs/demo"
+    ),
     llm_base_url: LLMBaseUrl = None,
     llm_model: LLMModel = None,
     llm_api_key: LLMApiKey = None,
@@ -272,11 +300,12 @@ def demo(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the KPIs as JSON.")] = False,
 ) -> None:
-    """The main job: hybrid (LLM planner + RL executor + shield) vs the classical baseline.
+    """The main job: hybrid strategies (note reader + RL executor + shield) vs the baselines.
 
     Starts the embedded LLM (SmolLM2-135M, no key, no network) unless --llm-base-url is given,
-    runs both strategies on the same map, orders and seed in real time (the control loop never
-    waits for the LLM), prints a KPI table and writes the run folders and an HTML report.
+    runs hybrid, hybrid-llm, classical and oracle on the same map, orders, notes and seed in real
+    time (the control loop never waits for the LLM), prints a KPI table and writes the run
+    folders and an HTML report.
     """
     from fleetmind.eval.runner import RunConfig, llm_client
     from fleetmind.eval.strategies import strategy
@@ -293,32 +322,32 @@ def demo(
         "llm_api_key": llm_api_key,
         "llm_gguf": llm_gguf,
     }
-    hybrid = RunConfig(**common, **strategy("hybrid"))
-    classical = RunConfig(**common, **strategy("classical"))
+    names = ("hybrid", "hybrid-llm", "classical", "oracle")
+    configs = {name: RunConfig(**common, **strategy(name)) for name in names}
     if not as_json:
         console.print(
             f"[bold]fleetmind demo[/bold]: {robots} robots on {map_name}, {steps} ticks at "
             f"{tick_period:g} s/tick, seed {seed}\n"
-            "  hybrid    = LLM planner (reads notes) + RL executor + shield\n"
-            "  classical = assignment solver + shortest-path executor + shield"
+            "  hybrid     = note-reading planner (rules reader) + RL executor + shield\n"
+            "  hybrid-llm = the same, the LLM judging what no rule decides + RL + shield\n"
+            "  classical  = assignment solver (blind to notes) + shortest-path executor + shield\n"
+            "  oracle     = the solver told what every note means (evaluation only)"
         )
     results: dict[str, dict[str, Any]] = {}
-    with llm_client(hybrid, None) as client:
+    with llm_client(configs["hybrid-llm"], None) as client:
         if not as_json:
             console.print(f"LLM: {client.model if client else '-'} (ready)")
-        results["hybrid"] = _progress_run(
-            hybrid, out / "hybrid", label="hybrid", quiet=as_json, client=client
-        )
-    results["classical"] = _progress_run(
-        classical, out / "classical", label="classical", quiet=as_json
-    )
+        for name in names:
+            results[name] = _progress_run(
+                configs[name], out / name, label=name, quiet=as_json, client=client
+            )
     elapsed = time.perf_counter() - started
     report = _try_report(out, results)
     if as_json:
         _print_json({"results": results, "elapsed_s": elapsed, "report": report})
         return
     console.print(kpi_table(results, title=f"fleetmind demo ({elapsed:.0f} s)"))
-    console.print(f"run folders: {out / 'hybrid'} and {out / 'classical'}")
+    console.print(f"run folders: {', '.join(str(out / n) for n in names)}")
     if report:
         console.print(f"report: {report}")
 
@@ -923,6 +952,144 @@ def serve(
         )
     console.print(f"fleetmind dashboard: http://{host}:{port}/  (root {root}; Ctrl+C stops)")
     run_server(root, host=host, port=port, live=live_cfg, record_live=record, speed=speed)
+
+
+NoteReaderOption = Annotated[
+    str | None,
+    typer.Option(
+        "--reader", help="template, rules, rules-review, llm or rules+llm. [default: rules]"
+    ),
+]
+
+
+@contextlib.contextmanager
+def _reader_clients(
+    names: list[str], base_url: str | None, model: str | None, api_key: str | None
+) -> Iterator[list[Any]]:
+    """The readers named, sharing one LLM client (the embedded server unless a URL is given)."""
+    from fleetmind.dispatch.notes.readers import MODEL_READERS, make_reader
+    from fleetmind.eval.runner import DEFAULT_READER, RunConfig, llm_client
+
+    names = names or [DEFAULT_READER]
+    model_reader = next((n for n in names if n in MODEL_READERS), names[0])
+    cfg = RunConfig(
+        planner="llm-notes",
+        note_reader=model_reader,
+        llm_base_url=base_url,
+        llm_model=model,
+        llm_api_key=api_key,
+    )
+    with llm_client(cfg, None) as client:
+        yield [make_reader(n, client) for n in names]
+
+
+@notes_app.command("read")
+def notes_read(
+    file: Annotated[Path, typer.Argument(help="JSON lines: note, arrival_tick, robots.")],
+    reader: NoteReaderOption = None,
+    out: Annotated[
+        Path | None, typer.Option(help="Write the predictions here (default: stdout).")
+    ] = None,
+    llm_base_url: LLMBaseUrl = None,
+    llm_model: LLMModel = None,
+    llm_api_key: LLMApiKey = None,
+) -> None:
+    """One prediction line per input note, in order: constraints, status, latency_ms."""
+    from fleetmind.sim.notes import load_inputs
+
+    items = load_inputs(file)
+    with _reader_clients([reader] if reader else [], llm_base_url, llm_model, llm_api_key) as (
+        chosen,
+    ):
+        lines = [
+            json.dumps(
+                chosen.read(i.note, arrival_tick=i.arrival_tick, robots=i.robots).as_line(),
+                ensure_ascii=False,
+            )
+            for i in items
+        ]
+    text = "\n".join(lines) + ("\n" if lines else "")
+    if out is None:
+        sys.stdout.write(text)
+    else:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text, encoding="utf-8")
+        err_console.print(f"{len(lines)} predictions: {out}")
+
+
+def _pct(value: Any) -> str:
+    return "-" if value is None else f"{100 * value:.1f}%"
+
+
+def notes_table(results: list[dict[str, Any]]) -> Table:
+    """Readers side by side: accuracy, precision/recall per kind and language, cost."""
+    table = Table(title=f"note readers on {results[0]['notes']} notes")
+    table.add_column("metric")
+    for r in results:
+        table.add_column(r["reader"], justify="right")
+    rows: list[tuple[str, Any]] = [
+        ("exact accuracy", lambda r: _pct(r["exact_accuracy"])),
+        *(
+            (
+                f"exact accuracy ({lang})",
+                lambda r, lang=lang: _pct(r["per_lang"].get(lang, {}).get("exact_accuracy")),
+            )
+            for lang in ("en", "zh")
+        ),
+        ("precision", lambda r: _pct(r["precision"])),
+        ("recall", lambda r: _pct(r["recall"])),
+        *(
+            (
+                f"{kind} P/R",
+                lambda r, kind=kind: (
+                    f"{_pct(r['per_kind'][kind]['precision'])}/"
+                    f"{_pct(r['per_kind'][kind]['recall'])}"
+                ),
+            )
+            for kind in ("only_robot", "not_robot", "deadline", "hold")
+        ),
+        ("false constraints (plain notes)", lambda r: _pct(r["false_constraint_rate"])),
+        ("review rate", lambda r: _pct(r["review_rate"])),
+        (
+            "latency p50/p95 ms",
+            lambda r: f"{r['latency_ms']['p50']:.2f}/{r['latency_ms']['p95']:.2f}",
+        ),
+        ("model calls", lambda r: str(r["calls"])),
+        ("tokens", lambda r: str(r["tokens"])),
+    ]
+    for label, cell in rows:
+        table.add_row(label, *(cell(r) for r in results))
+    return table
+
+
+@notes_app.command("eval")
+def notes_eval(
+    file: Annotated[
+        Path, typer.Argument(help="A labelled set (note, arrival_tick, robots, lang, constraints).")
+    ],
+    reader: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--reader",
+            help="Reader to score (repeatable: side by side). [default: rules]",
+        ),
+    ] = None,
+    llm_base_url: LLMBaseUrl = None,
+    llm_model: LLMModel = None,
+    llm_api_key: LLMApiKey = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Exact-match accuracy, per kind and language precision/recall, false constraints, cost."""
+    from fleetmind.eval.notes import evaluate
+    from fleetmind.sim.notes import load_labelled
+
+    items = load_labelled(file)
+    with _reader_clients(list(reader or []), llm_base_url, llm_model, llm_api_key) as readers:
+        results = [evaluate(r, items)[0] for r in readers]
+    if as_json:
+        _print_json({"file": str(file), "readers": results})
+        return
+    console.print(notes_table(results))
 
 
 def main() -> None:

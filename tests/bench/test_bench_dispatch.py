@@ -8,9 +8,9 @@ from fleetmind.bench import dispatch
 
 
 def test_planner_case_reports_the_gap() -> None:
-    out = dispatch.planners_case(None, steps=80, seeds=[0], robots=4)
-    planners = out["planners"]
-    assert set(planners) == {"assignment", "oracle"}
+    out = dispatch.planners_case(None, steps=80, seeds=[0], robots=4, modes=("sync",))
+    planners = out["modes"]["sync"]
+    assert set(planners) == {"assignment", "oracle", "notes:template", "notes:rules"}
     assert (
         planners["oracle"]["violations_text_only"] <= planners["assignment"]["violations_text_only"]
     )

@@ -8,7 +8,7 @@ import pytest
 
 from fleetmind.dispatch.executors import ShortestPathExecutor
 from fleetmind.dispatch.faults import FaultyClient, parse_fault
-from fleetmind.dispatch.llm_planner import LLMPlanner, NoteReaderPlanner
+from fleetmind.dispatch.llm_planner import LLMPlanner
 from fleetmind.dispatch.loop import ControlLoop, LoopConfig
 from fleetmind.dispatch.plans import Snapshot
 from fleetmind.llm.fake_server import FakeChatServer, Reply
@@ -79,19 +79,6 @@ def test_outage_and_malformed_windows_count_fallbacks(small) -> None:
     assert m["collisions"] == 0
 
 
-def test_note_reader_turns_notes_into_solver_constraints(small) -> None:
-    orders = orders_at(small, [0, 0], note="only robot_2 may take it")
-    world = make_world(small, n=3, orders=orders)
-    snap = Snapshot.take(world)
-    reply = json.dumps({"kind": "robot", "robot": "robot_2", "tick": None})
-    with FakeChatServer([reply]) as srv:
-        planner = NoteReaderPlanner(srv.client(), small)
-        out = planner.plan(snap)
-        assert len(srv.requests) == 1  # one note text, read once, cached
-    # Both orders say only robot_2: it gets one of them, nobody else gets either.
-    assert [a.robot for a in out.plan.assignments] == ["robot_2"]
-
-
 @pytest.mark.llm
 def test_real_embedded_model_plans_within_budget(small, embedded_client) -> None:
     world = make_world(small, n=4, rate=0.1, steps=40)
@@ -108,17 +95,6 @@ def test_real_embedded_model_plans_within_budget(small, embedded_client) -> None
     # Every call ended in a plan: the model's, or the solver's as a counted fallback.
     assert m["assignments_applied"] >= 1
     assert m["collisions"] == 0
-
-
-@pytest.mark.llm
-def test_real_embedded_model_reads_a_hold_note(small, embedded_client) -> None:
-    planner = NoteReaderPlanner(embedded_client, small)
-    constraint, out = planner.read_note(
-        "hold until the truck arrives at tick 135", [f"robot_{i}" for i in range(4)], seed=0, tick=0
-    )
-    assert out.attempts >= 1
-    # The 135M model is unreliable; what must hold is a typed outcome, never an exception.
-    assert constraint is None or constraint.kind in ("robot", "deadline", "hold")
 
 
 def test_deadlock_arbitration_by_the_model_and_by_rule(small) -> None:

@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from fleetmind.errors import ConfigError, TaskFileError
 from fleetmind.sim.grid import LEFT, RIGHT, UP, WAIT
 from fleetmind.sim.maps import load_map, parse_text_map
-from fleetmind.sim.orders import HiddenConstraint, Order, OrderConfig, load_task_file
+from fleetmind.sim.notes import Constraint
+from fleetmind.sim.orders import Order, OrderConfig, load_task_file
 from fleetmind.sim.rewards import RewardConfig
 from fleetmind.sim.warehouse import BatteryConfig, Warehouse, WarehouseConfig
 
@@ -63,11 +64,56 @@ def test_rewards_follow_the_note_defaults() -> None:
 
 
 def test_text_only_violations_are_scored() -> None:
-    orders = _one_order(hidden=HiddenConstraint("hold", tick=100))
+    orders = _one_order(constraints=(Constraint("hold", tick=100),))
     w = _world(orders)
     for a in (RIGHT, RIGHT, LEFT, LEFT, LEFT, LEFT):
         w.step([a])
     assert w.metrics()["constraint_violations"] == {"structured": 0, "text_only": 1}
+
+
+def test_violations_count_undelivered_orders() -> None:
+    # Loaded by the robot the note excludes, never delivered: still a violation.
+    w = _world(_one_order(constraints=(Constraint("not_robot", robot="robot_0"),)))
+    w.step([RIGHT])
+    w.step([RIGHT])
+    assert w.carrying[0]
+    assert w.metrics()["constraint_violations"]["text_only"] == 1
+    # Never served, deadline passed: made impossible, so a violation; and stranded once overdue.
+    late = _world(
+        _one_order(constraints=(Constraint("deadline", tick=3),), due=4), auto_assign=False
+    )
+    for _ in range(3):
+        late.step([WAIT])
+    assert late.metrics()["constraint_violations"]["text_only"] == 1
+    assert late.metrics()["orders_stranded"] == 0
+    late.step([WAIT])
+    late.step([WAIT])
+    m = late.metrics()
+    assert m["orders_stranded"] == 1
+    assert m["on_time_rate"] == 0.0  # a stranded order counts against the on-time rate
+    # A deadline still ahead is not broken yet.
+    early = _world(_one_order(constraints=(Constraint("deadline", tick=50),)), auto_assign=False)
+    early.step([WAIT])
+    assert early.metrics()["constraint_violations"]["text_only"] == 0
+
+
+def test_load_gate_holds_the_robot_at_the_pickup() -> None:
+    w = _world()
+    w.gate("o0", None, "unread")
+    for _ in range(4):
+        w.step([RIGHT])
+    assert not w.carrying[0]  # at the pickup, but gated
+    w.ungate("o0")
+    w.step([WAIT])
+    assert w.carrying[0]
+    assert w.metrics()["gates_expired"] == {}
+    timed = _world()
+    timed.gate("o0", 5, "unread")
+    for _ in range(6):
+        timed.step([RIGHT])
+    assert timed.carrying[0]
+    assert timed.order("o0").picked_tick >= 5
+    assert timed.metrics()["gates_expired"] == {"unread": 1}
 
 
 def test_structured_capability_violation() -> None:
@@ -170,7 +216,7 @@ def test_same_seed_same_orders() -> None:
         a.step(np.zeros(4, dtype=int))
         b.step(np.zeros(4, dtype=int))
     assert [r.order for r in a.records] == [r.order for r in b.records]
-    assert any(r.order.hidden is not None for r in a.records)
+    assert any(r.order.constraints for r in a.records)
 
 
 @given(seed=st.integers(0, 10_000), n=st.integers(1, 8), rate=st.floats(0.05, 1.0))
@@ -203,7 +249,7 @@ def test_task_file_loads_and_reports_errors(tmp_path: Path) -> None:
                 "tick": 1,
                 "pickup": [0, 4],
                 "station": [0, 0],
-                "hidden": {"kind": "robot", "robot": "robot_0"},
+                "constraints": [{"kind": "only_robot", "robot": "robot_0"}],
             }
         )
         + "\n"
@@ -211,7 +257,7 @@ def test_task_file_loads_and_reports_errors(tmp_path: Path) -> None:
     orders = load_task_file(good, LINE)
     assert [o.tick for o in orders] == [1, 5]
     assert [o.id for o in orders] == ["o0", "o1"]
-    assert orders[0].hidden == HiddenConstraint("robot", robot="robot_0")
+    assert orders[0].constraints == (Constraint("only_robot", robot="robot_0"),)
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"tick": 0, "pickup": [0, 4], "station": [0, 0]}\n{"tick": 1, "pickup": "x"}\n')
     with pytest.raises(TaskFileError, match=r"bad.jsonl:2: field 'pickup'"):

@@ -1,9 +1,11 @@
 """``fleetmind bench dispatch``: the dispatch tier's targets, measured in one process.
 
-1. Where the planner matters: a scenario where a third of the orders carry a text-only
-   constraint. On-time rate, priority-weighted throughput and constraint violations of
-   ``assignment``, ``llm``, ``llm-notes`` and ``oracle``, and the share of the
-   assignment -> oracle gap in text-only violations that each LLM planner closes.
+1. Where the planner matters: a scenario where a third of the orders carry note-only
+   constraints written the way people write them (the realistic note generator). Throughput,
+   on-time rate, stranded orders and constraint violations over all orders of ``assignment``,
+   ``oracle``, the note-reading planner with each reader (``template``, ``rules``, ``llm``,
+   ``rules+llm``) and the LLM task queue (``llm``), sync and async, several seeds, and the
+   share of the assignment -> oracle gap in text-only violations that each closes.
 2. Executors on League of Robot Runners maps: throughput of ``assignment + rl + shield`` against
    ``assignment + shortest-path + shield`` (target >= 90%), with the RL executor's fallback
    actions ordered by the heuristic (default) and by the policy itself, all against the
@@ -27,14 +29,17 @@ from typing import Any
 import numpy as np
 
 from fleetmind.dispatch.executors import RLExecutor, ShortestPathExecutor
-from fleetmind.dispatch.llm_planner import LLMPlanner, NoteReaderPlanner
+from fleetmind.dispatch.llm_planner import LLMPlanner
 from fleetmind.dispatch.loop import ControlLoop, LoopConfig
+from fleetmind.dispatch.notes.planner import NoteReaderPlanner
+from fleetmind.dispatch.notes.readers import make_reader
 from fleetmind.dispatch.planners import AssignmentPlanner
 from fleetmind.llm.core import ChatClient
 from fleetmind.llm.fake_server import FakeChatServer, Reply
 from fleetmind.sim.distances import DistanceOracle
 from fleetmind.sim.grid import GridMap
 from fleetmind.sim.maps import load_map
+from fleetmind.sim.notes import NoteConfig
 from fleetmind.sim.orders import OrderConfig
 from fleetmind.sim.warehouse import Warehouse, WarehouseConfig
 
@@ -60,66 +65,106 @@ def congestion_free_share(world: Warehouse, oracle: DistanceOracle) -> float:
     return total / max(1, len(world.robot_ids) * world.tick)
 
 
+PLANNER_ROWS = ("assignment", "oracle", "notes:template", "notes:rules")
+MODEL_ROWS = ("notes:llm", "notes:rules+llm", "llm")
+
+
+def _planner_row(name: str, grid: GridMap, client: ChatClient | None, *, background: bool) -> Any:
+    if name == "assignment":
+        return AssignmentPlanner(grid)
+    if name == "oracle":
+        return AssignmentPlanner(grid, use_hidden=True)
+    if name == "llm":
+        return LLMPlanner(client, grid)  # type: ignore[arg-type]
+    reader = make_reader(name.split(":", 1)[1], client)
+    return NoteReaderPlanner(reader, grid, background=background)
+
+
+def _mean(ms: list[dict[str, Any]], key: str, sub: str | None = None) -> float:
+    return float(np.mean([m[key][sub] if sub else m[key] for m in ms]))
+
+
 def planners_case(
-    client: ChatClient | None, *, steps: int, seeds: list[int], robots: int = 6
+    client: ChatClient | None,
+    *,
+    steps: int,
+    seeds: list[int],
+    robots: int = 6,
+    modes: tuple[str, ...] = ("sync", "async"),
+    tick_period_s: float = 0.1,
+    notes: NoteConfig | None = None,
 ) -> dict[str, Any]:
-    """Planner comparison on a text-constraint-heavy scenario (sync planning, same seeds)."""
+    """Planners and note readers on a scenario where a third of the orders carry note constraints.
+
+    Every row runs the same seeds, orders and notes (the realistic generator by default). ``sync``
+    waits for every plan (reproducible); ``async`` is the mode users run: real-time ticks of
+    ``tick_period_s``, the loop never waits, notes that need a model are read in the background.
+    Violations are over all orders (delivered or not); ``gap_closed`` is the share of the
+    assignment -> oracle gap in text-only violations a row closes.
+    """
     grid = load_map("warehouse-small")
-    rows: dict[str, list[dict[str, Any]]] = {}
-    names = ["assignment", "oracle"] + (["llm", "llm-notes"] if client is not None else [])
-    for name in names:
-        for seed in seeds:
-            world = _world(grid, robots, steps, seed, rate=robots / 40, text_share=1 / 3)
-            if name == "assignment":
-                planner: Any = AssignmentPlanner(grid)
-            elif name == "oracle":
-                planner = AssignmentPlanner(grid, use_hidden=True)
-            elif name == "llm":
-                planner = LLMPlanner(client, grid)  # type: ignore[arg-type]
-            else:
-                planner = NoteReaderPlanner(client, grid)  # type: ignore[arg-type]
-            loop = ControlLoop(
-                world,
-                planner,
-                ShortestPathExecutor(grid),
-                config=LoopConfig(planner_mode="sync", snapshot_text=name == "llm"),
-            )
-            m = loop.run(steps)
-            rows.setdefault(name, []).append(m)
+    notes = notes or NoteConfig(style="realistic")
+    names = list(PLANNER_ROWS) + (list(MODEL_ROWS) if client is not None else [])
     summary: dict[str, Any] = {}
-    for name, ms in rows.items():
-        summary[name] = {
-            "on_time_rate": float(np.mean([m["on_time_rate"] for m in ms])),
-            "priority_weighted_throughput": float(
-                np.mean([m["priority_weighted_throughput"] for m in ms])
-            ),
-            "violations_structured": float(
-                np.mean([m["constraint_violations"]["structured"] for m in ms])
-            ),
-            "violations_text_only": float(
-                np.mean([m["constraint_violations"]["text_only"] for m in ms])
-            ),
-            "tasks_completed": float(np.mean([m["tasks_completed"] for m in ms])),
-            "planner_calls": float(np.mean([m["planner_calls"] for m in ms])),
-            "llm_tokens": float(
-                np.mean([m["llm_tokens_prompt"] + m["llm_tokens_completion"] for m in ms])
-            ),
-            "planner_fallbacks": float(np.mean([m["planner_fallbacks"] for m in ms])),
-            "planner_latency_p50_ms": float(np.mean([m["planner_latency_ms"]["p50"] for m in ms])),
-        }
-    base = summary["assignment"]["violations_text_only"]
-    best = summary["oracle"]["violations_text_only"]
-    gap = base - best
-    for name in ("llm", "llm-notes"):
-        if name in summary:
-            closed = (base - summary[name]["violations_text_only"]) / gap if gap > 0 else None
-            summary[name]["gap_closed"] = closed
+    for mode in modes:
+        rows: dict[str, Any] = {}
+        for name in names:
+            ms = []
+            for seed in seeds:
+                world = _world(
+                    grid, robots, steps, seed, rate=robots / 40, text_share=1 / 3, notes=notes
+                )
+                planner = _planner_row(name, grid, client, background=mode == "async")
+                loop = ControlLoop(
+                    world,
+                    planner,
+                    ShortestPathExecutor(grid),
+                    config=LoopConfig(
+                        planner_mode="sync" if mode == "sync" else "async",
+                        snapshot_text=name == "llm",
+                        tick_period_s=tick_period_s if mode == "async" else 0.0,
+                    ),
+                )
+                ms.append(loop.run(steps))
+            rows[name] = {
+                "tasks_completed": _mean(ms, "tasks_completed"),
+                "throughput": _mean(ms, "throughput"),
+                "on_time_rate": _mean(ms, "on_time_rate"),
+                "priority_weighted_throughput": _mean(ms, "priority_weighted_throughput"),
+                "violations_text_only": _mean(ms, "constraint_violations", "text_only"),
+                "violations_structured": _mean(ms, "constraint_violations", "structured"),
+                "orders_stranded": _mean(ms, "orders_stranded"),
+                "notes_needs_review": _mean(ms, "notes_needs_review"),
+                "notes_wait_expired": _mean(ms, "notes_wait_expired"),
+                "planner_calls": _mean(ms, "planner_calls"),
+                "llm_calls": _mean(ms, "llm_calls"),
+                "llm_tokens": float(
+                    np.mean([m["llm_tokens_prompt"] + m["llm_tokens_completion"] for m in ms])
+                ),
+                "planner_fallbacks": _mean(ms, "planner_fallbacks"),
+                "planner_latency_p50_ms": _mean(ms, "planner_latency_ms", "p50"),
+                "collisions": _mean(ms, "collisions"),
+            }
+        base = rows["assignment"]
+        gap = base["violations_text_only"] - rows["oracle"]["violations_text_only"]
+        for row in rows.values():
+            row["gap_closed"] = (
+                (base["violations_text_only"] - row["violations_text_only"]) / gap
+                if gap > 0
+                else None
+            )
+            row["throughput_vs_classical"] = (
+                row["throughput"] / base["throughput"] if base["throughput"] > 0 else None
+            )
+        summary[mode] = rows
     return {
         "robots": robots,
         "steps": steps,
         "seeds": seeds,
         "text_share": 1 / 3,
-        "planners": summary,
+        "notes": {"style": notes.style, "zh_share": notes.zh_share, "difficulty": notes.difficulty},
+        "tick_period_s": tick_period_s,
+        "modes": summary,
     }
 
 
@@ -276,7 +321,10 @@ def run(*, quick: bool = False, llm: bool = True) -> dict[str, Any]:
 
             client = stack.enter_context(EmbeddedServer(n_threads=1)).client()
         result["planners"] = planners_case(
-            client, steps=60 if quick else 300, seeds=[0] if quick else [0, 1, 2]
+            client,
+            steps=60 if quick else 300,
+            seeds=[0] if quick else [0, 1, 2],
+            modes=("sync",) if quick else ("sync", "async"),
         )
         if client is not None:
             result["llm_direct"] = llm_direct_case(client, steps=30 if quick else 100)

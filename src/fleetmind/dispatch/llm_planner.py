@@ -1,4 +1,4 @@
-"""LLM planners: a task queue straight from the model, and a note reader feeding the solver.
+"""The LLM task-queue planner: assignments straight from the model, validated, solver fallback.
 
 ``llm`` (:class:`LLMPlanner`): the state description and the open orders, notes included, go to
 the LLM runtime; the model answers with assignments in JSON, schema-constrained where the backend
@@ -9,17 +9,12 @@ capability); a rejected plan goes back to the model with the reasons (the runtim
 within its budget. When the budget or the decision deadline runs out, the ``assignment`` planner's
 answer is used for that event and the fallback is counted and recorded.
 
-``llm-notes`` (:class:`NoteReaderPlanner`): the solver proposes, the LLM amends only where notes
-apply. The model reads each note once (cached by note text) and turns it into a structured
-constraint (a named robot, a deadline, a hold-until tick, or none); the optimal assignment solver
-then honours those constraints exactly as the ``oracle`` honours the ground truth. A note the model
-cannot read within budget is treated as no constraint (and counted).
+The note-reading planner (``llm-notes``) is :mod:`fleetmind.dispatch.notes.planner`.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import replace
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
@@ -35,10 +30,8 @@ from fleetmind.llm.budgets import Budgets
 from fleetmind.llm.core import CallContext, ChatClient, Message
 from fleetmind.llm.structured import StructuredOutcome, structured
 from fleetmind.sim.grid import GridMap
-from fleetmind.sim.orders import HiddenConstraint
 
 PROMPT_VERSION = "planner-v1"
-NOTE_PROMPT_VERSION = "note-reader-v1"
 
 SYSTEM = (
     "You dispatch warehouse robots. Give open orders to idle robots. "
@@ -47,26 +40,6 @@ SYSTEM = (
     "allowed, a deadline, or a tick before which the load must not be picked up. Prefer urgent "
     "and old orders and the nearest robot. "
     'Answer with JSON only: {"assignments": [{"robot": "robot_1", "order": "o3", "priority": 1}]}'
-)
-
-NOTE_SYSTEM = (
-    "Read a warehouse order note and extract its constraint. Answer JSON only. "
-    'kind is "robot" if only one robot may serve it (give robot), "deadline" if it must be '
-    'delivered before a tick (give tick), "hold" if it must not be picked up before a tick '
-    '(give tick), else "none".'
-)
-
-
-# Few-shot examples: small models copy a pattern far better than they follow a rule.
-NOTE_EXAMPLES = (
-    Message.user('Note: "only robot_7 may carry this, it has the clamp"'),
-    Message.assistant('{"kind": "robot", "robot": "robot_7", "tick": null}'),
-    Message.user('Note: "priority client, deliver before tick 420"'),
-    Message.assistant('{"kind": "deadline", "robot": null, "tick": 420}'),
-    Message.user('Note: "wait for the supplier, not before tick 88"'),
-    Message.assistant('{"kind": "hold", "robot": null, "tick": 88}'),
-    Message.user('Note: "usual packaging"'),
-    Message.assistant('{"kind": "none", "robot": null, "tick": null}'),
 )
 
 
@@ -259,139 +232,4 @@ class LLMPlanner:
             fallback=fallback,
             failure=failure,
             errors=tuple(outcome.errors),
-        )
-
-
-class NoteReply(BaseModel):
-    """The constraint a note states, as the model reads it."""
-
-    model_config = ConfigDict(extra="forbid")
-    kind: Literal["none", "robot", "deadline", "hold"]
-    robot: str | None = None
-    tick: int | None = None
-
-
-def _note_model(robot_ids: list[str]) -> type[BaseModel]:
-    """:class:`NoteReply` with the robot field restricted to the fleet's ids."""
-    robot_t: Any = Literal[tuple(robot_ids)] | None if robot_ids else str | None
-    return create_model(
-        "NoteReply",
-        __base__=NoteReply,
-        robot=(robot_t, None),
-    )
-
-
-class NoteReaderPlanner:
-    """The solver proposes; the LLM reads notes into constraints the solver then honours.
-
-    Args:
-        client: the chat backend.
-        grid: the map.
-        budgets: retry budgets and deadline per note.
-        max_notes_per_call: notes read per planner call at most (the rest wait for the next).
-    """
-
-    name = "llm-notes"
-
-    def __init__(
-        self,
-        client: ChatClient,
-        grid: GridMap,
-        *,
-        budgets: Budgets | None = None,
-        max_notes_per_call: int = 3,
-    ) -> None:
-        self.client = client
-        self.solver = AssignmentPlanner(grid)
-        self.budgets = budgets or Budgets(retries={"parse": 1, "validation": 1}, deadline_s=10.0)
-        self.max_notes_per_call = max_notes_per_call
-        self._read: dict[str, HiddenConstraint | None] = {}
-        self.unreadable = 0
-
-    def read_note(
-        self, note: str, robot_ids: list[str], *, seed: int | None, tick: int
-    ) -> tuple[HiddenConstraint | None, StructuredOutcome[Any]]:
-        """One LLM call (plus re-asks) turning a note into a constraint."""
-
-        def veto(value: Any) -> str | None:
-            if value.kind == "robot" and value.robot not in robot_ids:
-                return f"robot: {value.robot!r} is not one of {', '.join(robot_ids)}"
-            if value.kind in ("deadline", "hold") and value.tick is None:
-                return "tick: a deadline or hold needs the tick number from the note"
-            return None
-
-        out: StructuredOutcome[Any] = structured(
-            self.client,
-            [Message.system(NOTE_SYSTEM), *NOTE_EXAMPLES, Message.user(f'Note: "{note}"')],
-            _note_model(robot_ids),
-            veto=veto,
-            budgets=self.budgets,
-            context=CallContext(
-                caller="dispatch.planner",
-                decision_type="read_note",
-                prompt_version=NOTE_PROMPT_VERSION,
-                seed=seed,
-                tick=tick,
-            ),
-            temperature=0.0,
-            max_tokens=48,
-        )
-        v = out.value
-        if v is None or v.kind == "none":
-            return None, out
-        return HiddenConstraint(v.kind, robot=v.robot, tick=v.tick), out
-
-    def plan(self, snapshot: Snapshot) -> PlanOutcome:
-        """Read unread notes (budgeted), then solve with the constraints understood so far."""
-        start = time.perf_counter()
-        robot_ids = [r.id for r in snapshot.robots]
-        calls = tokens_p = tokens_c = 0
-        errors: list[str] = []
-        failure = None
-        # Each distinct unread note once, oldest first.
-        fresh = list(
-            dict.fromkeys(o.note for o in snapshot.orders if o.note and o.note not in self._read)
-        )
-        for note in fresh[: self.max_notes_per_call]:
-            constraint, out = self.read_note(
-                note, robot_ids, seed=snapshot.seed, tick=snapshot.tick
-            )
-            calls += out.attempts
-            tokens_p += sum(r.usage.prompt_tokens for r in out.results)
-            tokens_c += sum(r.usage.completion_tokens for r in out.results)
-            errors.extend(out.errors)
-            if out.value is None:
-                self.unreadable += 1
-                failure = out.fallback_reason
-                if out.fallback_reason and "network" not in out.fallback_reason:
-                    self._read[note] = None  # unreadable: do not ask again
-            else:
-                self._read[note] = constraint
-        constraints = {
-            o.id: c for o in snapshot.orders if (c := self._read.get(o.note)) is not None
-        }
-        # Orders whose note is not read yet wait for the next call (asked for next tick), so a
-        # note is never ignored for lack of time; plain orders are assigned at once.
-        ready = tuple(o for o in snapshot.orders if not o.note or o.note in self._read)
-        deferred = len(ready) < len(snapshot.orders)
-        plan = self.solver.solve(replace(snapshot, orders=ready), constraints)
-        wake = plan.wake_at
-        if deferred:
-            wake = snapshot.tick + 1 if wake is None else min(wake, snapshot.tick + 1)
-        plan = Plan(
-            tick=plan.tick,
-            assignments=plan.assignments,
-            source=self.name,
-            wake_at=wake,
-            boosts=plan.boosts,
-        )
-        return PlanOutcome(
-            plan=plan,
-            latency_s=time.perf_counter() - start,
-            calls=calls,
-            tokens_prompt=tokens_p,
-            tokens_completion=tokens_c,
-            fallback=False,
-            failure=failure,
-            errors=tuple(errors),
         )

@@ -42,7 +42,7 @@ from fleetmind.sim.warehouse import Warehouse
 
 logger = logging.getLogger(__name__)
 
-IMMEDIATE_EVENTS = ("start", "idle", "fault", "repair", "deadlock", "timer")
+IMMEDIATE_EVENTS = ("start", "idle", "fault", "repair", "deadlock", "timer", "notes")
 
 
 class TickSink(Protocol):
@@ -108,6 +108,9 @@ class LoopStats:
     conflicts_commanded: int = 0
     shield_interventions: int = 0
     deadlocks_reported: int = 0
+    notes_read: int = 0
+    notes_needs_review: int = 0
+    revoked: int = 0
     shield_rules: Counter[str] = field(default_factory=Counter)
     events: Counter[str] = field(default_factory=Counter)
     step_ms: list[float] = field(default_factory=list)
@@ -199,10 +202,25 @@ class ControlLoop:
             calls=outcome.calls,
             tokens=outcome.tokens_prompt + outcome.tokens_completion,
         )
+        s.notes_read += outcome.notes_read
+        for order, reason in outcome.reviews:
+            s.notes_needs_review += 1
+            self._emit("needs_review", order=order, reason=reason)
         if w.tick - plan.tick > self.config.max_plan_age:
             s.plans_stale += 1
             self._pending.add("timer")
             return
+        for oid in plan.revoke:
+            if oid in w.index and (r := w.order(oid).robot) >= 0 and not w.carrying[r]:
+                w.unassign(r)
+                s.revoked += 1
+                self._emit("revoke", robot=w.robot_ids[r], order=oid)
+                self._pending.add("idle")
+        for oid in plan.ungates:
+            w.ungate(oid)
+        for oid, until, reason in plan.gates:
+            if oid in w.index:
+                w.gate(oid, until, reason)
         for a in plan.assignments:
             try:
                 r = w.robot_index(a.robot)
@@ -228,6 +246,10 @@ class ControlLoop:
 
     def _due_events(self) -> set[str]:
         t = self.world.tick
+        ready = getattr(self.planner, "has_news", None)
+        if callable(ready) and ready():
+            # A note read in the background: re-plan with what it says.
+            self._pending.add("notes")
         due = {e for e in self._pending if e in IMMEDIATE_EVENTS}
         since = self._orders_since
         if (
@@ -247,7 +269,7 @@ class ControlLoop:
             return
         w = self.world
         has_idle = bool((~w.has_task & ~w.broken).any())
-        if not (has_idle and w.open) and "deadlock" not in due:
+        if not (has_idle and w.open) and "deadlock" not in due and "notes" not in due:
             self.stats.events_skipped += 1
             self._pending -= due
             if "orders" in due:
@@ -425,8 +447,11 @@ class ControlLoop:
         return self.metrics()
 
     def close(self) -> None:
-        """Stop the planner worker."""
+        """Stop the planner worker (and a planner's own background work)."""
         self._pool.shutdown(wait=True)
+        close = getattr(self.planner, "close", None)
+        if callable(close):
+            close()
 
     def metrics(self) -> dict[str, Any]:
         """The DESIGN.md metrics of the run so far."""
@@ -440,6 +465,10 @@ class ControlLoop:
                 "shield_interventions": s.shield_interventions,
                 "shield_rules": dict(s.shield_rules),
                 "deadlocks_reported": s.deadlocks_reported,
+                "notes_read": s.notes_read,
+                "notes_needs_review": s.notes_needs_review,
+                "notes_wait_expired": int(self.world.gates_expired.get("unread", 0)),
+                "orders_revoked": s.revoked,
                 "planner": getattr(self.planner, "name", "?"),
                 "executor": getattr(self.executor, "name", "?"),
                 "planner_calls": s.planner_calls,

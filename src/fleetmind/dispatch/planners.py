@@ -16,9 +16,10 @@ Forbidden pairs (robot lacks the capability, battery too low for the trip, no pa
 It honours every structured field and is blind to the free-text note.
 
 ``oracle`` is the same solver given the ground truth behind the notes (evaluation only: the
-upper bound a note-reading planner can reach): a named robot forbids all others, a note deadline
-tightens ``due``, and a hold is only assigned once the robot would arrive after its release (the
-plan asks to be woken up then).
+upper bound a note-reading planner can reach): ``only_robot`` forbids all other robots,
+``not_robot`` forbids the one named, a deadline weighs lateness against it heavily, and a hold is
+only assigned once the robot would arrive after its release (the plan asks to be woken up then).
+A note-reading planner passes the same solver what it read instead of the ground truth.
 
 ``greedy`` takes orders oldest first and gives each the nearest idle capable robot.
 """
@@ -26,7 +27,7 @@ plan asks to be woken up then).
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 import numpy as np
@@ -35,7 +36,8 @@ from scipy.optimize import linear_sum_assignment
 from fleetmind.dispatch.plans import Assignment, Plan, PlanOutcome, RobotView, Snapshot
 from fleetmind.sim.distances import UNREACHABLE, DistanceOracle
 from fleetmind.sim.grid import GridMap
-from fleetmind.sim.orders import URGENT_WEIGHT, HiddenConstraint, Order
+from fleetmind.sim.notes import Constraint
+from fleetmind.sim.orders import URGENT_WEIGHT, Order
 
 LATE_WEIGHT = 2.0
 URGENT_BONUS = 20.0
@@ -124,7 +126,7 @@ class AssignmentPlanner:
         snapshot: Snapshot,
         robots: list[RobotView],
         orders: list[Order],
-        constraints: Mapping[str, HiddenConstraint] | None = None,
+        constraints: Mapping[str, Sequence[Constraint]] | None = None,
     ) -> tuple[np.ndarray, int | None]:
         """The ``(R, O)`` cost matrix (``FORBIDDEN`` where a pair may not match) and a wake tick.
 
@@ -132,7 +134,7 @@ class AssignmentPlanner:
             snapshot: the world view.
             robots: the idle robots (rows).
             orders: the open orders (columns).
-            constraints: per order id, a constraint read from its note (the oracle passes the
+            constraints: per order id, the constraints read from its note (the oracle passes the
                 ground truth; a note-reading planner passes what it understood).
         """
         t = snapshot.tick
@@ -150,33 +152,35 @@ class AssignmentPlanner:
                     or r.battery < DRAIN_PER_MOVE * trips[i, j]
                 ):
                     cost[i, j] = FORBIDDEN
-            h = None if constraints is None else constraints.get(o.id)
-            if h is None:
-                continue
-            if h.kind == "robot":
-                for i, r in enumerate(robots):
-                    if r.id != h.robot:
-                        cost[i, j] = FORBIDDEN
-            elif h.kind == "deadline" and h.tick is not None:
-                late = np.maximum(0, t + trips[:, j] - (h.tick - 1))
-                cost[:, j] += 4 * LATE_WEIGHT * late
-            elif h.kind == "hold" and h.tick is not None:
-                reach = self._dist.to_pickup(robots, o)
-                early = t + reach < h.tick
-                cost[early, j] = FORBIDDEN
-                if early.any():
-                    soonest = max(t + 1, int(h.tick - reach[early].max()))
-                    wake = soonest if wake is None else min(wake, soonest)
+            for h in () if constraints is None else constraints.get(o.id, ()):
+                if h.kind == "only_robot":
+                    for i, r in enumerate(robots):
+                        if r.id != h.robot:
+                            cost[i, j] = FORBIDDEN
+                elif h.kind == "not_robot":
+                    for i, r in enumerate(robots):
+                        if r.id == h.robot:
+                            cost[i, j] = FORBIDDEN
+                elif h.kind == "deadline" and h.tick is not None:
+                    late = np.maximum(0, t + trips[:, j] - (h.tick - 1))
+                    cost[:, j] += 4 * LATE_WEIGHT * late
+                elif h.kind == "hold" and h.tick is not None:
+                    reach = self._dist.to_pickup(robots, o)
+                    early = t + reach < h.tick
+                    cost[early, j] = FORBIDDEN
+                    if early.any():
+                        soonest = max(t + 1, int(h.tick - reach[early].max()))
+                        wake = soonest if wake is None else min(wake, soonest)
         return cost, wake
 
     def solve(
-        self, snapshot: Snapshot, constraints: Mapping[str, HiddenConstraint] | None = None
+        self, snapshot: Snapshot, constraints: Mapping[str, Sequence[Constraint]] | None = None
     ) -> Plan:
         """The optimal plan for the idle robots and open orders of ``snapshot``."""
         robots = snapshot.idle_robots
         orders = list(snapshot.orders)
         if constraints is None and self.use_hidden:
-            constraints = {o.id: o.hidden for o in orders if o.hidden is not None}
+            constraints = {o.id: o.constraints for o in orders if o.constraints}
         boosts = arbitrate_by_rule(snapshot)
         if not robots or not orders:
             return Plan(tick=snapshot.tick, assignments=(), source=self.name, boosts=boosts)

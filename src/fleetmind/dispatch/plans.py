@@ -61,6 +61,7 @@ class Snapshot:
         grid: the static map.
         events: why the planner is called (``orders``, ``idle``, ``fault``, ...).
         stuck: robots the shield reported as deadlocked.
+        tasks: orders assigned to a robot but not loaded yet (a planner may still revoke them).
     """
 
     tick: int
@@ -71,6 +72,7 @@ class Snapshot:
     grid: GridMap
     events: tuple[str, ...] = ()
     stuck: tuple[str, ...] = ()
+    tasks: tuple[Order, ...] = ()
 
     @property
     def idle_robots(self) -> list[RobotView]:
@@ -111,6 +113,11 @@ class Snapshot:
             grid=world.grid,
             events=events,
             stuck=stuck,
+            tasks=tuple(
+                o
+                for i in range(len(world.robot_ids))
+                if not world.carrying[i] and (o := world.task_of(i)) is not None
+            ),
         )
 
 
@@ -139,6 +146,10 @@ class Plan:
         source: which planner produced it (``assignment``, ``llm``, ``fallback:assignment``...).
         wake_at: a tick at which the planner wants to be asked again (e.g. a hold is released).
         boosts: priority boosts per robot id (conflict arbitration).
+        revoke: orders to take back from their robot before loading (re-planned next call).
+        gates: ``(order, until, reason)``: no robot may load the order before tick ``until``
+            (None: until lifted), e.g. while its note is being read.
+        ungates: orders whose load gate is lifted.
     """
 
     tick: int
@@ -146,6 +157,9 @@ class Plan:
     source: str
     wake_at: int | None = None
     boosts: tuple[tuple[str, float], ...] = ()
+    revoke: tuple[str, ...] = ()
+    gates: tuple[tuple[str, int | None, str], ...] = ()
+    ungates: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -161,6 +175,8 @@ class PlanOutcome:
         fallback: the LLM's answer was replaced by the solver's.
         failure: why the LLM failed (when ``fallback``).
         errors: error kinds met on the way (parse, validation, veto, network...).
+        reviews: ``(order, reason)`` of notes the reader sent to review (served as plain).
+        notes_read: notes read for this outcome (model or rules; cache hits excluded).
     """
 
     plan: Plan
@@ -171,6 +187,8 @@ class PlanOutcome:
     fallback: bool = False
     failure: str | None = None
     errors: tuple[str, ...] = field(default=())
+    reviews: tuple[tuple[str, str], ...] = ()
+    notes_read: int = 0
 
 
 def validate(plan_pairs: list[tuple[str, str]], snapshot: Snapshot) -> list[str]:

@@ -22,8 +22,10 @@ from fleetmind.dispatch.executors import (
     ShortestPathExecutor,
 )
 from fleetmind.dispatch.faults import Fault, FaultyClient, parse_fault
-from fleetmind.dispatch.llm_planner import LLMPlanner, NoteReaderPlanner
+from fleetmind.dispatch.llm_planner import LLMPlanner
 from fleetmind.dispatch.loop import ControlLoop, LoopConfig
+from fleetmind.dispatch.notes.planner import NoteReaderPlanner
+from fleetmind.dispatch.notes.readers import MODEL_READERS, READERS, make_reader
 from fleetmind.dispatch.planners import AssignmentPlanner, GreedyPlanner, Planner
 from fleetmind.envs.warehouse import resolve_map
 from fleetmind.errors import ConfigError
@@ -33,12 +35,15 @@ from fleetmind.llm.record import CallRecorder, RecordingClient, ReplayClient
 from fleetmind.llm.settings import LLMSettings
 from fleetmind.sim.grid import GridMap
 from fleetmind.sim.maps import require_tasks
+from fleetmind.sim.notes import NoteConfig
 from fleetmind.sim.orders import OrderConfig, load_task_file
 from fleetmind.sim.warehouse import Warehouse, WarehouseConfig
 
 PlannerName = Literal["assignment", "greedy", "llm", "llm-notes", "oracle"]
 ExecutorName = Literal["rl", "shortest-path", "shortest-path-random", "llm-direct"]
 LLM_PLANNERS = ("llm", "llm-notes")
+# The reader the hybrid strategy uses: the best on the hand-written sets (README, docs/notes.md).
+DEFAULT_READER = "rules"
 
 
 class RunConfig(BaseModel):
@@ -56,6 +61,10 @@ class RunConfig(BaseModel):
     policy: str | None = None
     order_rate: float | None = Field(None, gt=0)
     text_share: float = Field(0.3, ge=0, le=1)
+    note_reader: str = DEFAULT_READER
+    note_style: Literal["template", "realistic"] = "realistic"
+    zh_share: float = Field(0.3, ge=0, le=1)
+    note_difficulty: Literal["easy", "normal", "hard"] = "normal"
     urgent_share: float = Field(0.2, ge=0, le=1)
     tasks: str | None = None
     faults: list[str] = Field(default_factory=list)
@@ -75,8 +84,13 @@ class RunConfig(BaseModel):
 
     @model_validator(mode="after")
     def _resolve_mode(self) -> RunConfig:
+        if self.note_reader not in READERS:
+            raise ValueError(f"note_reader: expected one of {', '.join(READERS)}")
         if self.planner_mode == "auto":
-            self.planner_mode = "async" if self.planner in LLM_PLANNERS else "sync"
+            slow = self.planner == "llm" or (
+                self.planner == "llm-notes" and self.note_reader in MODEL_READERS
+            )
+            self.planner_mode = "async" if slow else "sync"
         return self
 
     def public(self) -> dict[str, Any]:
@@ -88,7 +102,11 @@ class RunConfig(BaseModel):
     @property
     def needs_llm(self) -> bool:
         """Whether a tier calls an LLM."""
-        return self.planner in LLM_PLANNERS or self.executor == "llm-direct"
+        return (
+            self.planner == "llm"
+            or (self.planner == "llm-notes" and self.note_reader in MODEL_READERS)
+            or self.executor == "llm-direct"
+        )
 
 
 def load_config(path: str | Path | None, overrides: dict[str, Any]) -> RunConfig:
@@ -175,10 +193,12 @@ def make_planner(cfg: RunConfig, grid: GridMap, client: ChatClient | None) -> Pl
         return AssignmentPlanner(grid, use_hidden=True)
     if cfg.planner == "greedy":
         return GreedyPlanner(grid)
+    if cfg.planner == "llm-notes":
+        return NoteReaderPlanner(
+            make_reader(cfg.note_reader, client), grid, background=cfg.planner_mode != "sync"
+        )
     assert client is not None
-    if cfg.planner == "llm":
-        return LLMPlanner(client, grid)
-    return NoteReaderPlanner(client, grid)
+    return LLMPlanner(client, grid)
 
 
 def make_executor(cfg: RunConfig, grid: GridMap, client: ChatClient | None) -> Executor:
@@ -201,7 +221,14 @@ def make_world(cfg: RunConfig, grid: GridMap) -> Warehouse:
     wcfg = WarehouseConfig(
         n_robots=cfg.robots,
         max_steps=cfg.steps,
-        orders=OrderConfig(rate=rate, text_share=cfg.text_share, urgent_share=cfg.urgent_share),
+        orders=OrderConfig(
+            rate=rate,
+            text_share=cfg.text_share,
+            urgent_share=cfg.urgent_share,
+            notes=NoteConfig(
+                style=cfg.note_style, zh_share=cfg.zh_share, difficulty=cfg.note_difficulty
+            ),
+        ),
         auto_assign=False,
     )
     orders = load_task_file(cfg.tasks, grid) if cfg.tasks else None
@@ -258,7 +285,7 @@ def execute(
             config=LoopConfig(
                 shield=cfg.shield,
                 planner_mode="sync" if cfg.planner_mode == "sync" else "async",
-                snapshot_text=cfg.planner in LLM_PLANNERS,
+                snapshot_text=cfg.planner == "llm",
                 tick_period_s=cfg.tick_period_s,
                 snapshot_every=cfg.snapshot_every,
                 forbidden=tuple(cfg.forbidden),

@@ -6,16 +6,19 @@ strategy      planner      executor      shield
 classical     assignment   shortest-path on
 rl            assignment   rl            on
 llm           llm          llm-direct    on      (small maps: one LLM call per tick)
-hybrid        llm-notes    rl            on      (the LLM reads notes, the solver assigns)
+hybrid        llm-notes    rl            on      (note reader: rules; the solver assigns)
+hybrid-llm    llm-notes    rl            on      (note reader: rules+llm, the LLM judging what
+                                                  no rule decides)
 hybrid-direct llm          rl            on      (the LLM writes the task queue itself)
 oracle        oracle       shortest-path on      (evaluation only: knows what notes mean)
 greedy        greedy       shortest-path on
 ============= ============ ============= ======
 
-``hybrid`` uses the note-reading LLM planner because it measured better than the LLM writing the
-task queue directly (``fleetmind bench dispatch``: it closed 77% of the assignment-to-oracle gap
-in text-only violations against 20%, with no fallbacks and a third of the tokens, on the embedded
-135M model).
+``hybrid`` uses the best note reader on the hand-written labelled sets (``fleetmind notes eval``):
+the ``rules`` reader. With the embedded 135M model, handing the mentions no rule decides to the
+model (``hybrid-llm``) adds false constraints (the model calls most bare robot mentions an
+exclusion), and the model reading every note alone (reader ``llm``) gets about a third right;
+docs/notes.md has the figures. ``hybrid-llm`` is there for a served model that reads better.
 
 Append ``:noshield`` to run any strategy without the shield (``classical:noshield``), which
 shows the conflicts the shield removes.
@@ -31,7 +34,8 @@ STRATEGIES: dict[str, dict[str, Any]] = {
     "classical": {"planner": "assignment", "executor": "shortest-path"},
     "rl": {"planner": "assignment", "executor": "rl"},
     "llm": {"planner": "llm", "executor": "llm-direct"},
-    "hybrid": {"planner": "llm-notes", "executor": "rl"},
+    "hybrid": {"planner": "llm-notes", "executor": "rl", "note_reader": "rules"},
+    "hybrid-llm": {"planner": "llm-notes", "executor": "rl", "note_reader": "rules+llm"},
     "hybrid-direct": {"planner": "llm", "executor": "rl"},
     "oracle": {"planner": "oracle", "executor": "shortest-path"},
     "greedy": {"planner": "greedy", "executor": "shortest-path"},

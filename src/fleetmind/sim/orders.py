@@ -7,16 +7,12 @@ Orders differ, because choosing who does what is the planner's job and must be w
   priority-weighted throughput);
 - ``due``: the tick by which delivery counts as on time;
 - ``capability``: an optional structured requirement (``"cold"``, ``"heavy"``) a robot must have;
-- ``note``: short free text. Some constraints live *only* in the note; their ground truth is kept
-  in ``hidden`` so a run can score them, but planners that read only structured fields never see it.
-
-Text-only constraint kinds (:class:`HiddenConstraint`):
-
-- ``robot``: only one named robot may serve the order ("fragile: only robot_3 has the soft
-  gripper");
-- ``deadline``: a delivery deadline tighter than ``due`` ("VIP customer, deliver before tick 300");
-- ``hold``: the load may not be picked up before a release tick ("hold until the truck arrives at
-  tick 500").
+- ``note``: short free text. Some constraints live *only* in the note
+  (:class:`~fleetmind.sim.notes.Constraint`: ``only_robot``, ``not_robot``, ``deadline``,
+  ``hold``); their ground truth is kept in ``constraints`` so a run can score them, but planners
+  that read only structured fields never see it. :class:`~fleetmind.sim.notes.NoteWriter` writes
+  the notes (seeded; phrasings, languages and difficulty per
+  :class:`~fleetmind.sim.notes.NoteConfig`).
 
 Orders arrive by a seeded Poisson process (:class:`OrderStream`) or from a JSON-lines task file
 (:func:`load_task_file`).
@@ -26,7 +22,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
@@ -35,27 +31,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from fleetmind.errors import ConfigError, TaskFileError
 from fleetmind.sim.grid import Cell, GridMap
+from fleetmind.sim.notes import Constraint, ConstraintModel, NoteConfig, NoteWriter
 
 Priority = Literal["normal", "urgent"]
-HiddenKind = Literal["robot", "deadline", "hold"]
 URGENT_WEIGHT = 3.0
 CAPABILITIES = ("cold", "heavy")
-
-
-@dataclass(frozen=True)
-class HiddenConstraint:
-    """The ground truth behind a text-only constraint (never shown to a note-blind planner).
-
-    Attributes:
-        kind: ``robot``, ``deadline`` or ``hold``.
-        robot: for ``robot``: the only robot id allowed to serve the order.
-        tick: for ``deadline``: deliver strictly before this tick; for ``hold``: do not pick up
-            before this tick.
-    """
-
-    kind: HiddenKind
-    robot: str | None = None
-    tick: int | None = None
 
 
 @dataclass(frozen=True)
@@ -71,7 +51,7 @@ class Order:
         due: tick by which delivery is on time.
         capability: required robot capability, or None.
         note: free text for planners that read it.
-        hidden: ground truth of a text-only constraint in the note, or None.
+        constraints: ground truth of the text-only constraints its note states (empty: none).
     """
 
     id: str
@@ -82,7 +62,7 @@ class Order:
     due: int = 1 << 30
     capability: str | None = None
     note: str = ""
-    hidden: HiddenConstraint | None = None
+    constraints: tuple[Constraint, ...] = ()
 
     @property
     def weight(self) -> float:
@@ -104,6 +84,7 @@ class OrderConfig:
             lower bound (Manhattan pickup->station) plus ``due_base``.
         due_base: fixed slack added to every due tick.
         max_open: cap on open (unserved) orders; arrivals beyond it are dropped and counted.
+        notes: how notes are written (style, language mix, difficulty).
     """
 
     rate: float | None = 0.1
@@ -113,6 +94,7 @@ class OrderConfig:
     due_slack: float = 3.0
     due_base: int = 30
     max_open: int = 10_000
+    notes: NoteConfig = field(default_factory=NoteConfig)
 
     def __post_init__(self) -> None:
         if self.rate is not None and not self.rate > 0:
@@ -121,15 +103,6 @@ class OrderConfig:
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
                 raise ConfigError(f"orders.{name}: expected a share in [0, 1], got {value}")
-
-
-_FILLER_NOTES = (
-    "standard restock",
-    "customer asked for tracking",
-    "regular weekly order",
-    "pack with the usual care",
-    "",
-)
 
 
 class OrderStream:
@@ -161,6 +134,7 @@ class OrderStream:
         if len(self._pickups) == 0 or len(self._stations) == 0:
             raise ConfigError(f"map {grid.name!r} needs pickup and station cells to make orders")
         self._next_id = 0
+        self.writer = NoteWriter(config.notes, rng)
 
     def make(self, tick: int) -> Order:
         """Draw one order arriving at ``tick``."""
@@ -177,10 +151,19 @@ class OrderStream:
         capability: str | None = None
         if rng.random() < cfg.capability_share:
             capability = str(CAPABILITIES[rng.integers(len(CAPABILITIES))])
-        note = _FILLER_NOTES[int(rng.integers(len(_FILLER_NOTES)))]
-        hidden: HiddenConstraint | None = None
+        constraints: tuple[Constraint, ...] = ()
         if rng.random() < cfg.text_share:
-            hidden, note = self._text_constraint(tick, due, distance, capability)
+            # Named robots must be able to serve the order (capability), or the note is absurd.
+            capable = [
+                rid
+                for rid, caps in zip(self.robot_ids, self.capabilities, strict=True)
+                if capability is None or capability in caps
+            ] or self.robot_ids
+            note, constraints = self.writer.constrained(
+                tick=tick, due=due, distance=distance, capable=capable, robots=self.robot_ids
+            )
+        else:
+            note = self.writer.plain(tick=tick, robots=self.robot_ids)
         order = Order(
             id=f"o{self._next_id}",
             tick=tick,
@@ -190,35 +173,10 @@ class OrderStream:
             due=due,
             capability=capability,
             note=note,
-            hidden=hidden,
+            constraints=constraints,
         )
         self._next_id += 1
         return order
-
-    def _text_constraint(
-        self, tick: int, due: int, distance: int, capability: str | None
-    ) -> tuple[HiddenConstraint, str]:
-        rng = self.rng
-        kind = ("robot", "deadline", "hold")[int(rng.integers(3))]
-        if kind == "robot":
-            allowed = [
-                rid
-                for rid, caps in zip(self.robot_ids, self.capabilities, strict=True)
-                if capability is None or capability in caps
-            ] or self.robot_ids
-            robot = allowed[int(rng.integers(len(allowed)))]
-            return HiddenConstraint("robot", robot=robot), (
-                f"fragile: only {robot} has the soft gripper"
-            )
-        if kind == "deadline":
-            deadline = tick + max(distance + 10, (due - tick) // 2)
-            return HiddenConstraint("deadline", tick=deadline), (
-                f"VIP customer, deliver before tick {deadline}"
-            )
-        release = tick + int(rng.integers(20, 60))
-        return HiddenConstraint("hold", tick=release), (
-            f"hold until the truck arrives at tick {release}"
-        )
 
     def arrivals(self, tick: int) -> list[Order]:
         """Orders arriving at ``tick`` (Poisson at the configured rate; none if rate is None)."""
@@ -238,16 +196,17 @@ class _TaskLine(BaseModel):
     due: int | None = None
     capability: str | None = None
     note: str = ""
-    hidden: dict[str, str | int] | None = None
+    constraints: list[ConstraintModel] = Field(default_factory=list)
 
 
 def load_task_file(path: str | Path, grid: GridMap) -> list[Order]:
     """Read orders from a JSON-lines task file.
 
     Each non-empty line is an object with ``tick``, ``pickup`` ``[row, col]``, ``station``
-    ``[row, col]`` and optionally ``priority``, ``due``, ``capability``, ``note`` and ``hidden``
-    (``{"kind": "robot"|"deadline"|"hold", "robot": id, "tick": t}``). Lines starting with ``#``
-    are comments.
+    ``[row, col]`` and optionally ``priority``, ``due``, ``capability``, ``note`` and
+    ``constraints`` (the ground truth of the note: a list of ``{"kind":
+    "only_robot"|"not_robot"|"deadline"|"hold", "robot": id, "tick": t}``). Lines starting with
+    ``#`` are comments.
 
     Raises:
         TaskFileError: naming the file, line and field at fault.
@@ -273,23 +232,6 @@ def load_task_file(path: str | Path, grid: GridMap) -> list[Order]:
         for name, cell in (("pickup", item.pickup), ("station", item.station)):
             if not grid.is_free(cell):
                 raise TaskFileError(f"{p}:{lineno}: field {name!r}: {cell} is not a free cell")
-        hidden = None
-        if item.hidden is not None:
-            try:
-                kind = item.hidden["kind"]
-                if kind not in ("robot", "deadline", "hold"):
-                    raise ValueError(kind)
-                robot = item.hidden.get("robot")
-                htick = item.hidden.get("tick")
-                hidden = HiddenConstraint(
-                    kind,  # type: ignore[arg-type]
-                    robot=None if robot is None else str(robot),
-                    tick=None if htick is None else int(htick),
-                )
-            except (KeyError, ValueError):
-                raise TaskFileError(
-                    f"{p}:{lineno}: field 'hidden': expected kind robot|deadline|hold"
-                ) from None
         orders.append(
             Order(
                 id=f"o{len(orders)}",
@@ -300,7 +242,9 @@ def load_task_file(path: str | Path, grid: GridMap) -> list[Order]:
                 due=item.due if item.due is not None else 1 << 30,
                 capability=item.capability,
                 note=item.note,
-                hidden=hidden,
+                constraints=tuple(
+                    Constraint(c.kind, robot=c.robot, tick=c.tick) for c in item.constraints
+                ),
             )
         )
     # Ids follow arrival order, whatever the order of lines in the file.

@@ -31,6 +31,7 @@ from fleetmind.errors import ConfigError
 from fleetmind.sim import rewards as rw
 from fleetmind.sim.dynamics import resolve_moves
 from fleetmind.sim.grid import WAIT, Cell, GridMap
+from fleetmind.sim.notes import broken_by
 from fleetmind.sim.orders import Order, OrderConfig, OrderStream
 
 
@@ -199,6 +200,10 @@ class Warehouse:
         self.collision_attempts = 0
         self.wall_bumps = 0
         self.orders_dropped = 0
+        # Load gates: record index -> (until tick or None for "until lifted", reason). A robot at
+        # a gated order's pickup waits instead of loading (a note not read yet, a hold).
+        self.gates: dict[int, tuple[int | None, str]] = {}
+        self.gates_expired: dict[str, int] = {}
         self.stream = OrderStream(
             self.grid,
             self.robot_ids,
@@ -329,6 +334,32 @@ class Warehouse:
         self.goal[r] = self.pos[r]
         return rec.order.id
 
+    def gate(self, order_id: str, until: int | None, reason: str) -> None:
+        """Let no robot load ``order_id`` before tick ``until`` (None: until :meth:`ungate`).
+
+        A gate that runs out is counted per reason in ``gates_expired`` when the order is
+        loaded under it (e.g. a note the planner never got read in time).
+        """
+        if order_id not in self.index:
+            raise ConfigError(f"gate: unknown order {order_id!r}")
+        rec_idx = self.index[order_id]
+        if self.records[rec_idx].picked_tick < 0:
+            self.gates[rec_idx] = (until, reason)
+
+    def ungate(self, order_id: str) -> None:
+        """Lift the load gate of an order (no-op when it has none)."""
+        if order_id in self.index:
+            self.gates.pop(self.index[order_id], None)
+
+    def gated(self) -> NDArray[np.bool_]:
+        """``(N,)`` robots whose order may not be loaded this tick."""
+        out = np.zeros(len(self.robot_ids), dtype=bool)
+        for r in np.flatnonzero(self.has_task & ~self.carrying):
+            gate = self.gates.get(int(self.order_of[r]))
+            if gate is not None and (gate[0] is None or self.tick < gate[0]):
+                out[r] = True
+        return out
+
     def robot_index(self, robot: int | str) -> int:
         """Index of a robot given its index or id."""
         if isinstance(robot, str):
@@ -378,6 +409,8 @@ class Warehouse:
         )
         at_goal = (res.pos == self.goal).all(axis=-1) & self.has_task
         picked = at_goal & ~self.carrying
+        if self.gates:
+            picked &= ~self.gated()
         delivered = at_goal & self.carrying
         return res, picked, delivered
 
@@ -418,8 +451,12 @@ class Warehouse:
             self.battery = np.maximum(self.battery, 0.0)
         picked: list[str] = []
         for r in np.flatnonzero(picked_m):
-            rec = self.records[int(self.order_of[r])]
+            rec_idx = int(self.order_of[r])
+            rec = self.records[rec_idx]
             rec.picked_tick = self.tick + 1
+            gate = self.gates.pop(rec_idx, None)
+            if gate is not None:
+                self.gates_expired[gate[1]] = self.gates_expired.get(gate[1], 0) + 1
             self.carrying[r] = True
             self.goal[r] = rec.order.station
             picked.append(rec.order.id)
@@ -474,22 +511,30 @@ class Warehouse:
 
     # ------------------------------------------------------------------ scores
     def violations(self) -> dict[str, int]:
-        """Constraint violations among delivered orders: ``structured`` and ``text_only``."""
+        """Constraint violations over all orders, delivered or not.
+
+        ``structured``: a robot without the required capability loaded the order. ``text_only``:
+        orders with a note-only constraint that was broken or made impossible (loaded by a robot
+        the note excludes, loaded before its hold, or not delivered before its deadline, whether
+        delivered late or still undelivered when the deadline passed).
+        """
         structured = 0
         text_only = 0
         for rec in self.records:
-            if rec.delivered_tick < 0:
-                continue
             o = rec.order
-            if o.capability is not None and o.capability not in self.capabilities[rec.robot]:
-                structured += 1
-            h = o.hidden
-            if h is None:
-                continue
+            loader = rec.robot if rec.picked_tick >= 0 else -1
             if (
-                (h.kind == "robot" and self.robot_ids[rec.robot] != h.robot)
-                or (h.kind == "deadline" and h.tick is not None and rec.delivered_tick >= h.tick)
-                or (h.kind == "hold" and h.tick is not None and rec.picked_tick < h.tick)
+                loader >= 0
+                and o.capability is not None
+                and o.capability not in self.capabilities[loader]
+            ):
+                structured += 1
+            if o.constraints and broken_by(
+                o.constraints,
+                robot=self.robot_ids[loader] if loader >= 0 else None,
+                picked_tick=rec.picked_tick,
+                delivered_tick=rec.delivered_tick,
+                now=self.tick,
             ):
                 text_only += 1
         return {"structured": structured, "text_only": text_only}
@@ -499,12 +544,18 @@ class Warehouse:
         done = [r for r in self.records if r.delivered_tick >= 0]
         steps = max(self.tick, 1)
         on_time = sum(1 for r in done if r.delivered_tick <= r.order.due)
+        # Stranded: not delivered and already past due. On-time is a rate over every order whose
+        # fate is known (delivered, or stranded), so an order nobody serves counts against it.
+        stranded = sum(1 for r in self.records if r.delivered_tick < 0 and self.tick > r.order.due)
+        decided = len(done) + stranded
         return {
             "steps": self.tick,
             "robots": len(self.robot_ids),
             "tasks_completed": len(done),
             "throughput": len(done) / steps,
-            "on_time_rate": on_time / len(done) if done else 0.0,
+            "on_time_rate": on_time / decided if decided else 0.0,
+            "orders_stranded": stranded,
+            "orders_undelivered": len(self.records) - len(done),
             "priority_weighted_throughput": sum(r.order.weight for r in done) / steps,
             "constraint_violations": self.violations(),
             "collision_attempts": self.collision_attempts,
@@ -512,6 +563,7 @@ class Warehouse:
             "orders_arrived": len(self.records),
             "orders_open": len(self.open),
             "orders_dropped": self.orders_dropped,
+            "gates_expired": dict(self.gates_expired),
             "per_agent_deliveries": {
                 rid: int(d) for rid, d in zip(self.robot_ids, self.delivered_by, strict=True)
             },

@@ -1,0 +1,1 @@
+"""Order notes: deterministic candidates, cue rules, readers, and the note-reading planner."""

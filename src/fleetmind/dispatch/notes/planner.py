@@ -1,0 +1,172 @@
+"""The note-reading planner (``llm-notes``): no order ever waits for the reader.
+
+A reader turns notes into constraints and the solver assigns honouring them.
+
+Per planner call:
+
+1. Every order with a note (open, or assigned and not loaded yet) that has no reading: a reader
+   that answers at once (rules; a cached note; a note with nothing a model could be asked
+   about) reads it now; otherwise the note goes to a background worker (``background=True``,
+   the async mode users run) or is read now (sync mode, reproducible).
+2. The solver assigns every open order with the constraints read so far, so an order whose note
+   is still being read is assigned at once; its robot drives to the pickup but may not load
+   (a load gate) until the reading arrives or ``max_wait`` ticks pass (counted as
+   ``notes_wait_expired`` in the run's metrics).
+3. A reading that arrives later re-plans: an assigned order whose robot the note excludes is
+   revoked (the solver gives it to an allowed robot), a hold gates the load until its tick, and
+   the gate of the note is lifted.
+
+A ``needs_review`` reading serves the order as a plain order and is reported (an event and
+``notes_needs_review``). Readers are in :mod:`fleetmind.dispatch.notes.readers`.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import replace
+
+from fleetmind.dispatch.notes.readers import NoteReader, Reading
+from fleetmind.dispatch.planners import AssignmentPlanner
+from fleetmind.dispatch.plans import PlanOutcome, Snapshot
+from fleetmind.sim.grid import GridMap
+from fleetmind.sim.notes import Constraint
+from fleetmind.sim.orders import Order
+
+UNREAD = "unread"
+
+
+class NoteReaderPlanner:
+    """The solver assigns; a note reader supplies the constraints it honours.
+
+    Args:
+        reader: the note reader (cached readers read each note text once).
+        grid: the map.
+        background: read notes that need a model on a worker thread (never blocking a plan).
+        max_wait: ticks a robot at the pickup waits for a note still being read, at most.
+    """
+
+    name = "llm-notes"
+
+    def __init__(
+        self, reader: NoteReader, grid: GridMap, *, background: bool = True, max_wait: int = 40
+    ) -> None:
+        self.reader = reader
+        self.solver = AssignmentPlanner(grid)
+        self.background = background
+        self.max_wait = max_wait
+        self._readings: dict[str, Reading] = {}
+        self._reported: set[str] = set()
+        self._pending: dict[str, Future[Reading]] = {}
+        self._lock = threading.Lock()
+        self._news = threading.Event()
+        self._usage = [0, 0, 0, 0]  # calls, prompt tokens, completion tokens, notes read
+        self._pool = (
+            ThreadPoolExecutor(max_workers=1, thread_name_prefix="note-reader")
+            if background
+            else None
+        )
+
+    def has_news(self) -> bool:
+        """Whether a background reading arrived since the last plan (the loop re-plans)."""
+        return self._news.is_set()
+
+    def _count(self, reading: Reading) -> None:
+        with self._lock:
+            self._usage[0] += reading.calls
+            self._usage[1] += reading.tokens_prompt
+            self._usage[2] += reading.tokens_completion
+            self._usage[3] += not reading.cached
+
+    def _read_now(self, order: Order, robots: list[str]) -> Reading:
+        reading = self.reader.read(order.note, arrival_tick=order.tick, robots=robots)
+        self._count(reading)
+        return reading
+
+    def _read_later(self, order: Order, robots: list[str]) -> None:
+        assert self._pool is not None
+
+        def work() -> Reading:
+            reading = self._read_now(order, robots)
+            with self._lock:
+                self._readings[order.id] = reading
+            self._news.set()
+            return reading
+
+        self._pending[order.id] = self._pool.submit(work)
+
+    def readings(self, snapshot: Snapshot) -> dict[str, Reading]:
+        """Read (or queue) every note of the snapshot's orders; the readings known now."""
+        robots = [r.id for r in snapshot.robots]
+        for o in (*snapshot.orders, *snapshot.tasks):
+            if not o.note or o.id in self._readings or o.id in self._pending:
+                continue
+            if self._pool is None or not self.reader.needs_model(o.note, robots):
+                self._readings[o.id] = self._read_now(o, robots)
+            else:
+                self._read_later(o, robots)
+        with self._lock:
+            return dict(self._readings)
+
+    def plan(self, snapshot: Snapshot) -> PlanOutcome:
+        """Read what can be read, then solve with the constraints known so far."""
+        start = time.perf_counter()
+        self._news.clear()
+        known = self.readings(snapshot)
+        constraints: dict[str, tuple[Constraint, ...]] = {
+            oid: r.constraints for oid, r in known.items() if r.status == "ok" and r.constraints
+        }
+        reviews = tuple(
+            (oid, r.reason or "needs review")
+            for oid, r in known.items()
+            if r.status == "needs_review" and oid not in self._reported
+        )
+        self._reported.update(oid for oid, _ in reviews)
+        gates: list[tuple[str, int | None, str]] = []
+        ungates: list[str] = []
+        revoke: list[str] = []
+        robots = {r.order: r for r in snapshot.robots if r.order is not None}
+        for o in (*snapshot.orders, *snapshot.tasks):
+            if not o.note:
+                continue
+            if o.id not in known:
+                # Being read: assign it anyway, but no loading until the note is read.
+                gates.append((o.id, snapshot.tick + self.max_wait, UNREAD))
+                continue
+            ungates.append(o.id)
+            holder = robots.get(o.id)
+            for c in constraints.get(o.id, ()):
+                if holder is not None and (
+                    (c.kind == "only_robot" and holder.id != c.robot)
+                    or (c.kind == "not_robot" and holder.id == c.robot)
+                ):
+                    revoke.append(o.id)
+                elif c.kind == "hold" and c.tick is not None and holder is not None:
+                    gates.append((o.id, c.tick, "hold"))
+        plan = self.solver.solve(snapshot, constraints)
+        with self._lock:
+            calls, tok_p, tok_c, read = self._usage
+            self._usage = [0, 0, 0, 0]
+        plan = replace(
+            plan,
+            source=self.name,
+            revoke=tuple(dict.fromkeys(revoke)),
+            # Lifting first, then gating: a hold replaces the gate of an unread note.
+            ungates=tuple(ungates),
+            gates=tuple(gates),
+        )
+        return PlanOutcome(
+            plan=plan,
+            latency_s=time.perf_counter() - start,
+            calls=calls,
+            tokens_prompt=tok_p,
+            tokens_completion=tok_c,
+            reviews=reviews,
+            notes_read=read,
+        )
+
+    def close(self) -> None:
+        """Stop the background reader without waiting for a reading in flight."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)

@@ -1,0 +1,515 @@
+"""Note readers: a note, its order's arrival tick and the fleet in; constraints and a status out.
+
+Every reader answers :meth:`NoteReader.read` with a :class:`Reading`: the constraints it found
+and ``ok``, or ``needs_review`` when it cannot read the note with confidence (a dispatcher would
+rather ask a person than guess; the order is then served as a plain order and counted).
+
+Readers (``make_reader`` names):
+
+- ``template``: the three regular expressions that read the first wave's three note templates;
+  the baseline any reader must beat.
+- ``rules``: cue rules over deterministic candidates (:mod:`~fleetmind.dispatch.notes.rules`);
+  a mention no cue speaks for is taken as no constraint.
+- ``rules-review``: the same rules, but a mention no cue speaks for sends the note to review.
+- ``llm``: the model judges every candidate the extraction found, one narrow question each
+  (``only``/``not``/``none`` for a robot, ``deadline``/``hold``/``none`` for a time), with
+  schema-constrained decoding over those options; ids and ticks come from the extraction, never
+  from the model.
+- ``rules+llm``: the rules decide what their cues decide; only the mentions no cue speaks for
+  go to the model; a model that cannot answer sends the note to review.
+
+All readers pass through :func:`ground`: a constraint whose robot or tick cannot be traced to
+the note (the id or its number, a number or number word, or arrival tick plus a stated
+duration) is vetoed and the note goes to review. Notes with no candidate at all (no fleet robot,
+no number) cost no model call. :class:`CachedReader` reads each normalised note once.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, create_model
+
+from fleetmind.dispatch.notes import rules
+from fleetmind.dispatch.notes.text import Candidates, RobotMention, TimeMention, extract, numbers_in
+from fleetmind.errors import ConfigError
+from fleetmind.llm.budgets import Budgets
+from fleetmind.llm.core import CallContext, ChatClient, Message
+from fleetmind.llm.structured import structured
+from fleetmind.sim.notes import Constraint, canonical
+
+Status = Literal["ok", "needs_review"]
+READERS = ("template", "rules", "rules-review", "llm", "rules+llm")
+MODEL_READERS = ("llm", "rules+llm")
+PROMPT_VERSION = "note-reader-v2"
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What a reader made of one note.
+
+    Attributes:
+        constraints: the constraints, canonical order (empty when ``needs_review``).
+        status: ``ok`` or ``needs_review``.
+        reason: why the note needs review (None when ``ok``).
+        latency_ms: wall-clock milliseconds of the reading.
+        calls: model calls made.
+        tokens_prompt: prompt tokens used.
+        tokens_completion: completion tokens used.
+        cached: answered from the note cache.
+        errors: model error kinds met on the way.
+    """
+
+    constraints: tuple[Constraint, ...]
+    status: Status = "ok"
+    reason: str | None = None
+    latency_ms: float = 0.0
+    calls: int = 0
+    tokens_prompt: int = 0
+    tokens_completion: int = 0
+    cached: bool = False
+    errors: tuple[str, ...] = ()
+
+    def as_line(self) -> dict[str, Any]:
+        """The ``notes read`` output line."""
+        return {
+            "constraints": [c.as_dict() for c in self.constraints],
+            "status": self.status,
+            "latency_ms": round(self.latency_ms, 3),
+        }
+
+
+class NoteReader(Protocol):
+    """Turns a note into constraints."""
+
+    name: str
+
+    def read(self, note: str, *, arrival_tick: int, robots: Sequence[str]) -> Reading:
+        """Read one note of an order that arrived at ``arrival_tick``, for this fleet."""
+        ...
+
+    def needs_model(self, note: str, robots: Sequence[str]) -> bool:
+        """Whether reading ``note`` may call a model (slow); False: it answers at once."""
+        ...
+
+
+def review(reason: str, **usage: Any) -> Reading:
+    """A ``needs_review`` reading (no constraints)."""
+    return Reading((), "needs_review", reason, **usage)
+
+
+def ground(c: Constraint, note: str, arrival_tick: int, robots: Sequence[str]) -> str | None:
+    """Why ``c`` cannot be traced to ``note`` (None when it can).
+
+    A robot must be a fleet id whose number the note states; a tick must be a number the note
+    states (in any form) or the arrival tick plus one.
+    """
+    numbers = numbers_in(note)
+    if c.robot is not None:
+        if c.robot not in robots:
+            return f"robot {c.robot!r} is not in the fleet"
+        if int(c.robot.rsplit("_", 1)[-1]) not in numbers:
+            return f"robot {c.robot!r} is not named in the note"
+    if c.tick is not None and c.tick not in numbers and c.tick - arrival_tick not in numbers:
+        return f"tick {c.tick} is neither stated nor arrival {arrival_tick} plus a stated duration"
+    if c.kind in ("deadline", "hold") and c.tick is None:
+        return f"{c.kind} without a tick"
+    if c.kind in ("only_robot", "not_robot") and c.robot is None:
+        return f"{c.kind} without a robot"
+    return None
+
+
+def consistent(constraints: Sequence[Constraint], arrival_tick: int) -> str | None:
+    """Why a set of constraints cannot all hold (None when it can)."""
+    only = {c.robot for c in constraints if c.kind == "only_robot"}
+    nots = {c.robot for c in constraints if c.kind == "not_robot"}
+    if len(only) > 1:
+        return f"two robots are each the only one allowed: {', '.join(sorted(map(str, only)))}"
+    if only & nots:
+        return "the same robot is required and excluded"
+    for c in constraints:
+        if c.tick is not None and c.tick <= arrival_tick:
+            return f"{c.kind} tick {c.tick} is not after the order's arrival ({arrival_tick})"
+    deadlines = [c.tick for c in constraints if c.kind == "deadline" and c.tick is not None]
+    holds = [c.tick for c in constraints if c.kind == "hold" and c.tick is not None]
+    if len(set(deadlines)) > 1 or len(set(holds)) > 1:
+        return "two different ticks for one kind"
+    if deadlines and holds and max(holds) >= min(deadlines):
+        return "the hold ends after the deadline"
+    return None
+
+
+_CORRECTION = re.compile(
+    r"\b(?:now|instead|changed?|updated?|correction|actually|rather|make it|no -|no,)\b"
+    r"|改成|改为|现在|更正|改一下|应该是"
+)
+
+
+def _finish(
+    c: Candidates,
+    found: list[tuple[int, Constraint, bool]],
+    note: str,
+    arrival_tick: int,
+    robots: Sequence[str],
+    **usage: Any,
+) -> Reading:
+    """Cancellations, corrections, grounding and consistency, then the reading."""
+    kept = [
+        (pos, k) for pos, k, sticky in found if not rules.cancelled(c, k.kind, pos, sticky=sticky)
+    ]
+    if _CORRECTION.search(c.text) and len(kept) > 1:
+        # A corrected note: the later statement of a kind (or about a robot) wins.
+        latest: dict[str, tuple[int, Constraint]] = {}
+        for pos, k in sorted(kept, key=lambda pk: pk[0]):
+            key = "robot" if k.robot is not None and k.kind == "only_robot" else k.kind
+            if k.robot is not None:
+                latest = {kk: v for kk, v in latest.items() if v[1].robot != k.robot or kk == key}
+            latest[key if k.kind != "not_robot" else f"not:{k.robot}"] = (pos, k)
+        kept = list(latest.values())
+    out = canonical(k for _, k in kept)
+    for k in out:
+        why = ground(k, note, arrival_tick, robots)
+        if why is not None:
+            return review(f"grounding: {why}", **usage)
+    why = consistent(out, arrival_tick)
+    if why is not None:
+        return review(why, **usage)
+    return Reading(out, "ok", **usage)
+
+
+class TemplateReader:
+    """The three regular expressions of the first wave's templates (the weakest baseline)."""
+
+    name = "template"
+    _ROBOT = re.compile(r"only (robot_\d+)")
+    _DEADLINE = re.compile(r"deliver before tick (\d+)")
+    _HOLD = re.compile(r"hold until .*?tick (\d+)")
+
+    def read(self, note: str, *, arrival_tick: int, robots: Sequence[str]) -> Reading:
+        """Match the three templates."""
+        start = time.perf_counter()
+        found: list[Constraint] = []
+        if (m := self._ROBOT.search(note)) and m.group(1) in robots:
+            found.append(Constraint("only_robot", robot=m.group(1)))
+        if m := self._DEADLINE.search(note):
+            found.append(Constraint("deadline", tick=int(m.group(1))))
+        if m := self._HOLD.search(note):
+            found.append(Constraint("hold", tick=int(m.group(1))))
+        return Reading(canonical(found), latency_ms=(time.perf_counter() - start) * 1e3)
+
+    def needs_model(self, note: str, robots: Sequence[str]) -> bool:
+        """Never."""
+        return False
+
+
+@dataclass(frozen=True)
+class _Question:
+    """One narrow question about one mention."""
+
+    mention: RobotMention | TimeMention
+    prior: rules.Judgement
+
+
+def _as_constraint(q: _Question, kind: str, arrival_tick: int) -> Constraint | None:
+    m = q.mention
+    if isinstance(m, RobotMention):
+        return Constraint(kind, robot=m.robot) if kind in ("only_robot", "not_robot") else None  # type: ignore[arg-type]
+    return Constraint(kind, tick=m.resolve(arrival_tick)) if kind in ("deadline", "hold") else None  # type: ignore[arg-type]
+
+
+def _judge(c: Candidates, arrival_tick: int | None) -> list[_Question]:
+    """The rules' judgement of every mention (bare numbers that cannot be times left out)."""
+    out = []
+    for m, j in rules.judge_all(c):
+        # A bare number no cue speaks for is a quantity, an aisle, an order number; one not after
+        # the arrival tick cannot be a time limit of this order.
+        if (
+            isinstance(m, TimeMention)
+            and not m.explicit
+            and (
+                (j.kind is None and j.certain)
+                or (arrival_tick is not None and m.value <= arrival_tick)
+            )
+        ):
+            continue
+        out.append(_Question(m, j))
+    return out
+
+
+class RulesReader:
+    """Cue rules over the extracted candidates.
+
+    Args:
+        strict: send a note to review when a mention has no cue (instead of ignoring it).
+    """
+
+    def __init__(self, *, strict: bool = False) -> None:
+        self.strict = strict
+        self.name = "rules-review" if strict else "rules"
+
+    def read(self, note: str, *, arrival_tick: int, robots: Sequence[str]) -> Reading:
+        """Judge each mention by its cues."""
+        start = time.perf_counter()
+        c = extract(note, robots)
+        questions = _judge(c, arrival_tick)
+        if self.strict and any(not q.prior.certain for q in questions):
+            return review("a mention no rule can read", latency_ms=_ms(start))
+        found = [
+            (q.mention.start, k, q.prior.sticky)
+            for q in questions
+            if q.prior.kind is not None
+            and (k := _as_constraint(q, q.prior.kind, arrival_tick)) is not None
+        ]
+        reading = _finish(c, found, note, arrival_tick, robots)
+        return replace(reading, latency_ms=_ms(start))
+
+    def needs_model(self, note: str, robots: Sequence[str]) -> bool:
+        """Never."""
+        return False
+
+
+def _ms(start: float) -> float:
+    return (time.perf_counter() - start) * 1e3
+
+
+_SYSTEM = (
+    "You read short warehouse order notes (English or Chinese). You are asked about one robot "
+    "or one number in the note. For a robot answer only (only that robot may take the order), "
+    "not (that robot must not take it) or none (just mentioned). For a number answer deadline "
+    "(deliver before it), hold (do not pick up before it) or none (not a time limit). "
+    'Reply with JSON only, like {"a": "none"}.'
+)
+# Few-shot pairs in both languages: small models copy a pattern better than they follow a rule.
+_EXAMPLES = (
+    ('Note: "only robot_7 may carry this"\nAbout: robot_7', "only"),
+    ('Note: "do not send robot_2, its gripper is weak"\nAbout: robot_2', "not"),
+    ('Note: "robot_4 loaded the truck this morning"\nAbout: robot_4', "none"),
+    ('Note: "deliver before tick 420"\nAbout: 420', "deadline"),
+    ('Note: "wait for the supplier, not before t=88"\nAbout: 88', "hold"),
+    ('Note: "box 12 of 40"\nAbout: 12', "none"),
+    ('Note: "只能由3号机器人搬"\nAbout: robot_3', "only"),
+    ('Note: "别让5号车送这个"\nAbout: robot_5', "not"),
+    ('Note: "300之前送到"\nAbout: 300', "deadline"),
+    ('Note: "20个时刻后才能取"\nAbout: 20', "hold"),
+)
+
+
+def _answer_model(options: tuple[str, ...]) -> type[BaseModel]:
+    return create_model(
+        "NoteAnswer",
+        __config__=ConfigDict(extra="forbid"),
+        a=(Literal[options], ...),  # type: ignore[arg-type]
+    )
+
+
+_ROBOT_ANSWER = _answer_model(("only", "not", "none"))
+_TIME_ANSWER = _answer_model(("deadline", "hold", "none"))
+_KIND = {"only": "only_robot", "not": "not_robot", "deadline": "deadline", "hold": "hold"}
+
+
+@dataclass
+class _Usage:
+    calls: int = 0
+    tokens_prompt: int = 0
+    tokens_completion: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+class LLMReader:
+    """The model judges the extracted candidates, one narrow question each.
+
+    Args:
+        client: the chat backend.
+        only_uncertain: ask only about mentions the cue rules cannot decide (``rules+llm``);
+            otherwise about every mention (``llm``).
+        budgets: retry budgets and deadline per question.
+        max_questions: questions per note at most (more candidates: review).
+    """
+
+    def __init__(
+        self,
+        client: ChatClient,
+        *,
+        only_uncertain: bool = False,
+        budgets: Budgets | None = None,
+        max_questions: int = 4,
+    ) -> None:
+        self.client = client
+        self.only_uncertain = only_uncertain
+        self.name = "rules+llm" if only_uncertain else "llm"
+        self.budgets = budgets or Budgets(
+            retries={"parse": 1, "validation": 1, "network": 1, "timeout": 0}, deadline_s=10.0
+        )
+        self.max_questions = max_questions
+        self._prefix = [Message.system(_SYSTEM)]
+        for q, a in _EXAMPLES:
+            self._prefix += [Message.user(q), Message.assistant(f'{{"a": "{a}"}}')]
+
+    def _ask(self, note: str, q: _Question, usage: _Usage, tick: int | None) -> str | None:
+        m = q.mention
+        about = m.robot if isinstance(m, RobotMention) else str(m.value)
+        model = _ROBOT_ANSWER if isinstance(m, RobotMention) else _TIME_ANSWER
+        out = structured(
+            self.client,
+            [*self._prefix, Message.user(f'Note: "{note}"\nAbout: {about}')],
+            model,
+            budgets=self.budgets,
+            context=CallContext(
+                caller="dispatch.notes",
+                decision_type="read_note",
+                prompt_version=PROMPT_VERSION,
+                tick=tick,
+            ),
+            temperature=0.0,
+            max_tokens=12,
+        )
+        usage.calls += out.attempts
+        usage.tokens_prompt += sum(r.usage.prompt_tokens for r in out.results)
+        usage.tokens_completion += sum(r.usage.completion_tokens for r in out.results)
+        usage.errors.extend(out.errors)
+        if out.value is None:
+            return None
+        answer: str = out.value.a  # type: ignore[attr-defined]
+        return answer
+
+    def read(
+        self, note: str, *, arrival_tick: int, robots: Sequence[str], tick: int | None = None
+    ) -> Reading:
+        """Ask about the candidates; review when the model cannot answer."""
+        start = time.perf_counter()
+        c = extract(note, robots)
+        questions = _judge(c, arrival_tick)
+        asked = [q for q in questions if not (self.only_uncertain and q.prior.certain)]
+        usage = _Usage()
+        if len(asked) > self.max_questions:
+            return review(f"{len(asked)} mentions to judge", latency_ms=_ms(start))
+        found: list[tuple[int, Constraint, bool]] = []
+        for q in questions:
+            if q in asked:
+                answer = self._ask(note, q, usage, tick)
+                if answer is None:
+                    return review(
+                        "the model could not answer",
+                        latency_ms=_ms(start),
+                        calls=usage.calls,
+                        tokens_prompt=usage.tokens_prompt,
+                        tokens_completion=usage.tokens_completion,
+                        errors=tuple(usage.errors),
+                    )
+                kind = _KIND.get(answer)
+            else:
+                kind = q.prior.kind
+            if kind is not None and (k := _as_constraint(q, kind, arrival_tick)) is not None:
+                found.append((q.mention.start, k, q.prior.sticky))
+        reading = _finish(
+            c,
+            found,
+            note,
+            arrival_tick,
+            robots,
+            calls=usage.calls,
+            tokens_prompt=usage.tokens_prompt,
+            tokens_completion=usage.tokens_completion,
+            errors=tuple(usage.errors),
+        )
+        return replace(reading, latency_ms=_ms(start))
+
+    def needs_model(self, note: str, robots: Sequence[str]) -> bool:
+        """Whether any candidate would be asked about."""
+        questions = _judge(extract(note, robots), None)
+        return any(not (self.only_uncertain and q.prior.certain) for q in questions)
+
+
+class CachedReader:
+    """Reads each normalised note once per fleet; relative times re-resolve per order.
+
+    Args:
+        inner: the reader to cache.
+    """
+
+    def __init__(self, inner: NoteReader) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self._lock = threading.Lock()
+        # key -> (reading with ticks relative to arrival, arrival tick it was read at)
+        self._cache: dict[tuple[str, tuple[str, ...]], tuple[Reading, int]] = {}
+        self.hits = 0
+        self.misses = 0
+
+    def _key(self, note: str, robots: Sequence[str]) -> tuple[str, tuple[str, ...]]:
+        return extract(note, robots).text, tuple(robots)
+
+    def lookup(self, note: str, *, arrival_tick: int, robots: Sequence[str]) -> Reading | None:
+        """The cached reading for this order, or None if the note was never read."""
+        with self._lock:
+            hit = self._cache.get(self._key(note, robots))
+        if hit is None:
+            return None
+        reading, read_at = hit
+        c = extract(note, robots)
+        relative = {t.value for t in c.times if t.relative}
+        moved = tuple(
+            replace(k, tick=k.tick - read_at + arrival_tick)
+            if k.tick is not None
+            and (k.tick - read_at) in relative
+            and k.tick not in {t.value for t in c.times if not t.relative}
+            else k
+            for k in reading.constraints
+        )
+        self.hits += 1
+        return replace(
+            reading,
+            constraints=canonical(moved),
+            latency_ms=0.0,
+            calls=0,
+            tokens_prompt=0,
+            tokens_completion=0,
+            cached=True,
+            errors=(),
+        )
+
+    def read(self, note: str, *, arrival_tick: int, robots: Sequence[str]) -> Reading:
+        """A cache hit, or the inner reader's reading (then cached)."""
+        start = time.perf_counter()
+        hit = self.lookup(note, arrival_tick=arrival_tick, robots=robots)
+        if hit is not None:
+            return replace(hit, latency_ms=_ms(start))
+        reading = self.inner.read(note, arrival_tick=arrival_tick, robots=robots)
+        self.misses += 1
+        # A reading lost to the network is not an answer about the note: ask again later.
+        if "network" not in reading.errors and "timeout" not in reading.errors:
+            with self._lock:
+                self._cache[self._key(note, robots)] = (reading, arrival_tick)
+        return reading
+
+    def needs_model(self, note: str, robots: Sequence[str]) -> bool:
+        """False for a cached note, else the inner reader's answer."""
+        with self._lock:
+            if self._key(note, robots) in self._cache:
+                return False
+        return self.inner.needs_model(note, robots)
+
+
+def make_reader(name: str, client: ChatClient | None = None) -> NoteReader:
+    """The reader called ``name`` (see :data:`READERS`), cached.
+
+    Raises:
+        ConfigError: unknown name, or a model reader without a client.
+    """
+    inner: NoteReader
+    if name == "template":
+        inner = TemplateReader()
+    elif name in ("rules", "rules-review"):
+        inner = RulesReader(strict=name == "rules-review")
+    elif name in ("llm", "rules+llm"):
+        if client is None:
+            raise ConfigError(f"reader {name!r} needs an LLM client")
+        inner = LLMReader(client, only_uncertain=name == "rules+llm")
+    else:
+        raise ConfigError(f"reader {name!r}: expected one of {', '.join(READERS)}")
+    return CachedReader(inner)

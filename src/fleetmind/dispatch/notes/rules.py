@@ -1,0 +1,384 @@
+"""Cue rules: what a robot or time mention means, from the words around it (English, Chinese).
+
+Each mention found by :func:`~fleetmind.dispatch.notes.text.extract` is judged from the text of
+its clause on both sides (up to the neighbouring mention or the clause's end). A cue closest to
+the mention wins; when two end at the same place, the longer (more specific) one wins, so
+"not before" beats "before". A few patterns outrank distance because they fix the meaning of
+the whole clause ("don't pick it up before 300" is a hold, whatever "before" says).
+
+Cancellations ("ignore the earlier hold", "the fragile label is wrong, anyone can take it",
+"之前说只能用5号车，现在不用了") drop the constraints stated before them or in their clause.
+
+A judgement is ``(kind or None, certain)``: ``certain`` is False when no cue spoke for the
+mention (a bare robot name, a ``tick 300`` with no verb), which a combined reader hands to the
+model and a strict one sends to review.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from fleetmind.dispatch.notes.text import Candidates, RobotMention, TimeMention
+
+RobotVerdict = Literal["only", "not"] | None
+TimeVerdict = Literal["deadline", "hold"] | None
+
+# Clause boundaries: punctuation, and connectives that start a new fact.
+_CLAUSE = re.compile(
+    r"[,.;!?。，；！？\n]|—|–| - |\bthen\b|\balso\b|\bplus\b|\band then\b|而且|并且|然后|但是|另外|同时|此外"
+    r"|(?<!any robot )(?<!anyone )(?<!anybody )(?<!everyone )(?<!all )(?<!nobody )(?<!no one )"
+    r"(?<!none )(?<!every robot )(?<!any bot )\bbut\b"
+)
+
+
+def _c(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern)
+
+
+# ---------------------------------------------------------------------------- robot cues
+# Prefix cues end right before the mention (a small gap allowed); suffix cues start right after.
+_ANYONE_BUT = _c(
+    r"\b(?:anyone|anybody|any robot|any bot|any unit|everyone|every robot|all|whoever|fleet|"
+    r"any other robot)\s+(?:but|except|other than|minus)\s*$"
+)
+_NOT_PRE = [
+    _c(r"\b(?:not|never|no|neither)\s+(?:by|with|on|via|to|for|using|use|the|even)?\s*$"),
+    _c(
+        r"\b(?:not|never)\s+(?:send|use|let|assign|give|dispatch|pick|choose|take|allow)\s+(?:\w+\s+){0,1}?$"
+    ),
+    _c(
+        r"\b(?:don'?t|do not|dont|never|shouldn'?t|should not|must not|mustn'?t|can'?t|cannot|"
+        r"may not|won'?t)\s+(?:\w+\s+){0,3}?$"
+    ),
+    _c(
+        r"\b(?:avoid|exclude|excluding|skip|ban|without|except|except for|other than|besides|"
+        r"apart from|but not|instead of|rather than|no need for|not for|minus|sans|hands off)\s+(?:the\s+)?$"
+    ),
+    _ANYONE_BUT,
+    _c(
+        r"(?:不要|不能|不可以|不准|不许|不得|别|勿|禁止|严禁|避免|避开|不让|不用|千万别|绝对不要|不可|排除)"
+        r"\s*(?:让|用|派|给|由|使用|安排|交给|叫|被)?\s*$"
+    ),
+    _c(r"(?:只要不是|不是|并非|非)\s*$"),
+]
+_NOT_SUF = [
+    _c(
+        r"^\s*(?:must not|mustn'?t|should not|shouldn'?t|can ?not|can'?t|may not|is not allowed|"
+        r"isn'?t allowed|not allowed|is banned|banned|is excluded|excluded|is off[- ]limits|"
+        r"off[- ]limits|stays? away|keep away|is not to|must never|should never|never|not|"
+        r"(?:must|should|can|will) sit (?:this|it|this one) out|sits? (?:this|it|this one) out|sit out)\b"
+    ),
+    _c(
+        r"^\s*(?:不要|不能|不可以|不准|不许|不得|别|勿|禁止|禁用|不行|不可|排除|除外|不参与|不碰|不要碰|不能碰|不用|免)"
+    ),
+]
+_KEEP_AWAY = (_c(r"\b(?:keep|stay)\s+$"), _c(r"^\s*(?:away|off|out|clear)\b"))
+_BROKEN = (
+    _c(
+        r"^\s*(?:is |was |has been |'s )?(?:broken|down|faulty|out of service|out of order|"
+        r"under repair|unavailable|offline|acting up|glitchy)"
+    ),
+    _c(
+        r"\b(?:use|send|pick|take|get|try)\s+(?:another|a different|someone else|some other|other|a other)"
+        r"|换(?:一|别|其他|另)|用别的|用其他|找别的|换个"
+    ),
+)
+_ONLY_PRE = [
+    _c(
+        r"\b(?:only|just|exclusively|exclusive|solely|strictly|nobody but|no one but|noone but|"
+        r"none but|nothing but)\s*:?\s+(?:(?!not\b|no\b|never\b|don)\w+\s+){0,2}?$"
+    ),
+    _c(
+        r"\b(?:reserved|earmarked|dedicated|allocated|assigned|assign(?: it| this)?|give(?: it| this)?|"
+        r"hand(?: it| this)?(?: over)?|send(?: it| this)?|route(?: it| this)?|goes|go|belongs)"
+        r"\s+(?:to|for|with|via|on)\s+(?:the\s+)?$"
+    ),
+    _c(
+        r"\b(?:must|has to|have to|needs? to|should|shall|gotta|got to)\s+(?:be\s+)?(?:\w+\s+){0,2}?"
+        r"(?:by|with|on|via|using|to|use)\s+(?:the\s+)?$"
+    ),
+    _c(
+        r"\b(?:use|using|requires?|needs?|need|want|wants|call|book|let|insists? on|insisted on|"
+        r"requested|requests|asked for|asks for|demands?|demanded)\s+(?:the\s+)?$"
+    ),
+    _c(
+        r"(?:只能|只有|只让|只准|只许|只可以|只可|只用|只派|只给|只交给|仅限|仅由|仅|只|必须|务必|一定要|一定得|必需|"
+        r"指定|专门|请|麻烦|需要|要|限|就用|就让|就给|就派|归)\s*(?:由|用|让|派|给|交给|使用|安排|叫|是)?\s*$"
+    ),
+    _c(r"(?:交给|派|安排|让|用|由|叫)\s*$"),
+]
+_ONLY_SUF = [
+    _c(r"^\s*(?:(?!not\b|no\b|never\b)\w+\s+){0,3}?(?:exclusively|alone|only)\b"),
+    _c(r"^\s*(?:gets|takes|owns|handles|does) (?:it|this|this one)\b"),
+    _c(r"^\s*(?:独家|专门|包办|全权)|^\s*(?:送|配送)(?!过|了)"),
+    _c(
+        r"^\s*(?:only|exclusively|alone|and no one else|and nobody else|and noone else|and no other|"
+        r"and none other|no one else|nobody else|not anyone else|no other|is the only|"
+        r"(?:must|should|has to|needs to|shall) (?:do|take|handle|carry|deliver|move|pick|get|be)"
+        r"|takes this|to take this|专用|专属|专送|独享|独占|负责|来送|来搬|来拿|来取|来运|去送|去取)"
+    ),
+]
+_EXCEPT_ZH = _c(r"(?:除了|除)\s*$")
+_EXCEPT_ZH_SUF = _c(r"^\s*(?:以外|之外|除外)")
+_ZH_NOT_BUT = _c(r"^\s*(?:车|号)?\s*[,，]?\s*(?:而)?是")
+_EXCEPT_ZH_ONLY = _c(r"^[^,。]*?(?:都不|都别|别的.*不|其他.*不|其它.*不|谁都不|一律不)")
+
+# ---------------------------------------------------------------------------- time cues
+_HOLD_STRONG = _c(
+    r"\b(?:not before|no earlier than|not earlier than|not until|not till|not prior to|"
+    r"no sooner than|not sooner than|earliest pickup|pickup window|hold|holding|on hold|wait|waiting|embargo|embargoed|"
+    r"release|released|releases|earliest|"
+    r"(?:don'?t|do not|dont|never|can'?t|cannot|may not|must not|shouldn'?t|should not|no one|nobody)"
+    r"\s+(?:\w+\s+){0,2}?(?:pick|grab|load|touch|collect|move|take|start|lift|pull|get)"
+    r"|no pick ?ups?|not (?:be )?(?:picked|loaded|collected|grabbed|touched|moved|lifted)|"
+    r"give it|leave it|keep it|stays? (?:put|on the shelf)|not ready|window opens|opens at|sooner than|"
+    r"sit on it|let it sit|park it|"
+    r"(?:don'?t|do not|dont|never|can'?t|cannot|may not|must not|shouldn'?t|should not)\s+"
+    r"(?:\w+\s+){0,3}?(?:pick|grab|load|touch|collect|move|lift|pull|leave)\w*\b|"
+    r"(?:must not|mustn'?t|can'?t|cannot|don'?t|do not|nothing|no one|nobody|may not|should not)\s+"
+    r"(?:\w+\s+){0,2}?(?:leaves?|leave the shelf|dispatch\w*|send\w*|ship\w*|go|goes|move\w*|out)\b"
+    r"[^,]*?\b(?:before|earlier|sooner|until|prior to))"
+    r"|等到|等|暂缓|暂扣|扣住|扣到|压到|留到|先放|先别|先不要|(?:不|别|勿)\S{0,2}早于|不要提前|别提前|不能提前|勿提前|过"
+    r"|最早|最快|起码等|至少等|延后|推迟|晚点|过会"
+)
+_HOLD_PRE = _c(
+    r"\b(?:after|starting|on or after|until|no earlier|ready at|ready after|ready in|once|"
+    r"available at|available after|available from|pick(?:ed)? up (?:only )?(?:at|after|from|in))\s+(?:\w+\s+){0,1}?$"
+)
+# Hold cues that follow in a later clause ("tick 250, no pickup earlier").
+_HOLD_LATER = _c(
+    r"^[^.;]{0,40}?\b(?:no pick ?ups? earlier|not earlier|no earlier|not before (?:that|then)|"
+    r"(?:it )?can go|can be (?:picked|collected|loaded|moved))\b"
+)
+# Weak hold cues: a time word, never a bare number ("from 1200 to 1300", "from the 2nd shift").
+_HOLD_WEAK = _c(r"\b(?:from|start|starting at)\s+(?:\w+\s+){0,1}?$")
+_HOLD_SUF = _c(
+    r"^\s*(?:from now |after arrival |from arrival |later )?(?:at the earliest|earliest|or later|onwards?|"
+    r"(?:it )?can go|can be (?:picked|collected|loaded|moved)|not earlier|"
+    r"and later|and after|have (?:elapsed|passed)|has (?:elapsed|passed)|elapse|pass|before (?:pick|load|grab|collect|"
+    r"anyone|it can|you can|taking|touching|moving)|"
+    r"(?:之后|以后|后|起|开始)|才|再|方可)"
+)
+_DEADLINE_PRE = _c(
+    r"\b(?:before|by|within|inside|in under|under|in less than|less than|no later than|"
+    r"not later than|latest|at the latest|deadline|due|deliver|"
+    r"delivered|delivery|ship|shipped|drop off|dropped off|have until|got until|has until|cutoff|"
+    r"cut-off|expires?|asap|beat|make|catch|in time for|late after|late past|late if after|"
+    r"late beyond|refund after)\s+(?:\w+\s+){0,3}?$"
+    r"|(?:截止|最晚|最迟|不晚于|不迟于|限时|限|务必在|必须在|要在|请在|得在|于|只给|只有|赶)\s*(?:时间|日期|时刻)?\s*(?:到|在|是|为)?\s*$"
+)
+# Weak cues: a duration ("in 25 ticks") or a time word, never a bare number ("pack in 2 boxes").
+_DEADLINE_WEAK = _c(r"\b(?:in|max|at most|under|in under|tops)\s+(?:\w+\s+){0,1}?$")
+_DEADLINE_SUF = _c(
+    r"^\s*(?:from now |after arrival |from arrival )?(?:at the latest|latest|or earlier|or sooner|or less|deadline|max|at most|tops|"
+    r"(?:delivery |drop-?off |shipping )window|(?:is )?(?:the )?(?:cutoff|cut-off|deadline)|top\b|"
+    r"(?:之前|以前|前|之内|以内|内|为止|截止))"
+)
+_ZH_NEG_BEFORE = _c(r"(?:别|不要|不能|不许|勿|不可|不准|不得)\s*(?:在|于)?\s*$")
+_ZH_BEFORE_PICK = _c(r"^\s*(?:之前|以前|前)\s*(?:取|拿|搬|提|动|拣|装|出库|领)")
+_ZH_BEFORE_NO_PICK = _c(
+    r"^\s*(?:之前|以前|前|之内|以内|内)\s*(?:都)?\s*(?:不要|不能|别|不许|勿|不可以|不准|不得)\s*(?:\w{0,2})?(?:取|拿|搬|提|动|拣|装|出库|领)"
+)
+
+# ---------------------------------------------------------------------------- cancellations
+_CANCEL_ALL = _c(
+    r"\b(?:ignore|disregard|scratch that|never mind|nevermind|nvm|cancel|cancell?ed|no longer|"
+    r"not needed|no need|not required|doesn'?t matter|does not matter|lifted|removed|revoked|void|"
+    r"is wrong|was wrong|are wrong|mistake|by mistake|in error|not anymore|no constraints?|"
+    r"no restrictions?|unrestricted|was dropped|were dropped|been dropped)\b|没有限制|无限制|没限制"
+    r"|不用了|不需要了|取消|作废|撤销|撤回|错了|搞错|无效|不算|不再|不用管|忽略"
+)
+_CANCEL_ROBOT = _c(
+    r"\b(?:anyone can|anybody can|any robot (?:can|is fine|will do|works)|whoever|any bot|"
+    r"whichever robot|any free robot|anyone is fine|anyone's fine|anyone will do|anyone ok|"
+    r"any robot is ok|free for all|don'?t care which|doesn'?t care which|do not care which|"
+    r"don'?t mind which)\b|无所谓|不在乎|谁都可以|谁都行|哪台都|哪个都|随便哪|任意|都可以送|都能送"
+)
+_CANCEL_TIME = _c(
+    r"\b(?:whenever|no rush|any ?time|no deadline|no hurry|take your time)\b|随时|不急|不着急|没有时限|不限时"
+)
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """What the cue rules make of one mention.
+
+    Attributes:
+        kind: the constraint kind, or None (a mention that constrains nothing).
+        certain: whether a cue decided it (False: no cue spoke; a model or a person may judge).
+        sticky: an exception construction ("anyone but robot_2", "除了6号车，谁都可以"): its
+            "anyone can" is part of the constraint, not a cancellation.
+    """
+
+    kind: str | None
+    certain: bool
+    sticky: bool = False
+
+
+def _clause_bounds(text: str, start: int, end: int) -> tuple[int, int]:
+    left = 0
+    for m in _CLAUSE.finditer(text, 0, start):
+        left = m.end()
+    after = _CLAUSE.search(text, end)
+    return left, (after.start() if after else len(text))
+
+
+def _windows(c: Candidates, start: int, end: int, *, clause: bool = True) -> tuple[str, str]:
+    """The text before and after a mention, within its clause and between its neighbours."""
+    left, right = _clause_bounds(c.text, start, end) if clause else (0, len(c.text))
+    for s, e in [(r.start, r.end) for r in c.robots] + [(t.start, t.end) for t in c.times]:
+        if e <= start:
+            left = max(left, e)
+        elif s >= end:
+            right = min(right, s)
+    # A colon introduces what it labels ("deadline: t=300", "exclusive: robot_2").
+    return c.text[left:start].replace(":", " "), c.text[end:right].replace(":", " ")
+
+
+def _best(
+    pre: str, suf: str, cues: dict[str, tuple[list[re.Pattern[str]], list[re.Pattern[str]]]]
+) -> str | None:
+    """The kind whose cue sits closest to the mention (ties: the longer cue)."""
+    best: tuple[int, int, str] | None = None
+    for kind, (pres, sufs) in cues.items():
+        for p in pres:
+            m = p.search(pre)
+            if m:
+                key = (len(pre) - m.end(), -(m.end() - m.start()), kind)
+                best = key if best is None or key < best else best
+        for p in sufs:
+            m = p.search(suf)
+            if m:
+                key = (m.start(), -(m.end() - m.start()), kind)
+                best = key if best is None or key < best else best
+    return None if best is None else best[2]
+
+
+def judge_robot(c: Candidates, mention: RobotMention) -> Judgement:
+    """Only, not, or nothing, for one robot mention."""
+    pre, suf = _windows(c, mention.start, mention.end)
+    if _EXCEPT_ZH.search(pre):
+        rest = c.text[mention.end :]
+        kind = "only_robot" if _EXCEPT_ZH_ONLY.search(rest) else "not_robot"
+        return Judgement(kind, True, sticky=True)
+    if _EXCEPT_ZH_SUF.search(suf):
+        rest = c.text[mention.end :]
+        kind = "only_robot" if _EXCEPT_ZH_ONLY.search(rest) else "not_robot"
+        return Judgement(kind, True, sticky=True)
+    if _ZH_NOT_BUT.search(c.text[mention.end :]) and re.search(r"不是\s*$", pre):
+        return Judgement(None, True)  # "不是5号，是6号车": a correction, not an exclusion
+    if _ANYONE_BUT.search(pre):
+        return Judgement("not_robot", True, sticky=True)
+    if _KEEP_AWAY[0].search(pre) and _KEEP_AWAY[1].search(suf):
+        return Judgement("not_robot", True)
+    rest = c.text[mention.end :]
+    if _BROKEN[0].search(suf) and _BROKEN[1].search(rest):
+        return Judgement("not_robot", True)
+    best = _best(
+        pre, suf, {"not_robot": (_NOT_PRE, _NOT_SUF), "only_robot": (_ONLY_PRE, _ONLY_SUF)}
+    )
+    return Judgement(best, best is not None)
+
+
+def judge_time(c: Candidates, mention: TimeMention) -> Judgement:
+    """Deadline, hold, or nothing, for one time mention."""
+    pre, suf = _windows(c, mention.start, mention.end)
+    if (
+        _ZH_BEFORE_NO_PICK.search(suf)
+        or _HOLD_STRONG.search(pre)
+        or (_ZH_NEG_BEFORE.search(pre) and _ZH_BEFORE_PICK.search(suf))
+    ):
+        return Judgement("hold", True)
+    deadline_pre = [_DEADLINE_PRE, _DEADLINE_WEAK] if mention.explicit else [_DEADLINE_PRE]
+    hold_pre = [_HOLD_PRE, _HOLD_WEAK] if mention.explicit else [_HOLD_PRE]
+    cues = {"hold": (hold_pre, [_HOLD_SUF]), "deadline": (deadline_pre, [_DEADLINE_SUF])}
+    kind = _best(pre, suf, cues)
+    if kind is None and mention.explicit:
+        # A time with no cue in its clause: the cue may sit in a neighbouring one ("Need this
+        # delivered, latest, 70 ticks after it comes in").
+        wide_pre, wide_suf = (
+            re.sub(r"[,;，；]", " ", w)
+            for w in _windows(c, mention.start, mention.end, clause=False)
+        )
+        if _HOLD_STRONG.search(wide_pre) or _HOLD_LATER.search(wide_suf):
+            return Judgement("hold", True)
+        kind = _best(wide_pre, wide_suf, cues)
+    if kind is not None:
+        return Judgement(kind, True)
+    # An explicit time with no verb ("t=300") may still be a constraint: not certain.
+    return Judgement(None, not mention.explicit)
+
+
+def cancelled(c: Candidates, kind: str, start: int, *, sticky: bool = False) -> bool:
+    """Whether a cancellation later in the note (or in the same clause) drops this constraint."""
+    left, _ = _clause_bounds(c.text, start, start)
+    pats = [_CANCEL_ALL]
+    if kind in ("deadline", "hold"):
+        pats.append(_CANCEL_TIME)
+    elif not sticky:
+        pats.append(_CANCEL_ROBOT)
+    for p in pats:
+        for m in p.finditer(c.text):
+            if m.start() >= left:
+                # A cancellation after the constraint, or in its clause, unless a new clause
+                # restates a constraint of the same kind after the cancellation.
+                return True
+    return False
+
+
+_CONJ = _c(r"^\s*(?:and|or|&|/|nor|and also|或者|或|和|与|跟|及|、|,)\s*(?:the\s+)?$")
+_NO_OTHER = _c(
+    r"\b(?:no other (?:bot|robot|one)s?|nobody else|no one else|noone else|not anyone else|"
+    r"no one but|others? (?:can'?t|cannot|must not|may not))\b"
+    r"|(?:别的|其他|其它|其余)(?:的)?(?:车|机器人|人)?(?:都)?(?:不|别)(?:行|要|能|可以|许|准|动|碰)?"
+)
+_PRONOUN_NOT = _c(
+    r"(?:不能|不要|别|不可以|不准|不许)(?:用|派|让|叫)(?:它|他|这台|这辆)"
+    r"|\b(?:don'?t|do not|never|can'?t|cannot)\s+(?:use|send|pick|assign|let)\s+(?:it|him|her|that one|that robot|them)\b"
+)
+_HANDS_OFF = _c(r"\b(?:hands off|keep away|stay away|off limits|not this one)\s*[,:]?\s*$")
+_USE_OTHER = _c(
+    r"\b(?:use|send|pick|take|get|try)\s+(?:another|a different|someone else|some other|other|a other)\b"
+    r"|\b(?:someone else|somebody else|another robot|another one|a different robot)\b"
+    r"|(?:别的|其他|其它|换别的|换个|换)\s*(?:车|机器人)?\s*(?:送|来|去|拿|取|搬)|换别的|换个|换一台|换一辆"
+)
+_PRONOUN_ONLY = _c(r"(?:就给它|交给它|给它送|让它(?:送|来|去)|就用它|就派它)")
+
+
+def judge_all(c: Candidates) -> list[tuple[RobotMention | TimeMention, Judgement]]:
+    """The judgement of every mention, with what one mention says about its neighbours.
+
+    Beyond :func:`judge_robot` and :func:`judge_time`: a robot joined to a judged one by "and",
+    "or", "和" shares its judgement ("avoid r2 and r6"); a clause with no mention of its own that
+    excludes everyone else ("no other bot", "别的车不行") makes the robot before it the only
+    one; a clause that refers back ("don't use it", "不能用它") applies to the robot before it.
+    """
+    robots = [(r, judge_robot(c, r)) for r in c.robots]
+    for _ in range(2):  # forward, then backward: the cue may sit on either end of a list
+        for i in range(1, len(robots)):
+            (a, ja), (b, jb) = robots[i - 1], robots[i]
+            if _CONJ.match(c.text[a.end : b.start]):
+                if jb.kind is None and ja.kind is not None:
+                    robots[i] = (b, ja)
+                elif ja.kind is None and jb.kind is not None:
+                    robots[i - 1] = (a, jb)
+    for i, (r, j) in enumerate(robots):
+        if j.kind == "not_robot":
+            continue
+        nxt = robots[i + 1][0].start if i + 1 < len(robots) else len(c.text)
+        after = c.text[r.end : nxt]
+        _, clause_end = _clause_bounds(c.text, r.start, r.end)
+        tail = c.text[clause_end:nxt]
+        if j.kind is None and _HANDS_OFF.search(c.text[: r.start]):
+            robots[i] = (r, Judgement("not_robot", True))
+        elif _NO_OTHER.search(tail) or _PRONOUN_ONLY.search(tail):
+            robots[i] = (r, Judgement("only_robot", True))
+        elif (j.kind is None and _USE_OTHER.search(tail)) or (
+            j.kind is None and _PRONOUN_NOT.search(after[max(0, clause_end - r.end) :])
+        ):
+            robots[i] = (r, Judgement("not_robot", True))
+    times = [(t, judge_time(c, t)) for t in c.times]
+    out: list[tuple[RobotMention | TimeMention, Judgement]] = [*robots, *times]
+    return sorted(out, key=lambda mj: mj[0].start)

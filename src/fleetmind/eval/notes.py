@@ -1,0 +1,94 @@
+"""Scoring note readers on a labelled set (the engine behind ``fleetmind notes eval``).
+
+Per reader: exact-match accuracy of the constraint set (a ``needs_review`` reading never
+matches: it answered nothing), per kind precision and recall, the same per language, the
+false-constraint rate on notes that state none, the review rate, latency p50/p95 and tokens.
+Every rate is over all notes of the set.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from fleetmind.dispatch.notes.readers import NoteReader, Reading
+from fleetmind.sim.notes import KINDS, LabelledNote
+
+
+def _rate(num: int, den: int) -> float | None:
+    return num / den if den else None
+
+
+def score(items: Sequence[LabelledNote], readings: Sequence[Reading]) -> dict[str, Any]:
+    """The scores of ``readings`` (one per item, same order) against the labels."""
+    tp: Counter[str] = Counter()
+    fp: Counter[str] = Counter()
+    fn: Counter[str] = Counter()
+    exact = reviews = plain = false_plain = 0
+    for item, r in zip(items, readings, strict=True):
+        truth = set(item.truth())
+        got = set(r.constraints) if r.status == "ok" else set()
+        exact += r.status == "ok" and got == truth
+        reviews += r.status == "needs_review"
+        if not truth:
+            plain += 1
+            false_plain += bool(got)
+        for c in got & truth:
+            tp[c.kind] += 1
+        for c in got - truth:
+            fp[c.kind] += 1
+        for c in truth - got:
+            fn[c.kind] += 1
+    emitted = sum(tp.values()) + sum(fp.values())
+    lat = [r.latency_ms for r in readings if not r.cached]
+    return {
+        "notes": len(items),
+        "exact_accuracy": _rate(exact, len(items)),
+        "precision": _rate(sum(tp.values()), emitted),
+        "recall": _rate(sum(tp.values()), sum(tp.values()) + sum(fn.values())),
+        "false_constraint_rate": _rate(false_plain, plain),
+        "review_rate": _rate(reviews, len(items)),
+        "per_kind": {
+            k: {
+                "precision": _rate(tp[k], tp[k] + fp[k]),
+                "recall": _rate(tp[k], tp[k] + fn[k]),
+                "support": tp[k] + fn[k],
+            }
+            for k in KINDS
+        },
+        "latency_ms": {
+            "p50": float(np.percentile(lat, 50)) if lat else 0.0,
+            "p95": float(np.percentile(lat, 95)) if lat else 0.0,
+        },
+        "calls": sum(r.calls for r in readings),
+        "tokens": sum(r.tokens_prompt + r.tokens_completion for r in readings),
+    }
+
+
+def evaluate(
+    reader: NoteReader,
+    items: Sequence[LabelledNote],
+    *,
+    progress: Callable[[int], None] | None = None,
+) -> tuple[dict[str, Any], list[Reading]]:
+    """Read every labelled note with ``reader``; scores overall and per language."""
+    readings = []
+    for k, item in enumerate(items):
+        readings.append(reader.read(item.note, arrival_tick=item.arrival_tick, robots=item.robots))
+        if progress is not None:
+            progress(k + 1)
+    result = score(items, readings)
+    result["reader"] = reader.name
+    result["per_lang"] = {}
+    for lang in ("en", "zh"):
+        idx = [i for i, it in enumerate(items) if it.lang == lang]
+        if idx:
+            sub = score([items[i] for i in idx], [readings[i] for i in idx])
+            result["per_lang"][lang] = {
+                k: sub[k]
+                for k in ("notes", "exact_accuracy", "precision", "recall", "false_constraint_rate")
+            }
+    return result, readings

@@ -41,6 +41,7 @@ from fleetmind.sim.orders import URGENT_WEIGHT, Order
 
 LATE_WEIGHT = 2.0
 URGENT_BONUS = 20.0
+DEADLINE_BONUS = 30.0
 AGE_WEIGHT = 0.2
 FORBIDDEN = 1e9
 DRAIN_PER_MOVE = 1.0
@@ -164,6 +165,9 @@ class AssignmentPlanner:
                 elif h.kind == "deadline" and h.tick is not None:
                     late = np.maximum(0, t + trips[:, j] - (h.tick - 1))
                     cost[:, j] += 4 * LATE_WEIGHT * late
+                    # A deadline someone can still meet goes first (like an urgent order); one
+                    # nobody can meet any more gets no head start over orders still savable.
+                    cost[late == 0, j] -= DEADLINE_BONUS
                 elif h.kind == "hold" and h.tick is not None:
                     reach = self._dist.to_pickup(robots, o)
                     early = t + reach < h.tick

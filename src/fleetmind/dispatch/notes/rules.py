@@ -57,9 +57,11 @@ _NOT_PRE = [
         r"apart from|but not|instead of|rather than|no need for|not for|minus|sans|hands off)\s+(?:the\s+)?$"
     ),
     _ANYONE_BUT,
+    _c(r"\bnot\s+(?:be\s+)?(?:\w+\s+){0,2}?(?:by|with|to|on)\s+(?:the\s+)?$"),
+    _c(r"\b(?:keep|stay|hands)\s+off\s+(?:of\s+)?$|\b(?:away|clear) from\s+(?:the\s+)?$"),
     _c(
         r"(?:不要|不能|不可以|不准|不许|不得|别|勿|禁止|严禁|避免|避开|不让|不用|千万别|绝对不要|不可|排除)"
-        r"\s*(?:让|用|派|给|由|使用|安排|交给|叫|被)?\s*$"
+        r"\s*(?:派给|分给|交给|交由|安排给|让|用|派|给|由|使用|安排|叫|被)?\s*$"
     ),
     _c(r"(?:只要不是|不是|并非|非)\s*$"),
 ]
@@ -71,7 +73,12 @@ _NOT_SUF = [
         r"(?:must|should|can|will) sit (?:this|it|this one) out|sits? (?:this|it|this one) out|sit out)\b"
     ),
     _c(
-        r"^\s*(?:不要|不能|不可以|不准|不许|不得|别|勿|禁止|禁用|不行|不可|排除|除外|不参与|不碰|不要碰|不能碰|不用|免)"
+        r"^\s*(?:都|也|就)?\s*(?:不要|不能|不可以|不准|不许|不得|别|勿|禁止|禁用|不行|不可|排除|除外|不参与|不碰|不要碰|不能碰|不用|免)"
+    ),
+    _c(
+        r"^\s*(?:\w+\s+){0,5}?(?:must not|mustn'?t|should not|shouldn'?t|cannot|can'?t|may not|"
+        r"is not allow\w*|not allow\w*)\b"
+        r"|^\s*(?:that|who|which)?\s*(?:is|are)?\s*(?:banned|excluded|barred)\b"
     ),
 ]
 _KEEP_AWAY = (_c(r"\b(?:keep|stay)\s+$"), _c(r"^\s*(?:away|off|out|clear)\b"))
@@ -103,6 +110,9 @@ _ONLY_PRE = [
         r"\b(?:use|using|requires?|needs?|need|want|wants|call|book|let|insists? on|insisted on|"
         r"requested|requests|asked for|asks for|demands?|demanded)\s+(?:the\s+)?$"
     ),
+    _c(r"\b(?:send|dispatch|deploy|put)\s+(?:the\s+)?$"),
+    _c(r"\b(?:is|are|it'?s|its|one is|order is) (?:for|meant for|reserved for)\s+(?:the\s+)?$"),
+    _c(r"\b(?:has to|must|needs to|should|shall) be\s+(?:the\s+)?$"),
     _c(
         r"(?:只能|只有|只让|只准|只许|只可以|只可|只用|只派|只给|只交给|仅限|仅由|仅|只|必须|务必|一定要|一定得|必需|"
         r"指定|专门|请|麻烦|需要|要|限|就用|就让|就给|就派|归)\s*(?:由|用|让|派|给|交给|使用|安排|叫|是)?\s*$"
@@ -112,9 +122,10 @@ _ONLY_PRE = [
 _ONLY_SUF = [
     _c(r"^\s*(?:(?!not\b|no\b|never\b)\w+\s+){0,3}?(?:exclusively|alone|only)\b"),
     _c(r"^\s*(?:gets|takes|owns|handles|does) (?:it|this|this one)\b"),
-    _c(r"^\s*(?:独家|专门|包办|全权)|^\s*(?:送|配送)(?!过|了)"),
+    _c(r"^\s*(?:独家|专门|包办|全权)|^\s*(?:送|配送)(?!过|了|得)"),
     _c(
         r"^\s*(?:only|exclusively|alone|and no one else|and nobody else|and noone else|and no other|"
+        r"or nobody|or no one|or none|or noone|"
         r"and none other|no one else|nobody else|not anyone else|no other|is the only|"
         r"(?:must|should|has to|needs to|shall) (?:do|take|handle|carry|deliver|move|pick|get|be)"
         r"|takes this|to take this|专用|专属|专送|独享|独占|负责|来送|来搬|来拿|来取|来运|去送|去取)"
@@ -128,7 +139,7 @@ _EXCEPT_ZH_ONLY = _c(r"^[^,。]*?(?:都不|都别|别的.*不|其他.*不|其它
 # ---------------------------------------------------------------------------- time cues
 _HOLD_STRONG = _c(
     r"\b(?:not before|no earlier than|not earlier than|not until|not till|not prior to|"
-    r"no sooner than|not sooner than|earliest pickup|pickup window|hold|holding|on hold|wait|waiting|embargo|embargoed|"
+    r"no sooner than|not sooner than|earliest pickup|pickup window|no pick(?:ing| ?ups?)?\b|no loading|hold|holding|on hold|wait|waiting|embargo|embargoed|"
     r"release|released|releases|earliest|"
     r"(?:don'?t|do not|dont|never|can'?t|cannot|may not|must not|shouldn'?t|should not|no one|nobody)"
     r"\s+(?:\w+\s+){0,2}?(?:pick|grab|load|touch|collect|move|take|start|lift|pull|get)"
@@ -149,7 +160,7 @@ _HOLD_PRE = _c(
 )
 # Hold cues that follow in a later clause ("tick 250, no pickup earlier").
 _HOLD_LATER = _c(
-    r"^[^.;]{0,40}?\b(?:no pick ?ups? earlier|not earlier|no earlier|not before (?:that|then)|"
+    r"^[^.;]{0,40}?\b(?:no pick ?ups? earlier|not earlier|no earlier|not before (?:that|then)|until then|"
     r"(?:it )?can go|can be (?:picked|collected|loaded|moved))\b"
 )
 # Weak hold cues: a time word, never a bare number ("from 1200 to 1300", "from the 2nd shift").
@@ -166,8 +177,8 @@ _DEADLINE_PRE = _c(
     r"not later than|latest|at the latest|deadline|due|deliver|"
     r"delivered|delivery|ship|shipped|drop off|dropped off|have until|got until|has until|cutoff|"
     r"cut-off|expires?|asap|beat|make|catch|in time for|late after|late past|late if after|"
-    r"late beyond|refund after)\s+(?:\w+\s+){0,3}?$"
-    r"|(?:截止|最晚|最迟|不晚于|不迟于|限时|限|务必在|必须在|要在|请在|得在|于|只给|只有|赶)\s*(?:时间|日期|时刻)?\s*(?:到|在|是|为)?\s*$"
+    r"late beyond|refund after|not after|closes at|closing at|closes|shuts at)\s+(?:\w+\s+){0,3}?$"
+    r"|(?:截止|最晚|最迟|不晚于|不迟于|限时|限|务必在|必须在|要在|请在|得在|于|只给|只有|赶|期限|时限)\s*(?:时间|日期|时刻)?\s*(?:到|在|是|为)?\s*$"
 )
 # Weak cues: a duration ("in 25 ticks") or a time word, never a bare number ("pack in 2 boxes").
 _DEADLINE_WEAK = _c(r"\b(?:in|max|at most|under|in under|tops)\s+(?:\w+\s+){0,1}?$")
@@ -179,7 +190,7 @@ _DEADLINE_SUF = _c(
 _ZH_NEG_BEFORE = _c(r"(?:别|不要|不能|不许|勿|不可|不准|不得)\s*(?:在|于)?\s*$")
 _ZH_BEFORE_PICK = _c(r"^\s*(?:之前|以前|前)\s*(?:取|拿|搬|提|动|拣|装|出库|领)")
 _ZH_BEFORE_NO_PICK = _c(
-    r"^\s*(?:之前|以前|前|之内|以内|内)\s*(?:都)?\s*(?:不要|不能|别|不许|勿|不可以|不准|不得)\s*(?:\w{0,2})?(?:取|拿|搬|提|动|拣|装|出库|领)"
+    r"^\s*(?:之前|以前|前|之内|以内|内)\s*(?:都|先|还)?\s*(?:不要|不能|别|不许|勿|不可以|不准|不得|无法|没法|不可)\s*(?:\w{0,2})?(?:取|拿|搬|提|动|拣|装|出库|领)"
 )
 
 # ---------------------------------------------------------------------------- cancellations
@@ -188,7 +199,8 @@ _CANCEL_ALL = _c(
     r"not needed|no need|not required|doesn'?t matter|does not matter|lifted|removed|revoked|void|"
     r"is wrong|was wrong|are wrong|mistake|by mistake|in error|not anymore|no constraints?|"
     r"no restrictions?|unrestricted|was dropped|were dropped|been dropped)\b|没有限制|无限制|没限制"
-    r"|不用了|不需要了|取消|作废|撤销|撤回|错了|搞错|无效|不算|不再|不用管|忽略"
+    r"|\b(?:scrap|scrapped|forget|unrelated|not related|irrelevant|fyi only)\b"
+    r"|不用了|不需要了|取消|作废|撤销|撤回|搞错|弄错|写错|说错|标错|无效|不算|不再|不用管|忽略|无关"
 )
 _CANCEL_ROBOT = _c(
     r"\b(?:anyone can|anybody can|any robot (?:can|is fine|will do|works)|whoever|any bot|"
@@ -328,20 +340,22 @@ def cancelled(c: Candidates, kind: str, start: int, *, sticky: bool = False) -> 
     return False
 
 
-_CONJ = _c(r"^\s*(?:and|or|&|/|nor|and also|或者|或|和|与|跟|及|、|,)\s*(?:the\s+)?$")
+_CONJ = _c(r"^\s*(?:and|or|&|\+|/|nor|and also|或者|或|和|与|跟|及|同|、|,)\s*(?:the\s+)?$")
 _NO_OTHER = _c(
     r"\b(?:no other (?:bot|robot|one)s?|nobody else|no one else|noone else|not anyone else|"
     r"no one but|others? (?:can'?t|cannot|must not|may not))\b"
     r"|(?:别的|其他|其它|其余)(?:的)?(?:车|机器人|人)?(?:都)?(?:不|别)(?:行|要|能|可以|许|准|动|碰)?"
 )
 _PRONOUN_NOT = _c(
-    r"(?:不能|不要|别|不可以|不准|不许)(?:用|派|让|叫)(?:它|他|这台|这辆)"
-    r"|\b(?:don'?t|do not|never|can'?t|cannot)\s+(?:use|send|pick|assign|let)\s+(?:it|him|her|that one|that robot|them)\b"
+    r"(?:不能|不要|别|不可以|不准|不许)(?:用|派|让|叫|给)(?:它|他|这台|这辆)"
+    r"|\b(?:don'?t|do not|never|can'?t|cannot)\s+(?:\w+\s+){0,3}?(?:it|him|her|that one|that robot|them)\b"
+    r"|\bkeep (?:it|him|her|them) (?:off|away|out)\b|\b(?:neither|none) of them\b"
 )
 _HANDS_OFF = _c(r"\b(?:hands off|keep away|stay away|off limits|not this one)\s*[,:]?\s*$")
 _USE_OTHER = _c(
     r"\b(?:use|send|pick|take|get|try)\s+(?:another|a different|someone else|some other|other|a other)\b"
     r"|\b(?:someone else|somebody else|another robot|another one|a different robot)\b"
+    r"|(?:安排|派|用|找)(?:其他|其它|别的)|(?:其他|其它|别的)车辆"
     r"|(?:别的|其他|其它|换别的|换个|换)\s*(?:车|机器人)?\s*(?:送|来|去|拿|取|搬)|换别的|换个|换一台|换一辆"
 )
 _PRONOUN_ONLY = _c(r"(?:就给它|交给它|给它送|让它(?:送|来|去)|就用它|就派它)")

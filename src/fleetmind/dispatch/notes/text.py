@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import cn2an
 import jellyfish
+import zhconv
 
 # Words the cue rules of the readers key on; a token one edit away from one is mended.
 CUE_WORDS = (
@@ -194,6 +195,26 @@ _KEEP = frozenset(
     }
 )
 
+_CJK = re.compile(r"[\u3400-\u9fff]")
+# Cantonese words the cue rules would not know, as their Mandarin equivalents.
+_CANTONESE = (
+    ("唔好", "不要"),
+    ("唔可以", "不可以"),
+    ("唔得", "不行"),
+    ("唔该", "请"),
+    ("唔使", "不用"),
+    ("唔", "不"),
+    ("俾", "给"),
+    ("喺", "在"),
+    ("先好", "才"),
+    ("先可以", "才可以"),
+    ("执货", "取货"),
+    ("等多", "再等"),
+    ("呢", "这"),
+    ("佢", "它"),
+    ("嘅", "的"),
+    ("同埋", "而且"),
+)
 # Shorthand people type; rewritten before the cue rules look.
 _SLANG = (
     (re.compile(r"\bb4\b"), "before"),
@@ -202,6 +223,11 @@ _SLANG = (
     (re.compile(r"\bw/o\b"), "without"),
     (re.compile(r"\bmins?\b"), "ticks"),
     (re.compile(r"\bdead line\b"), "deadline"),
+    (re.compile(r"\bnlt\b"), "no later than"),
+    (re.compile(r"\bnet\b(?= t)"), "no earlier than"),
+    (re.compile(r"\bdlvr\b|\bdelv\b|\bdeliv\b"), "deliver"),
+    (re.compile(r"\bpik\b|\bpck\b"), "pick"),
+    (re.compile(r"\bb/f\b"), "before"),
 )
 
 _EN_UNITS = {
@@ -317,6 +343,12 @@ def normalize(note: str) -> str:
     """
     text = unicodedata.normalize("NFKC", note).lower()
     text = text.replace("’", "'").replace("‘", "'")
+    if _CJK.search(text):
+        # Traditional characters to simplified, then common Cantonese function words.
+        text = zhconv.convert(text, "zh-cn")
+        for yue, mandarin in _CANTONESE:
+            text = text.replace(yue, mandarin)
+    text = re.sub(r"(?<=[a-z0-9])'s\b", " is", text)
     text = re.sub(r"\s+", " ", text).strip()
     text = re.sub(r"[a-z]+", lambda m: _mend(m.group(0)), text)
     for slang, word in _SLANG:
@@ -370,6 +402,7 @@ class TimeMention:
         explicit: written as a time (``tick 300``, ``t=300``, a unit); bare numbers are not.
         start: start offset in the normalised text.
         end: end offset in the normalised text.
+        ambiguous: ``1800时刻`` (no 个): a tick if past the arrival tick, else a duration.
     """
 
     value: int
@@ -377,10 +410,12 @@ class TimeMention:
     explicit: bool
     start: int
     end: int
+    ambiguous: bool = False
 
     def resolve(self, arrival_tick: int) -> int:
         """The absolute tick this time names for an order arriving at ``arrival_tick``."""
-        return arrival_tick + self.value if self.relative else self.value
+        relative = self.relative or (self.ambiguous and self.value <= arrival_tick)
+        return arrival_tick + self.value if relative else self.value
 
 
 @dataclass(frozen=True)
@@ -405,7 +440,8 @@ class Candidates:
 
 _ROBOT_PATTERNS = (
     re.compile(
-        r"(?:robot|bot|agv|amr|unit|機器人|机器人)\s*(?:no\.?|number|编号)?\s*[_#-]?\s*(\d+)\s*号?"
+        r"(?:robot|bot|agv|amr|unit|機器人|机器人)\s*(?:no\.?|number|with id|id|编号)?\s*[_#-]?\s*"
+        r"(\d+)\s*号?"
     ),
     re.compile(r"(?<![a-z])r\s*[_#-]?\s*(\d+)(?!\d)"),
     re.compile(r"#\s*(\d+)\s*(?:robot|bot)"),
@@ -416,7 +452,7 @@ _ROBOT_PATTERNS = (
 )
 _ABS_TIME = re.compile(
     r"(?:(?<![a-z])tick|(?<![a-z])t\s*[=:]|(?<![a-z])t(?=\d)|(?<![a-z])step|第)"
-    r"\s*[=:#]?\s*(\d+)\s*(?:个)?\s*(?:时刻|tick|步|拍)?"
+    r"\s*[=:#-]?\s*(\d+)\s*(?:个)?\s*(?:时刻|tick|步|拍)?"
 )
 _ARRIVAL_PLUS = re.compile(
     r"(?:arrival|arrives?|comes in|came in|receipt|到货|到达|入库|下单)"
@@ -424,8 +460,10 @@ _ARRIVAL_PLUS = re.compile(
     r"|(?<![a-z])t\s*\+\s*(\d+)"
 )
 _REL_TIME = re.compile(
-    r"(\d+)[\s-]*(?:more\s+|extra\s+)?(?:ticks?|steps?|tks?\b|个\s*(?:时刻|时间步|ticks?|步|拍)|时刻|步|拍)"
+    r"(\d+)[\s-]*(?:more\s+|extra\s+)?(?:ticks?|steps?|tks?\b|个\s*(?:时刻|时间步|ticks?|步|拍))"
 )
+# "1800时刻" (no 个): a tick when the number is past the arrival, else a duration.
+_ZH_BARE_TIME = re.compile(r"(\d+)\s*(?:时刻|时间步|步|拍)")
 _NUMBER = re.compile(r"\d+")
 # Bare numbers that are quantities, ordinals or ids, never times.
 _NOT_A_TIME = re.compile(
@@ -466,6 +504,12 @@ def extract(note: str, robots: Sequence[str]) -> Candidates:
             if free(m.start(), m.end()):
                 found_t.append(TimeMention(int(m.group(1)), relative, True, m.start(), m.end()))
                 taken.append((m.start(), m.end()))
+    for m in _ZH_BARE_TIME.finditer(text):
+        if free(m.start(), m.end()):
+            found_t.append(
+                TimeMention(int(m.group(1)), False, True, m.start(), m.end(), ambiguous=True)
+            )
+            taken.append((m.start(), m.end()))
     for m in _NUMBER.finditer(text):
         if free(m.start(), m.end()) and not _NOT_A_TIME.match(text[m.end() :]):
             found_t.append(TimeMention(int(m.group(0)), False, False, m.start(), m.end()))

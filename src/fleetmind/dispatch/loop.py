@@ -168,6 +168,7 @@ class ControlLoop:
         self._wake_at: int | None = None
         self._stuck: tuple[str, ...] = ()
         self._boosts: dict[str, float] = {}
+        self._order_priority: dict[str, float] = {}  # what the planner said an order is worth
         n = len(world.robot_ids)
         self._waiting = np.zeros(n, dtype=np.int64)
         self._fault_log: list[dict[str, Any]] = []
@@ -231,6 +232,7 @@ class ControlLoop:
                 s.assignments_dropped += 1
                 continue
             s.assignments_applied += 1
+            self._order_priority[a.order] = a.priority
             self._emit("assign", robot=a.robot, order=a.order, snapshot_tick=plan.tick)
         self._boosts = dict(plan.boosts)
         if plan.wake_at is not None:
@@ -269,7 +271,15 @@ class ControlLoop:
             return
         w = self.world
         has_idle = bool((~w.has_task & ~w.broken).any())
-        if not (has_idle and w.open) and "deadlock" not in due and "notes" not in due:
+        # New orders with every robot busy still reach a planner that can free a robot for an
+        # urgent one (a note deadline nobody idle can meet).
+        preempts = "orders" in due and bool(w.open) and getattr(self.planner, "preempts", False)
+        if (
+            not (has_idle and w.open)
+            and "deadlock" not in due
+            and "notes" not in due
+            and not preempts
+        ):
             self.stats.events_skipped += 1
             self._pending -= due
             if "orders" in due:
@@ -327,7 +337,8 @@ class ControlLoop:
         for i in np.flatnonzero(w.has_task):
             order = w.task_of(int(i))
             if order is not None:
-                pr[i] = priority_of(order, w.tick)
+                # The planner may know more (a note deadline): the higher of the two counts.
+                pr[i] = max(priority_of(order, w.tick), self._order_priority.get(order.id, 0.0))
         pr += 0.5 * w.carrying + 0.01 * self._waiting
         for rid, boost in self._boosts.items():
             if rid in w.robot_ids:

@@ -120,6 +120,8 @@ class AssignmentPlanner:
     def __init__(self, grid: GridMap, *, use_hidden: bool = False) -> None:
         self.name = "oracle" if use_hidden else "assignment"
         self.use_hidden = use_hidden
+        # Only a planner that knows note deadlines frees busy robots for them.
+        self.preempts = use_hidden
         self._dist = _Distances(grid)
 
     def costs(
@@ -184,14 +186,29 @@ class AssignmentPlanner:
         robots = snapshot.idle_robots
         orders = list(snapshot.orders)
         if constraints is None and self.use_hidden:
-            constraints = {o.id: o.constraints for o in orders if o.constraints}
+            constraints = {o.id: o.constraints for o in (*orders, *snapshot.tasks) if o.constraints}
         boosts = arbitrate_by_rule(snapshot)
+        revoke = self.preempt(snapshot, constraints or {})
         if not robots or not orders:
-            return Plan(tick=snapshot.tick, assignments=(), source=self.name, boosts=boosts)
+            return Plan(
+                tick=snapshot.tick,
+                assignments=(),
+                source=self.name,
+                boosts=boosts,
+                revoke=revoke,
+            )
         cost, wake = self.costs(snapshot, robots, orders, constraints)
         rows, cols = linear_sum_assignment(cost)
+        noted = constraints or {}
         chosen = [
-            Assignment(robots[i].id, orders[j].id, priority_of(orders[j], snapshot.tick))
+            Assignment(
+                robots[i].id,
+                orders[j].id,
+                priority_of(orders[j], snapshot.tick)
+                # A note deadline makes the task urgent for the shield too.
+                + (URGENT_WEIGHT - 1.0)
+                * any(c.kind == "deadline" for c in noted.get(orders[j].id, ())),
+            )
             for i, j in zip(rows, cols, strict=True)
             if cost[i, j] < FORBIDDEN / 2
         ]
@@ -201,7 +218,54 @@ class AssignmentPlanner:
             source=self.name,
             wake_at=wake,
             boosts=boosts,
+            revoke=revoke,
         )
+
+    def preempt(
+        self, snapshot: Snapshot, constraints: Mapping[str, Sequence[Constraint]]
+    ) -> tuple[str, ...]:
+        """Unloaded tasks to take back so an open order's note deadline can still be met.
+
+        For each open order with a deadline that no idle robot can meet, the nearest robot that
+        is driving to the pickup of an order with no deadline of its own (and not urgent) and
+        could meet it is freed; the next plan gives it the deadline order.
+        """
+        t = snapshot.tick
+        idle = snapshot.idle_robots
+        tasks = {o.id: o for o in snapshot.tasks}
+        movable = [
+            r
+            for r in snapshot.robots
+            if r.order in tasks
+            and not r.carrying
+            and tasks[r.order].priority != "urgent"
+            and not any(c.kind == "deadline" for c in constraints.get(r.order, ()))
+        ]
+        if not movable:
+            return ()
+        out: list[str] = []
+        for o in snapshot.orders:
+            deadline = min(
+                (c.tick for c in constraints.get(o.id, ()) if c.kind == "deadline" and c.tick),
+                default=None,
+            )
+            if deadline is None or any(
+                c.kind in ("only_robot", "not_robot", "hold") for c in constraints.get(o.id, ())
+            ):
+                continue
+            if idle and (t + self._dist.trips(idle, [o])[:, 0] < deadline).any():
+                continue
+            able = [r for r in movable if o.capability is None or o.capability in r.capabilities]
+            if not able:
+                continue
+            trips = self._dist.trips(able, [o])[:, 0]
+            best = int(np.argmin(trips))
+            if t + trips[best] < deadline:
+                out.append(str(able[best].order))
+                movable.remove(able[best])
+                if not movable:
+                    break
+        return tuple(out)
 
     def plan(self, snapshot: Snapshot) -> PlanOutcome:
         """Solve and wrap as an outcome."""

@@ -48,6 +48,7 @@ class NoteReaderPlanner:
     """
 
     name = "llm-notes"
+    preempts = True  # it knows note deadlines: the loop asks it even when every robot is busy
 
     def __init__(
         self, reader: NoteReader, grid: GridMap, *, background: bool = True, max_wait: int = 40
@@ -151,7 +152,7 @@ class NoteReaderPlanner:
         plan = replace(
             plan,
             source=self.name,
-            revoke=tuple(dict.fromkeys(revoke)),
+            revoke=tuple(dict.fromkeys([*revoke, *plan.revoke])),
             # Lifting first, then gating: a hold replaces the gate of an unread note.
             ungates=tuple(ungates),
             gates=tuple(gates),

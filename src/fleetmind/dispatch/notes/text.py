@@ -164,6 +164,10 @@ _KEEP = frozenset(
         "early",
         "steps",
         "form",
+        "late",
+        "rate",
+        "date",
+        "gate",
         "frog",
         "give",
         "live",
@@ -227,6 +231,7 @@ _SLANG = (
     (re.compile(r"\bnet\b(?= t)"), "no earlier than"),
     (re.compile(r"\bdlvr\b|\bdelv\b|\bdeliv\b"), "deliver"),
     (re.compile(r"\bpik\b|\bpck\b"), "pick"),
+    (re.compile(r"\b(?:tic|tik|tck)\b"), "tick"),
     (re.compile(r"\bb/f\b"), "before"),
 )
 

@@ -183,7 +183,11 @@ def run(
         float | None, typer.Option(help="Share of notes written in Chinese. [default: 0.3]")
     ] = None,
     executor: Annotated[
-        str | None, typer.Option(help="rl, shortest-path or llm-direct. [default: shortest-path]")
+        str | None,
+        typer.Option(
+            help="rl, shortest-path, shortest-path-random (seeded ties) or llm-direct. "
+            "[default: shortest-path]"
+        ),
     ] = None,
     policy: Annotated[
         str | None, typer.Option(help="RL policy file (default: the shipped navigation policy).")

@@ -30,6 +30,22 @@ def test_slow_llm_case_runs_the_loop_without_waiting() -> None:
     out = dispatch.slow_llm_case(steps=30, robots=6, delay_s=0.2)
     assert out["llm-2s"]["planner_calls"] >= 1
     assert out["p99_ratio"] is not None
+    # The slow model's plans are valid and used: the fleet works while it thinks.
+    assert out["llm-2s"]["assignments_applied"] >= 1
+
+
+def test_valid_plan_reads_the_prompt() -> None:
+    prompt = (
+        "Idle robots: robot_0 at (1, 2), robot_2 at (3, 4) caps=cold\n"
+        "Open orders:\n"
+        "o3: normal, due in 5 ticks; needs cold\n"
+        "o4: urgent, due in 9 ticks\n"
+        "o5: normal, due in 9 ticks\n"
+    )
+    assert dispatch.valid_plan(prompt) == [
+        {"robot": "robot_2", "order": "o3", "priority": 0},
+        {"robot": "robot_0", "order": "o4", "priority": 0},
+    ]
 
 
 def test_scaling_case_rows() -> None:

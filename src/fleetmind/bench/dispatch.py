@@ -260,10 +260,11 @@ def valid_plan(prompt: str) -> list[dict[str, Any]]:
             robots.append((f"robot_{m.group(1)}", set((m.group(2) or "").split(","))))
     plan = []
     for line in prompt.splitlines():
-        m = re.match(r"(o\d+x?): .*?(?:needs (\w+))?(?:;|$)", line)
+        m = re.match(r"(o\d+x?): ", line)
         if not m:
             continue
-        need = m.group(2)
+        needs = re.search(r"; needs (\w+)", line)
+        need = needs.group(1) if needs else None
         pick = next((r for r in robots if need is None or need in r[1]), None)
         if pick is not None:
             plan.append({"robot": pick[0], "order": m.group(1), "priority": 0})

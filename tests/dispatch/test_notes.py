@@ -295,3 +295,39 @@ def test_reading_notes_closes_the_gap_to_the_oracle(small) -> None:
     assert v["oracle"] < v["assignment"]
     assert v["rules"] - v["oracle"] <= 0.5 * (v["assignment"] - v["oracle"])
     assert np.isclose(res["rules"]["throughput"], res["oracle"]["throughput"], rtol=0.1)
+
+
+def test_a_model_outage_costs_a_bounded_number_of_calls() -> None:
+    now = [0.0]
+    with FakeChatServer(lambda r: Reply(status=500)) as srv:
+        reader = LLMReader(srv.client(max_retries=0), backoff_s=5.0, clock=lambda: now[0])
+        first = reader.read("only robot_2, t=300", arrival_tick=0, robots=FLEET)
+        calls = len(srv.requests)
+        assert first.unreadable is not None
+        # The fallback (the cue rules) answers, so the order is still served as the note says.
+        assert first.status == "ok"
+        assert Constraint("only_robot", robot="robot_2") in first.constraints
+        for _ in range(20):  # inside the back-off: no call at all
+            assert reader.read("robot_3 please", arrival_tick=0, robots=FLEET).unreadable
+        assert len(srv.requests) == calls
+        now[0] = 6.0  # back-off over: one more try, then a longer back-off
+        reader.read("robot_4 please", arrival_tick=0, robots=FLEET)
+        assert len(srv.requests) > calls
+        later = len(srv.requests)
+        now[0] = 12.0  # 6 + 5 < 12 < 6 + 10: still backing off (doubled)
+        reader.read("robot_5 please", arrival_tick=0, robots=FLEET)
+        assert len(srv.requests) == later
+
+
+def test_unreadable_notes_are_counted_in_a_run(small) -> None:
+    world = _gated_world(small, "robot_1 knows this customer")
+    with FakeChatServer(lambda r: Reply(status=503)) as srv:
+        planner = NoteReaderPlanner(
+            make_reader("llm", srv.client(max_retries=0)), small, background=False
+        )
+        loop = ControlLoop(
+            world, planner, ShortestPathExecutor(small), config=LoopConfig(planner_mode="sync")
+        )
+        m = loop.run(120)
+    assert m["notes_unreadable"] == 1
+    assert m["tasks_completed"] == 1

@@ -109,6 +109,7 @@ class LoopStats:
     shield_interventions: int = 0
     deadlocks_reported: int = 0
     notes_read: int = 0
+    notes_unreadable: int = 0
     notes_needs_review: int = 0
     revoked: int = 0
     shield_rules: Counter[str] = field(default_factory=Counter)
@@ -204,6 +205,7 @@ class ControlLoop:
             tokens=outcome.tokens_prompt + outcome.tokens_completion,
         )
         s.notes_read += outcome.notes_read
+        s.notes_unreadable += outcome.notes_unreadable
         for order, reason in outcome.reviews:
             s.notes_needs_review += 1
             self._emit("needs_review", order=order, reason=reason)
@@ -478,6 +480,7 @@ class ControlLoop:
                 "deadlocks_reported": s.deadlocks_reported,
                 "notes_read": s.notes_read,
                 "notes_needs_review": s.notes_needs_review,
+                "notes_unreadable": s.notes_unreadable,
                 "notes_wait_expired": int(self.world.gates_expired.get("unread", 0)),
                 "orders_revoked": s.revoked,
                 "planner": getattr(self.planner, "name", "?"),

@@ -177,6 +177,7 @@ class PlanOutcome:
         errors: error kinds met on the way (parse, validation, veto, network...).
         reviews: ``(order, reason)`` of notes the reader sent to review (served as plain).
         notes_read: notes read for this outcome (model or rules; cache hits excluded).
+        notes_unreadable: notes the model could not read (outage), answered by the fallback.
     """
 
     plan: Plan
@@ -189,6 +190,7 @@ class PlanOutcome:
     errors: tuple[str, ...] = field(default=())
     reviews: tuple[tuple[str, str], ...] = ()
     notes_read: int = 0
+    notes_unreadable: int = 0
 
 
 def validate(plan_pairs: list[tuple[str, str]], snapshot: Snapshot) -> list[str]:

@@ -62,7 +62,7 @@ class NoteReaderPlanner:
         self._pending: dict[str, Future[Reading]] = {}
         self._lock = threading.Lock()
         self._news = threading.Event()
-        self._usage = [0, 0, 0, 0]  # calls, prompt tokens, completion tokens, notes read
+        self._usage = [0, 0, 0, 0, 0]  # calls, prompt, completion tokens, notes read, unreadable
         self._pool = (
             ThreadPoolExecutor(max_workers=1, thread_name_prefix="note-reader")
             if background
@@ -79,6 +79,7 @@ class NoteReaderPlanner:
             self._usage[1] += reading.tokens_prompt
             self._usage[2] += reading.tokens_completion
             self._usage[3] += not reading.cached
+            self._usage[4] += reading.unreadable is not None
 
     def _read_now(self, order: Order, robots: list[str]) -> Reading:
         reading = self.reader.read(order.note, arrival_tick=order.tick, robots=robots)
@@ -147,8 +148,8 @@ class NoteReaderPlanner:
                     gates.append((o.id, c.tick, "hold"))
         plan = self.solver.solve(snapshot, constraints)
         with self._lock:
-            calls, tok_p, tok_c, read = self._usage
-            self._usage = [0, 0, 0, 0]
+            calls, tok_p, tok_c, read, unreadable = self._usage
+            self._usage = [0, 0, 0, 0, 0]
         plan = replace(
             plan,
             source=self.name,
@@ -165,6 +166,7 @@ class NoteReaderPlanner:
             tokens_completion=tok_c,
             reviews=reviews,
             notes_read=read,
+            notes_unreadable=unreadable,
         )
 
     def close(self) -> None:

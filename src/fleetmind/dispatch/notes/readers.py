@@ -29,7 +29,7 @@ from __future__ import annotations
 import re
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
@@ -63,6 +63,8 @@ class Reading:
         tokens_completion: completion tokens used.
         cached: answered from the note cache.
         errors: model error kinds met on the way.
+        unreadable: why the model could not read the note (network, timeout, budget), when the
+            reader's fallback (the cue rules) answered instead; counted as ``notes_unreadable``.
     """
 
     constraints: tuple[Constraint, ...]
@@ -74,6 +76,7 @@ class Reading:
     tokens_completion: int = 0
     cached: bool = False
     errors: tuple[str, ...] = ()
+    unreadable: str | None = None
 
     def as_line(self) -> dict[str, Any]:
         """The ``notes read`` output line."""
@@ -329,6 +332,11 @@ class LLMReader:
             otherwise about every mention (``llm``).
         budgets: retry budgets and deadline per question.
         max_questions: questions per note at most (more candidates: review).
+        backoff_s: after a network failure or timeout, the model is not asked for this long
+            (doubling on each further failure up to ``max_backoff_s``; reset on success):
+            notes read meanwhile get the fallback, so an outage costs a bounded number of calls.
+        max_backoff_s: the longest back-off.
+        clock: seconds, monotonic (tests pass a fake one).
     """
 
     def __init__(
@@ -338,8 +346,17 @@ class LLMReader:
         only_uncertain: bool = False,
         budgets: Budgets | None = None,
         max_questions: int = 4,
+        backoff_s: float = 2.0,
+        max_backoff_s: float = 60.0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.client = client
+        self.fallback = RulesReader()
+        self.backoff_s = backoff_s
+        self.max_backoff_s = max_backoff_s
+        self.clock = clock
+        self._next_backoff = backoff_s
+        self._down_until = -1.0
         self.only_uncertain = only_uncertain
         self.name = "rules+llm" if only_uncertain else "llm"
         self.budgets = budgets or Budgets(
@@ -373,9 +390,28 @@ class LLMReader:
         usage.tokens_completion += sum(r.usage.completion_tokens for r in out.results)
         usage.errors.extend(out.errors)
         if out.value is None:
+            if out.errors and out.errors[-1] in ("network", "timeout"):
+                # An outage: stop asking for a while, longer each time it repeats.
+                self._down_until = self.clock() + self._next_backoff
+                self._next_backoff = min(self.max_backoff_s, 2 * self._next_backoff)
             return None
+        self._next_backoff = self.backoff_s
         answer: str = out.value.a  # type: ignore[attr-defined]
         return answer
+
+    def _fall_back(
+        self, note: str, arrival_tick: int, robots: Sequence[str], why: str, usage: _Usage
+    ) -> Reading:
+        """The cue rules' reading, marked as what the model could not read."""
+        reading = self.fallback.read(note, arrival_tick=arrival_tick, robots=robots)
+        return replace(
+            reading,
+            calls=usage.calls,
+            tokens_prompt=usage.tokens_prompt,
+            tokens_completion=usage.tokens_completion,
+            errors=tuple(usage.errors),
+            unreadable=why,
+        )
 
     def read(
         self, note: str, *, arrival_tick: int, robots: Sequence[str], tick: int | None = None
@@ -388,11 +424,18 @@ class LLMReader:
         usage = _Usage()
         if len(asked) > self.max_questions:
             return review(f"{len(asked)} mentions to judge", latency_ms=_ms(start))
+        if asked and self.clock() < self._down_until:
+            reading = self._fall_back(note, arrival_tick, robots, "model unreachable", usage)
+            return replace(reading, latency_ms=_ms(start))
         found: list[tuple[int, Constraint, bool]] = []
         for q in questions:
             if q in asked:
                 answer = self._ask(note, q, usage, tick)
                 if answer is None:
+                    if usage.errors and usage.errors[-1] in ("network", "timeout"):
+                        why = f"model unreachable ({usage.errors[-1]})"
+                        reading = self._fall_back(note, arrival_tick, robots, why, usage)
+                        return replace(reading, latency_ms=_ms(start))
                     return review(
                         "the model could not answer",
                         latency_ms=_ms(start),
@@ -482,7 +525,7 @@ class CachedReader:
         reading = self.inner.read(note, arrival_tick=arrival_tick, robots=robots)
         self.misses += 1
         # A reading lost to the network is not an answer about the note: ask again later.
-        if "network" not in reading.errors and "timeout" not in reading.errors:
+        if reading.unreadable is None:
             with self._lock:
                 self._cache[self._key(note, robots)] = (reading, arrival_tick)
         return reading

@@ -168,7 +168,7 @@ def test_cache_reads_a_note_once_and_resolves_relative_times_per_order() -> None
 
 
 def test_llm_reader_asks_one_narrow_question_per_candidate() -> None:
-    answers = iter(['{"a": "not"}', '{"a": "deadline"}'])
+    answers = iter(['"not"', '"deadline"'])
     with FakeChatServer(lambda received: Reply(next(answers))) as srv:
         reader = LLMReader(srv.client())
         status, got = _read(reader, "robot_2 scuffed it last time; t=300")
@@ -195,7 +195,7 @@ def test_llm_reader_sends_unanswerable_notes_to_review() -> None:
 
 
 def test_rules_plus_llm_asks_only_what_no_rule_decides() -> None:
-    with FakeChatServer([Reply('{"a": "only"}')]) as srv:
+    with FakeChatServer([Reply('"only"')]) as srv:
         reader = LLMReader(srv.client(), only_uncertain=True)
         _, got = _read(reader, "not before tick 300; robot_5 has the cold box")
         assert len(srv.requests) == 1
@@ -213,7 +213,7 @@ def test_plain_orders_never_wait_for_a_slow_reader(small) -> None:
     orders = [*orders_at(small, [0, 0, 0], seed=1), *orders_at(small, [0], note="only robot_1?")]
     orders = [o.__class__(**{**o.__dict__, "id": f"o{i}"}) for i, o in enumerate(orders)]
     world = make_world(small, n=4, orders=orders, steps=80)
-    with FakeChatServer(lambda r: Reply('{"a": "only"}', delay_s=30.0)) as srv:
+    with FakeChatServer(lambda r: Reply('"only"', delay_s=30.0)) as srv:
         planner = NoteReaderPlanner(make_reader("llm", srv.client(timeout_s=60.0)), small)
         loop = ControlLoop(
             world, planner, ShortestPathExecutor(small), config=LoopConfig(planner_mode="async")
@@ -237,7 +237,7 @@ def test_a_late_reading_revokes_the_wrong_robot_before_pickup(small) -> None:
 
 def test_unread_notes_gate_the_load_until_read_or_timeout(small) -> None:
     world = _gated_world(small, "robot_1 knows this customer")
-    with FakeChatServer(lambda r: Reply('{"a": "none"}', delay_s=5.0)) as srv:
+    with FakeChatServer(lambda r: Reply('"none"', delay_s=5.0)) as srv:
         planner = NoteReaderPlanner(make_reader("llm", srv.client()), small, max_wait=15)
         out = planner.plan(Snapshot.take(world))
         assert out.plan.assignments  # assigned at once

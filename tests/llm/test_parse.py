@@ -153,3 +153,19 @@ def test_action_schema_finish_only_when_no_tools() -> None:
 
     assert action_schema([])["properties"]["type"] == {"const": "finish"}
     assert len(action_schema(["a", "b"])["anyOf"]) == 2
+
+
+def test_a_root_model_takes_one_bare_json_value() -> None:
+    from typing import Literal
+
+    from pydantic import RootModel
+
+    from fleetmind.llm.errors import ActionParseError
+    from fleetmind.llm.parse import parse_model
+
+    word = RootModel[Literal["only", "not", "none"]]
+    assert parse_model(' "not" ', word).root == "not"
+    with pytest.raises(ActionParseError, match="validation"):
+        parse_model('"maybe"', word)
+    with pytest.raises(ActionParseError, match="parse"):
+        parse_model("not", word)

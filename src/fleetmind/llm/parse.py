@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Literal, TypeVar
 
 import json_repair
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, RootModel, TypeAdapter, ValidationError
 
 from fleetmind.llm.errors import ActionParseError
 
@@ -152,6 +152,17 @@ def parse_model(text: str, model_cls: type[T], *, max_chars: int = MAX_REPLY_CHA
     Raises:
         ActionParseError: kind ``empty``, ``parse`` or ``validation``.
     """
+    if issubclass(model_cls, RootModel):
+        # A bare JSON value (one quoted word from an enum): the shortest answer a small model
+        # can give, a few tokens instead of an object's scaffolding.
+        try:
+            value = json.loads(text.strip())
+        except ValueError:
+            raise ActionParseError("parse", f"not a JSON value: {_short(text, 60)}") from None
+        try:
+            return model_cls.model_validate(value)
+        except ValidationError as exc:
+            raise ActionParseError("validation", summarize_validation(exc)) from None
     value, _ = parse_json(text, max_chars=max_chars)
     if isinstance(value, list) and len(value) == 1 and isinstance(value[0], dict):
         value = value[0]  # repair sometimes wraps the object (e.g. two objects in a row)

@@ -33,7 +33,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, create_model
+from pydantic import RootModel
 
 from fleetmind.dispatch.notes import rules
 from fleetmind.dispatch.notes.text import Candidates, RobotMention, TimeMention, extract, numbers_in
@@ -285,7 +285,7 @@ _SYSTEM = (
     "or one number in the note. For a robot answer only (only that robot may take the order), "
     "not (that robot must not take it) or none (just mentioned). For a number answer deadline "
     "(deliver before it), hold (do not pick up before it) or none (not a time limit). "
-    'Reply with JSON only, like {"a": "none"}.'
+    'Reply with one word in quotes, like "none".'
 )
 # Few-shot pairs in both languages: small models copy a pattern better than they follow a rule.
 _EXAMPLES = (
@@ -302,16 +302,10 @@ _EXAMPLES = (
 )
 
 
-def _answer_model(options: tuple[str, ...]) -> type[BaseModel]:
-    return create_model(
-        "NoteAnswer",
-        __config__=ConfigDict(extra="forbid"),
-        a=(Literal[options], ...),  # type: ignore[arg-type]
-    )
-
-
-_ROBOT_ANSWER = _answer_model(("only", "not", "none"))
-_TIME_ANSWER = _answer_model(("deadline", "hold", "none"))
+# The answer is one quoted word from a closed set (a JSON string enum): a schema-constrained
+# decoder can only emit one of them, in about four tokens (an object would take seven).
+_ROBOT_ANSWER = RootModel[Literal["only", "not", "none"]]
+_TIME_ANSWER = RootModel[Literal["deadline", "hold", "none"]]
 _KIND = {"only": "only_robot", "not": "not_robot", "deadline": "deadline", "hold": "hold"}
 
 
@@ -365,7 +359,7 @@ class LLMReader:
         self.max_questions = max_questions
         self._prefix = [Message.system(_SYSTEM)]
         for q, a in _EXAMPLES:
-            self._prefix += [Message.user(q), Message.assistant(f'{{"a": "{a}"}}')]
+            self._prefix += [Message.user(q), Message.assistant(f'"{a}"')]
 
     def _ask(self, note: str, q: _Question, usage: _Usage, tick: int | None) -> str | None:
         m = q.mention
@@ -383,7 +377,7 @@ class LLMReader:
                 tick=tick,
             ),
             temperature=0.0,
-            max_tokens=12,
+            max_tokens=6,
         )
         usage.calls += out.attempts
         usage.tokens_prompt += sum(r.usage.prompt_tokens for r in out.results)
@@ -396,7 +390,7 @@ class LLMReader:
                 self._next_backoff = min(self.max_backoff_s, 2 * self._next_backoff)
             return None
         self._next_backoff = self.backoff_s
-        answer: str = out.value.a  # type: ignore[attr-defined]
+        answer: str = out.value.root  # type: ignore[attr-defined]
         return answer
 
     def _fall_back(

@@ -18,10 +18,11 @@ ALLOWED: dict[str, set[str]] = {
     "dispatch": {"errors", "sim", "envs", "safety", "rl", "llm"},
     "testing": {"errors", "sim", "envs", "llm"},
     "eval": {"errors", "sim", "envs", "safety", "rl", "llm", "dispatch", "testing"},
-    "bench": {"errors", "sim", "envs", "safety", "rl", "llm", "dispatch", "eval", "testing"},
     "web": {"errors", "sim", "envs", "safety", "rl", "llm", "dispatch", "eval", "testing"},
-    # Scale-out on Ray: may use every tier below the command line and the web server.
-    "scale": {
+    # Scale-out on Ray: every tier below the benchmarks, the command line and the web server.
+    "scale": {"errors", "sim", "envs", "safety", "rl", "llm", "dispatch", "eval", "testing"},
+    # Every benchmark and experiment (the Ray one included): may use every tier but cli and web.
+    "bench": {
         "errors",
         "sim",
         "envs",
@@ -31,7 +32,7 @@ ALLOWED: dict[str, set[str]] = {
         "dispatch",
         "eval",
         "testing",
-        "bench",
+        "scale",
     },
     "cli": {
         "errors",

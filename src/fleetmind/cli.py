@@ -876,7 +876,7 @@ def bench_learn(
     as_json: JsonFlag = False,
 ) -> None:
     """Learners: samples/s of each neural learner; time for the nav policy to reach 95%."""
-    from fleetmind.rl import bench
+    from fleetmind.bench import learn as bench
 
     result = bench.run(quick=quick)
     _show(result, as_json=as_json, table=bench.format_table)
@@ -889,7 +889,7 @@ def bench_ray(
     as_json: JsonFlag = False,
 ) -> None:
     """Ray scale-out: sweep wall time and rollout samples/s with 1 and 2 workers."""
-    from fleetmind.scale import bench
+    from fleetmind.bench import ray as bench
 
     result = bench.run(quick=quick, address=ray_address)
     _show(result, as_json=as_json, table=bench.format_table)
@@ -901,10 +901,90 @@ def bench_llm(
     as_json: JsonFlag = False,
 ) -> None:
     """LLM runtime: overhead per call, embedded tokens/s, valid-JSON rate."""
-    from fleetmind.llm import bench
+    from fleetmind.bench import llm as bench
 
     result = bench.run(quick=quick)
     _show(result, as_json=as_json)
+
+
+def _int_list(text: str, option: str) -> list[int]:
+    """Parse a comma-separated list of integers (``0,1,2``) given to ``option``."""
+    from fleetmind.errors import ConfigError
+
+    try:
+        return [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise ConfigError(
+            f"{option}: expected integers separated by commas, got {text!r}"
+        ) from None
+
+
+@bench_app.command("safety")
+def bench_safety(
+    robots: Annotated[str, typer.Option(help="Comma-separated fleet sizes.")] = "10,100,1000",
+    height: Annotated[int, typer.Option(help="Grid rows.")] = 140,
+    width: Annotated[int, typer.Option(help="Grid columns.")] = 500,
+    ticks: Annotated[int, typer.Option(help="Ticks timed per fleet size.")] = 50,
+    seed: Annotated[int, typer.Option(help="Seed of placements, goals and tie-breaks.")] = 0,
+    as_json: JsonFlag = False,
+) -> None:
+    """Shield: milliseconds per tick of conflict resolution for 10 to 1,000 robots."""
+    from fleetmind.bench import safety as bench
+
+    sizes = _int_list(robots, "--robots")
+    result = bench.run(sizes, height=height, width=width, ticks=ticks, seed=seed)
+    _show(result, as_json=as_json, table=bench.format_table)
+
+
+@bench_app.command("free-riding")
+def bench_free_riding(
+    robots: Annotated[int, typer.Option(help="Fleet size.")] = 2,
+    modes: Annotated[
+        str, typer.Option(help="Comma-separated reward modes.")
+    ] = "shared,individual,mixed(0.5),difference",
+    seeds: Annotated[str, typer.Option(help="Comma-separated root seeds, one run each.")] = "0,1,2",
+    episodes: Annotated[int, typer.Option(help="Training episodes per run.")] = 1000,
+    episode_len: Annotated[int, typer.Option(help="Ticks per episode.")] = 200,
+    order_rate: Annotated[
+        float | None, typer.Option(help="Poisson orders per tick. [default: lifelong]")
+    ] = None,
+    eval_episodes: Annotated[int, typer.Option(help="Greedy episodes after training.")] = 5,
+    eps_start: Annotated[float, typer.Option(help="Exploration rate of the first episode.")] = 1.0,
+    eps_min: Annotated[float, typer.Option(help="Exploration floor.")] = 0.05,
+    eps_reach: Annotated[
+        float, typer.Option(help="Share of training after which epsilon reaches the floor.")
+    ] = 0.6,
+    baseline: Annotated[float, typer.Option(help="Constant added to every learner reward.")] = 0.0,
+    map_name: Annotated[str, typer.Option("--map", help="Map preset or file.")] = "warehouse-tiny",
+    workers: Annotated[int, typer.Option(help="Processes running runs in parallel.")] = 1,
+    out: Annotated[
+        Path | None, typer.Option(help="Write metrics.json, curves.csv and curves.png here.")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print metrics.json.")] = False,
+) -> None:
+    """Free-riding under reward modes on warehouse-tiny (FIELD-NOTES §5.2); -v shows progress."""
+    from fleetmind.bench import free_riding as bench
+
+    metrics = bench.free_riding(
+        robots=robots,
+        modes=[m.strip() for m in modes.split(",") if m.strip()],
+        seeds=_int_list(seeds, "--seeds"),
+        episodes=episodes,
+        episode_len=episode_len,
+        order_rate=order_rate,
+        out_dir=out,
+        eval_episodes=eval_episodes,
+        eps_start=eps_start,
+        eps_min=eps_min,
+        eps_reach=eps_reach,
+        baseline=baseline,
+        map_name=map_name,
+        workers=workers,
+    )
+    if as_json:
+        _print_json(metrics)
+    else:
+        sys.stdout.write(bench.format_table(metrics) + "\n")
 
 
 @app.command()

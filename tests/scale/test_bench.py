@@ -4,7 +4,7 @@ from typing import Any
 
 import pytest
 
-from fleetmind.scale import bench
+from fleetmind.bench import ray as bench
 
 
 @pytest.mark.slow  # starts six sets of Ray actors: about 25 s on 2 busy cores

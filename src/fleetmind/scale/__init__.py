@@ -9,7 +9,8 @@
   learners drive.
 - :mod:`.rllib`: RLlib's multi-agent PPO on ``make_parallel`` through RLlib's PettingZoo wrapper,
   and :class:`~.rllib.RLlibExecutor`, which runs the trained module as a fleetmind executor.
-- :mod:`.bench`: sweep wall time and rollout samples/s with 1 and 2 workers.
+- its benchmark (sweep wall time, rollout samples/s with 1 and 2 workers) is
+  :mod:`fleetmind.bench.ray` (``fleetmind bench ray``).
 
 Ray is the optional extra ``fleetmind[ray]``; this package imports it only inside the functions
 that need it. See ``docs/ray.md``.

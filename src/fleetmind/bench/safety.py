@@ -1,7 +1,7 @@
 """Timing of :meth:`Shield.resolve` on a warehouse-like grid.
 
-Run ``python -m fleetmind.safety.bench`` for the default table (10, 100 and 1,000 robots on a
-140x500 grid); :func:`time_resolve` is the function other benchmarks (``fleetmind bench``) call.
+``fleetmind bench safety`` prints the default table (10, 100 and 1,000 robots on a 140x500 grid,
+:func:`run`); :func:`time_resolve` times one fleet size.
 
 Each tick, every robot ranks its actions greedily toward its own random goal (Manhattan distance,
 WAIT after the moves that get closer); the shield resolves and the robots move, so the fleet drifts
@@ -10,9 +10,9 @@ and meets head-on traffic in the aisles. Only ``resolve`` is timed.
 
 from __future__ import annotations
 
-import argparse
-import json
 import time
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -123,29 +123,36 @@ def time_resolve(
     }
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Print the timing table (a command-line entry point, hence print)."""
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--robots", type=int, nargs="+", default=[10, 100, 1000])
-    parser.add_argument("--height", type=int, default=140)
-    parser.add_argument("--width", type=int, default=500)
-    parser.add_argument("--ticks", type=int, default=50)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--json", action="store_true", help="one JSON object per line")
-    args = parser.parse_args(argv)
-    for n in args.robots:
-        row = time_resolve(
-            n, height=args.height, width=args.width, ticks=args.ticks, seed=args.seed
-        )
-        if args.json:
-            print(json.dumps(row))
-        else:
-            print(
-                f"{n:>6} robots on {args.height}x{args.width}: mean {row['mean_ms']:.2f} ms, "
-                f"p50 {row['p50_ms']:.2f}, p95 {row['p95_ms']:.2f}, max {row['max_ms']:.2f} ms/tick"
-                f", {row['intervened_per_tick']:.1f} robots overridden/tick"
-            )
+def run(
+    robots: Sequence[int] = (10, 100, 1000),
+    *,
+    height: int = 140,
+    width: int = 500,
+    ticks: int = 50,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """Time the shield for each fleet size (``fleetmind bench safety``).
+
+    Args:
+        robots: fleet sizes, one row each.
+        height: grid rows.
+        width: grid columns.
+        ticks: ticks timed per fleet size.
+        seed: seed of every row.
+
+    Returns:
+        ``grid`` (``[height, width]``) and ``rows``, one :func:`time_resolve` result per size.
+    """
+    rows = [time_resolve(n, height=height, width=width, ticks=ticks, seed=seed) for n in robots]
+    return {"grid": [height, width], "rows": rows}
 
 
-if __name__ == "__main__":
-    main()
+def format_table(result: dict[str, Any]) -> str:
+    """The timing table as plain text lines."""
+    height, width = result["grid"]
+    return "\n".join(
+        f"{int(row['robots']):>6} robots on {height}x{width}: mean {row['mean_ms']:.2f} ms, "
+        f"p50 {row['p50_ms']:.2f}, p95 {row['p95_ms']:.2f}, max {row['max_ms']:.2f} ms/tick"
+        f", {row['intervened_per_tick']:.1f} robots overridden/tick"
+        for row in result["rows"]
+    )

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from fleetmind.llm import bench
+from fleetmind.bench import llm as bench
 from fleetmind.llm.fake_server import FakeChatServer
 
 

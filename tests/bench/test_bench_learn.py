@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fleetmind.rl import bench
+from fleetmind.bench import learn as bench
 
 
 @pytest.mark.slow

@@ -33,17 +33,15 @@ the same result bit for bit.
 
 Reproduce from the shell::
 
-    python -m fleetmind.rl.experiments --robots 2 --seeds 0 1 2 --episodes 1000 --out runs/fr-2
+    fleetmind bench free-riding --robots 2 --seeds 0,1,2 --episodes 1000 --out runs/fr-2
 """
 
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 import logging
 import math
-import sys
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -791,10 +789,12 @@ def plot(path: Path, records: Sequence[RunRecord]) -> None:
     plt.close(fig)
 
 
-# --------------------------------------------------------------------------- command line
+# --------------------------------------------------------------------------- summary table
 
 
-def _summary_lines(metrics: Mapping[str, Any]) -> list[str]:
+def format_table(metrics: Mapping[str, Any]) -> str:
+    """The summary table (one line per mode) that ``fleetmind bench free-riding`` prints."""
+
     def fmt(d: Mapping[str, Any]) -> str:
         half = d["ci95"]
         if d["mean"] is None:
@@ -813,65 +813,4 @@ def _summary_lines(metrics: Mapping[str, Any]) -> list[str]:
     for m, s in metrics["summary"].items():
         cells = " ".join(f"{fmt(s[k]):>17}" for _, k in cols)
         lines.append(f"{m:<12} {cells}  {s['findings']}")
-    return lines
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Command line: run :func:`free_riding` and print its summary table.
-
-    Args:
-        argv: arguments (default ``sys.argv[1:]``).
-
-    Returns:
-        Exit status.
-    """
-    p = argparse.ArgumentParser(
-        prog="python -m fleetmind.rl.experiments",
-        description="Free-riding under reward modes on warehouse-tiny (FIELD-NOTES §5.2).",
-    )
-    p.add_argument("--robots", type=int, default=2)
-    p.add_argument("--modes", nargs="+", default=list(DEFAULT_MODES))
-    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    p.add_argument("--episodes", type=int, default=1000)
-    p.add_argument("--episode-len", type=int, default=200)
-    p.add_argument(
-        "--order-rate", type=float, default=None, help="Poisson orders per tick (default lifelong)"
-    )
-    p.add_argument("--eval-episodes", type=int, default=5)
-    p.add_argument("--eps-start", type=float, default=1.0)
-    p.add_argument("--eps-min", type=float, default=0.05)
-    p.add_argument("--eps-reach", type=float, default=0.6)
-    p.add_argument(
-        "--baseline", type=float, default=0.0, help="constant added to every learner reward"
-    )
-    p.add_argument("--map", default=MAP)
-    p.add_argument("--workers", type=int, default=1)
-    p.add_argument("--out", type=Path, default=None)
-    args = p.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
-    try:
-        metrics = free_riding(
-            robots=args.robots,
-            modes=args.modes,
-            seeds=args.seeds,
-            episodes=args.episodes,
-            episode_len=args.episode_len,
-            order_rate=args.order_rate,
-            out_dir=args.out,
-            eval_episodes=args.eval_episodes,
-            eps_start=args.eps_start,
-            eps_min=args.eps_min,
-            eps_reach=args.eps_reach,
-            baseline=args.baseline,
-            map_name=args.map,
-            workers=args.workers,
-        )
-    except ConfigError as exc:
-        sys.stderr.write(f"error: {exc}\n")
-        return 2
-    sys.stdout.write("\n".join(_summary_lines(metrics)) + "\n")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    return "\n".join(lines)

@@ -8,18 +8,19 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from typer.testing import CliRunner
 
-from fleetmind.envs.warehouse import make_parallel
-from fleetmind.errors import ConfigError
-from fleetmind.rl.experiments import (
+from fleetmind.bench.free_riding import (
     RunRecord,
     ci95,
     free_riding,
-    main,
     own_rewards,
     reward_bound,
     run_once,
 )
+from fleetmind.cli import app
+from fleetmind.envs.warehouse import make_parallel
+from fleetmind.errors import ConfigError
 
 SMALL = {"episodes": 12, "episode_len": 80, "eval_episodes": 2}
 
@@ -174,14 +175,20 @@ def test_bad_arguments_raise_config_error_naming_the_field(
         free_riding(**args)  # type: ignore[arg-type]
 
 
-def test_command_line_writes_the_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    argv = ["--robots", "2", "--modes", "individual", "--seeds", "3", "--episodes", "2"]
-    argv += ["--episode-len", "20", "--eval-episodes", "1", "--out", str(tmp_path)]
-    assert main(argv) == 0
-    assert "individual" in capsys.readouterr().out
+def test_command_line_writes_the_files(tmp_path: Path) -> None:
+    runner = CliRunner()
+    argv = ["bench", "free-riding", "--robots", "2", "--modes", "individual", "--seeds", "3"]
+    argv += ["--episodes", "2", "--episode-len", "20", "--eval-episodes", "1"]
+    result = runner.invoke(app, [*argv, "--out", str(tmp_path)], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert "individual" in result.output
     assert {p.name for p in tmp_path.iterdir()} == {"metrics.json", "curves.csv", "curves.png"}
-    assert main(["--modes", "nonsense", "--episodes", "1"]) == 2
-    assert "nonsense" in capsys.readouterr().err
+    bad = runner.invoke(app, ["bench", "free-riding", "--modes", "nonsense", "--episodes", "1"])
+    assert isinstance(bad.exception, ConfigError)
+    assert "nonsense" in str(bad.exception)
+    bad = runner.invoke(app, ["bench", "free-riding", "--seeds", "0,x"])
+    assert isinstance(bad.exception, ConfigError)
+    assert "--seeds" in str(bad.exception)
 
 
 @pytest.mark.slow

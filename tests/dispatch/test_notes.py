@@ -24,8 +24,8 @@ from fleetmind.dispatch.notes.readers import (
 from fleetmind.dispatch.notes.text import extract, normalize
 from fleetmind.dispatch.plans import Snapshot
 from fleetmind.eval.notes import evaluate
-from fleetmind.llm.fake_server import FakeChatServer, Reply
 from fleetmind.sim.notes import Constraint, load_labelled
+from fleetmind.testing.fake_server import FakeChatServer, Reply
 
 from .conftest import make_world, orders_at
 
@@ -267,7 +267,7 @@ def test_needs_review_is_counted_and_served_as_plain(small) -> None:
 
 def test_reading_notes_closes_the_gap_to_the_oracle(small) -> None:
     from fleetmind.dispatch.planners import AssignmentPlanner
-    from fleetmind.sim.notes import NoteConfig
+    from fleetmind.sim.notewriter import NoteConfig
     from fleetmind.sim.orders import OrderConfig
     from fleetmind.sim.warehouse import Warehouse, WarehouseConfig
 

@@ -36,13 +36,13 @@ from fleetmind.dispatch.notes.planner import NoteReaderPlanner
 from fleetmind.dispatch.notes.readers import make_reader
 from fleetmind.dispatch.planners import AssignmentPlanner
 from fleetmind.llm.core import ChatClient
-from fleetmind.llm.fake_server import FakeChatServer, Reply
 from fleetmind.sim.distances import DistanceOracle
 from fleetmind.sim.grid import GridMap
 from fleetmind.sim.maps import load_map
-from fleetmind.sim.notes import NoteConfig
+from fleetmind.sim.notewriter import NoteConfig
 from fleetmind.sim.orders import OrderConfig
 from fleetmind.sim.warehouse import Warehouse, WarehouseConfig
+from fleetmind.testing.fake_server import FakeChatServer, Reply
 
 LORR = Path(__file__).resolve().parents[3].parent / "shared" / "maps" / "lorr"
 

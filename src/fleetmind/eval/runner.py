@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -21,7 +22,7 @@ from fleetmind.dispatch.executors import (
     RLExecutor,
     ShortestPathExecutor,
 )
-from fleetmind.dispatch.faults import Fault, FaultyClient, parse_fault
+from fleetmind.dispatch.faults import Fault, FaultyClient, check_faults, parse_fault
 from fleetmind.dispatch.llm_planner import LLMPlanner
 from fleetmind.dispatch.loop import ControlLoop, LoopConfig
 from fleetmind.dispatch.notes.planner import NoteReaderPlanner
@@ -29,13 +30,13 @@ from fleetmind.dispatch.notes.readers import MODEL_READERS, READERS, make_reader
 from fleetmind.dispatch.planners import AssignmentPlanner, GreedyPlanner, Planner
 from fleetmind.envs.warehouse import resolve_map
 from fleetmind.errors import ConfigError
-from fleetmind.eval.recorder import RunRecorder
+from fleetmind.eval.recorder import RunRecorder, check_out_dir
 from fleetmind.llm.core import ChatClient
 from fleetmind.llm.record import CallRecorder, RecordingClient, ReplayClient
 from fleetmind.llm.settings import LLMSettings
 from fleetmind.sim.grid import GridMap
 from fleetmind.sim.maps import require_tasks
-from fleetmind.sim.notes import NoteConfig
+from fleetmind.sim.notewriter import NoteConfig
 from fleetmind.sim.orders import OrderConfig, load_task_file
 from fleetmind.sim.warehouse import Warehouse, WarehouseConfig
 
@@ -56,7 +57,7 @@ class RunConfig(BaseModel):
     steps: int = Field(300, ge=1)
     planner: PlannerName = "assignment"
     executor: ExecutorName = "shortest-path"
-    seed: int = 0
+    seed: int = Field(0, ge=0)
     shield: bool = True
     policy: str | None = None
     order_rate: float | None = Field(None, gt=0)
@@ -144,21 +145,39 @@ def load_config(path: str | Path | None, overrides: dict[str, Any]) -> RunConfig
 @contextlib.contextmanager
 def llm_client(cfg: RunConfig, calls_path: Path | None) -> Iterator[ChatClient | None]:
     """The chat client a run needs (None if no tier uses an LLM), recorded to ``calls_path``."""
+    with base_client(cfg) as base:
+        if base is None or calls_path is None:
+            yield base
+            return
+        with recorded(base, calls_path, secrets=_secrets(cfg)) as client:
+            yield client
+
+
+def _secrets(cfg: RunConfig) -> list[str]:
+    settings = LLMSettings.from_env(
+        base_url=cfg.llm_base_url, model=cfg.llm_model, api_key=cfg.llm_api_key
+    )
+    return [settings.api_key] if settings.api_key else []
+
+
+@contextlib.contextmanager
+def base_client(cfg: RunConfig) -> Iterator[ChatClient | None]:
+    """The chat client a run needs, faults injected, not recorded (None if no tier uses one).
+
+    Starts the embedded server when no base URL is set (stopped on exit).
+    """
     if not cfg.needs_llm:
         yield None
         return
     faults = [parse_fault(f) for f in cfg.faults]
     with contextlib.ExitStack() as stack:
         base: ChatClient
-        secrets: list[str] = []
         if cfg.replay_calls is not None:
             base = ReplayClient(cfg.replay_calls)
         else:
             settings = LLMSettings.from_env(
                 base_url=cfg.llm_base_url, model=cfg.llm_model, api_key=cfg.llm_api_key
             )
-            if settings.api_key:
-                secrets.append(settings.api_key)
             if settings.base_url is None:
                 import os
 
@@ -175,14 +194,19 @@ def llm_client(cfg: RunConfig, calls_path: Path | None) -> Iterator[ChatClient |
                 base = stack.enter_context(OpenAICompatClient.from_settings(settings))
         # A replayed recording already holds the faults' effects (errors, garbled replies):
         # injecting them again would fail calls the recording answers.
-        client: ChatClient = (
-            FaultyClient(base, faults) if faults and cfg.replay_calls is None else base
-        )
-        if calls_path is not None:
-            recorder = CallRecorder(calls_path, secrets=secrets)
-            stack.callback(recorder.close)
-            client = RecordingClient(client, recorder)
-        yield client
+        yield FaultyClient(base, faults) if faults and cfg.replay_calls is None else base
+
+
+@contextlib.contextmanager
+def recorded(
+    client: ChatClient, calls_path: Path, *, secrets: list[str] | None = None
+) -> Iterator[ChatClient]:
+    """``client`` with every call recorded to ``calls_path`` (closed on exit)."""
+    recorder = CallRecorder(calls_path, secrets=secrets or [])
+    try:
+        yield RecordingClient(client, recorder)
+    finally:
+        recorder.close()
 
 
 def make_planner(cfg: RunConfig, grid: GridMap, client: ChatClient | None) -> Planner:
@@ -235,25 +259,70 @@ def make_world(cfg: RunConfig, grid: GridMap) -> Warehouse:
     return Warehouse(grid, wcfg, seed=cfg.seed, orders=orders)
 
 
+@dataclass
+class Prepared:
+    """What a run is built from, checked before its folder is touched (see :func:`prepare`)."""
+
+    grid: GridMap
+    world: Warehouse
+    faults: list[Fault]
+    executor: Executor | None  # None: built later, it needs the LLM client
+    warnings: list[str]
+
+
+def prepare(cfg: RunConfig) -> Prepared:
+    """Build and check everything a run needs that does not need the LLM client.
+
+    Checked: the map and its tasks, the task file, robots against the map, forbidden cells,
+    every fault against the world, the policy file, the recording to replay and the model file.
+
+    Raises:
+        ConfigError: (or another FleetmindError) naming the flag, file or field at fault.
+    """
+    grid = resolve_map(cfg.map)
+    require_tasks(grid)
+    faults: list[Fault] = [parse_fault(f) for f in cfg.faults]
+    world = make_world(cfg, grid)
+    warnings = check_faults(
+        faults, robots=list(world.robot_ids), steps=cfg.steps, uses_llm=cfg.needs_llm
+    )
+    from fleetmind.safety.shield import Shield
+
+    Shield(grid, forbidden=cfg.forbidden)  # off-grid forbidden cells raise here
+    executor = make_executor(cfg, grid, None) if cfg.executor != "llm-direct" else None
+    if cfg.needs_llm and cfg.replay_calls is not None:
+        ReplayClient(cfg.replay_calls)  # a missing or malformed recording raises here
+    gguf = cfg.llm_gguf
+    if cfg.needs_llm and gguf is not None and cfg.replay_calls is None and not Path(gguf).is_file():
+        raise ConfigError(f"--llm-gguf {cfg.llm_gguf}: no such model file")
+    return Prepared(grid=grid, world=world, faults=faults, executor=executor, warnings=warnings)
+
+
 def execute(
     cfg: RunConfig,
     out_dir: str | Path | None,
     *,
     progress: Callable[[int], None] | None = None,
     client: ChatClient | None = None,
+    overwrite: bool = False,
 ) -> dict[str, Any]:
     """Run one strategy and record it; returns the metrics.
+
+    Everything that can be checked is checked before the run folder is touched (:func:`prepare`,
+    the folder itself, the LLM client), so a bad input never costs an earlier run.
 
     Args:
         cfg: the run configuration.
         out_dir: the run folder (None: do not record).
         progress: called with the number of ticks done.
         client: an LLM client to use instead of building one (e.g. a shared embedded server).
+        overwrite: replace an earlier run in ``out_dir`` (else such a folder is refused).
+
+    Raises:
+        ConfigError: bad input, or ``out_dir`` holds an earlier run and ``overwrite`` is off.
     """
-    grid = resolve_map(cfg.map)
-    require_tasks(grid)
-    faults: list[Fault] = [parse_fault(f) for f in cfg.faults]
-    recorder = None
+    ready = prepare(cfg)
+    grid, world, faults = ready.grid, ready.world, ready.faults
     if out_dir is not None:
         if cfg.replay_calls is not None and (
             Path(cfg.replay_calls).resolve().parent == Path(out_dir).resolve()
@@ -262,22 +331,30 @@ def execute(
                 f"--out {out_dir}: the run folder holds the recording being replayed "
                 f"({cfg.replay_calls}); write the replay to another folder"
             )
-        recorder = RunRecorder(
-            out_dir, flush_every=cfg.flush_every, snapshot_every=cfg.snapshot_every
-        )
-        recorder.write_config(cfg.public())
-    world = make_world(cfg, grid)
-    calls_path = recorder.calls_path if recorder is not None else None
+        check_out_dir(out_dir, overwrite=overwrite)
     with contextlib.ExitStack() as stack:
         if client is None:
-            client = stack.enter_context(llm_client(cfg, calls_path))
-        elif calls_path is not None and cfg.needs_llm:
-            inner: ChatClient = FaultyClient(client, faults) if faults else client
-            calls = CallRecorder(calls_path)
-            stack.callback(calls.close)
-            client = RecordingClient(inner, calls)
+            client = stack.enter_context(base_client(cfg))
+        elif cfg.needs_llm and faults:
+            client = FaultyClient(client, faults)
+        # Every check passed and the LLM is up: only now is the run folder touched.
+        recorder = None
+        if out_dir is not None:
+            recorder = RunRecorder(
+                out_dir,
+                flush_every=cfg.flush_every,
+                snapshot_every=cfg.snapshot_every,
+                overwrite=overwrite,
+            )
+            recorder.write_config(cfg.public())
+            if client is not None and cfg.needs_llm:
+                client = stack.enter_context(
+                    recorded(client, recorder.calls_path, secrets=_secrets(cfg))
+                )
+        if not cfg.needs_llm:
+            client = None
         planner = make_planner(cfg, grid, client)
-        executor = make_executor(cfg, grid, client)
+        executor = ready.executor or make_executor(cfg, grid, client)
         loop = ControlLoop(
             world,
             planner,
@@ -302,6 +379,8 @@ def execute(
                 recorder.close(loop.metrics())
     metrics["seed"] = cfg.seed
     metrics["map"] = grid.name
+    if ready.warnings:
+        metrics["warnings"] = list(ready.warnings)
     if recorder is not None:
         metrics["run_dir"] = str(recorder.dir)
         recorder.write_metrics(metrics)

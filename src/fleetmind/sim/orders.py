@@ -31,7 +31,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from fleetmind.errors import ConfigError, TaskFileError
 from fleetmind.sim.grid import Cell, GridMap
-from fleetmind.sim.notes import Constraint, ConstraintModel, NoteConfig, NoteWriter
+from fleetmind.sim.notes import Constraint, ConstraintModel
+from fleetmind.sim.notewriter import NoteConfig, NoteWriter
 
 Priority = Literal["normal", "urgent"]
 URGENT_WEIGHT = 3.0

@@ -12,10 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fleetmind.sim import notes
-from fleetmind.sim.notes import (
-    KINDS,
-    Constraint,
+from fleetmind.sim import notewriter
+from fleetmind.sim.notes import KINDS, Constraint
+from fleetmind.sim.notewriter import (
     Difficulty,
     NoteConfig,
     NoteWriter,
@@ -31,8 +30,8 @@ DIFFICULTIES: tuple[Difficulty, ...] = ("easy", "normal", "hard")
 
 # Independent readers of the number forms (for round trips and for finding values in notes) ----
 
-EN_VALUES = {w: i for i, w in enumerate(notes._EN_ONES)} | {
-    w: 10 * i for i, w in enumerate(notes._EN_TENS) if w
+EN_VALUES = {w: i for i, w in enumerate(notewriter._EN_ONES)} | {
+    w: 10 * i for i, w in enumerate(notewriter._EN_TENS) if w
 }
 EN_NUMBER_TOKENS = {*EN_VALUES, "hundred", "thousand"}
 
@@ -560,21 +559,24 @@ def test_relative_time_shares(difficulty: Difficulty, share: float) -> None:
 def vocabulary() -> set[str]:
     """Every English word the phrase tables, fillers, forms and number words can produce."""
     texts: list[str] = [
-        *notes._FILLERS["en"],
-        *notes._SAFE_DISTRACTORS["en"],
-        *notes._PLAIN_DISTRACTORS["en"],
-        *notes._PREFIXES["en"],
-        *notes._SUFFIXES["en"],
-        *notes._CONNECTORS["en"],
-        *notes._EN_ROBOT_FORMS,
-        *notes._EN_TICK_FORMS,
-        *notes._ZH_TICK_FORMS,
-        *notes._ZH_ROBOT_FORMS,
+        *notewriter._FILLERS["en"],
+        *notewriter._SAFE_DISTRACTORS["en"],
+        *notewriter._PLAIN_DISTRACTORS["en"],
+        *notewriter._PREFIXES["en"],
+        *notewriter._SUFFIXES["en"],
+        *notewriter._CONNECTORS["en"],
+        *notewriter._EN_ROBOT_FORMS,
+        *notewriter._EN_TICK_FORMS,
+        *notewriter._ZH_TICK_FORMS,
+        *notewriter._ZH_ROBOT_FORMS,
         " ".join(EN_NUMBER_TOKENS),
         "a and robot",
     ]
     for lang in ("en", "zh"):
-        for phrases in (*notes._PHRASES[lang].values(), *notes._PAIR_PHRASES[lang].values()):
+        for phrases in (
+            *notewriter._PHRASES[lang].values(),
+            *notewriter._PAIR_PHRASES[lang].values(),
+        ):
             texts.extend(phrases)
     words = {w for text in texts for w in re.findall(r"[a-z]+", _SLOTS.sub(" ", text.lower()))}
     return words
@@ -663,7 +665,7 @@ def test_plain_notes_state_nothing_but_vary() -> None:
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_phrase_tables(kind: str) -> None:
-    en, zh = notes._PHRASES["en"][kind], notes._PHRASES["zh"][kind]
+    en, zh = notewriter._PHRASES["en"][kind], notewriter._PHRASES["zh"][kind]
     assert len(set(en)) == len(en) >= 12
     assert len(set(zh)) == len(zh) >= 10
     allowed = {
@@ -692,8 +694,8 @@ def test_pair_phrase_tables() -> None:
     slot_kind |= dict.fromkeys(("dt", "dn", "dti", "dni", "dk"), ("deadline",))
     slot_kind |= dict.fromkeys(("ht", "hn", "hk"), ("hold",))
     for lang in ("en", "zh"):
-        assert set(notes._PAIR_PHRASES[lang]) == set(notes._PAIRS)
-        for pair, phrases in notes._PAIR_PHRASES[lang].items():
+        assert set(notewriter._PAIR_PHRASES[lang]) == set(notewriter._PAIRS)
+        for pair, phrases in notewriter._PAIR_PHRASES[lang].items():
             assert len(phrases) >= 3
             for phrase in phrases:
                 kinds = {k for s in re.findall(r"\{(\w+)\}", phrase) for k in slot_kind[s]}

@@ -28,7 +28,7 @@ from pettingzoo.utils.conversions import parallel_to_aec
 from fleetmind.envs import make_gridworld, make_parallel, make_race, make_vector
 from fleetmind.sim import observe
 
-LORR_SMALL = Path(__file__).resolve().parents[2].parent / "shared" / "maps" / "lorr"
+LORR_SMALL = Path(__file__).resolve().parents[2] / "benchmarks" / "data" / "lorr" / "maps"
 LORR_SMALL = LORR_SMALL / "warehouse_small.map"
 requires_lorr = pytest.mark.skipif(not LORR_SMALL.exists(), reason="needs the shared LoRR maps")
 requires_rware = pytest.mark.skipif(

@@ -15,7 +15,7 @@ from fleetmind.sim.distances import DistanceOracle
 from fleetmind.sim.grid import DELTAS
 from fleetmind.testing import NondeterminismError, check_determinism
 
-LORR = Path(__file__).resolve().parents[2].parent / "shared" / "maps" / "lorr"
+LORR = Path(__file__).resolve().parents[2] / "benchmarks" / "data" / "lorr" / "maps"
 
 
 @pytest.mark.parametrize("obs", ["local", "tabular"])

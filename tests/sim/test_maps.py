@@ -23,7 +23,7 @@ from fleetmind.sim.maps import (
 )
 from fleetmind.sim.presets import PRESETS, preset, warehouse_layout
 
-LORR = Path(__file__).resolve().parents[2].parent / "shared" / "maps" / "lorr"
+LORR = Path(__file__).resolve().parents[2] / "benchmarks" / "data" / "lorr" / "maps"
 
 # name: (height, width, blocked '@', pickups 'E', stations 'S'), counted from the files.
 LORR_MAPS = {

@@ -44,7 +44,7 @@ from fleetmind.sim.orders import OrderConfig
 from fleetmind.sim.warehouse import Warehouse, WarehouseConfig
 from fleetmind.testing.fake_server import FakeChatServer, Reply
 
-LORR = Path(__file__).resolve().parents[3].parent / "shared" / "maps" / "lorr"
+LORR = Path(__file__).resolve().parents[3] / "benchmarks" / "data" / "lorr" / "maps"
 
 
 def _world(grid: GridMap, n: int, steps: int, seed: int, **orders: Any) -> Warehouse:

@@ -57,7 +57,7 @@ def test_scaling_case_rows() -> None:
 def test_llm_direct_case_against_a_scripted_model() -> None:
     import json
 
-    from fleetmind.llm.fake_server import FakeChatServer, Reply
+    from fleetmind.testing.fake_server import FakeChatServer, Reply
 
     def reply(received) -> Reply:
         return Reply(json.dumps({"moves": [{"robot": "robot_0", "move": "wait"}]}))

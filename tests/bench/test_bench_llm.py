@@ -5,7 +5,7 @@ import json
 import pytest
 
 from fleetmind.bench import llm as bench
-from fleetmind.llm.fake_server import FakeChatServer
+from fleetmind.testing.fake_server import FakeChatServer
 
 
 def test_overhead_in_memory_is_small() -> None:

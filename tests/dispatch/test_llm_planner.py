@@ -11,7 +11,7 @@ from fleetmind.dispatch.faults import FaultyClient, parse_fault
 from fleetmind.dispatch.llm_planner import LLMPlanner
 from fleetmind.dispatch.loop import ControlLoop, LoopConfig
 from fleetmind.dispatch.plans import Snapshot
-from fleetmind.llm.fake_server import FakeChatServer, Reply
+from fleetmind.testing.fake_server import FakeChatServer, Reply
 
 from .conftest import make_world, orders_at
 

@@ -28,10 +28,10 @@ from fleetmind.eval.store import (
     load_events,
     query,
 )
-from fleetmind.llm.fake_server import FakeChatServer
 from fleetmind.sim.maps import load_map
 from fleetmind.sim.orders import Order, OrderConfig
 from fleetmind.sim.warehouse import Warehouse, WarehouseConfig
+from fleetmind.testing.fake_server import FakeChatServer
 
 
 def _first_pair(request) -> str:  # type: ignore[no-untyped-def]

@@ -10,8 +10,8 @@ from fleetmind.llm.client import OpenAICompatClient
 from fleetmind.llm.core import Message
 from fleetmind.llm.embedded import free_port
 from fleetmind.llm.errors import LLMConnectionError, LLMHTTPError, LLMTimeoutError
-from fleetmind.llm.fake_server import FakeChatServer, Received, Reply
 from fleetmind.llm.settings import LLMSettings
+from fleetmind.testing.fake_server import FakeChatServer, Received, Reply
 
 MSGS = [Message.user("hello")]
 KEY = "sk-test-SECRET0123456789abcdef"

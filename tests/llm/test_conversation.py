@@ -3,7 +3,7 @@ from __future__ import annotations
 import json
 
 from fleetmind.llm.conversation import Conversation, Role, Transcript
-from fleetmind.llm.fake_server import FakeChatServer, Received, Reply
+from fleetmind.testing.fake_server import FakeChatServer, Received, Reply
 
 COORD = Role("lead", "coordinator", "You coordinate and decide.")
 EXEC = Role("worker", "executor", "You execute and report.")

@@ -7,10 +7,10 @@ from typing import Any
 import pytest
 
 from fleetmind.llm.budgets import Budgets
-from fleetmind.llm.fake_server import FakeChatServer, Reply
 from fleetmind.llm.loop import ToolLoop
 from fleetmind.llm.parse import CallTool, Finish
 from fleetmind.llm.tools import Tool, call_key
+from fleetmind.testing.fake_server import FakeChatServer, Reply
 
 
 def add(a: int, b: int) -> int:

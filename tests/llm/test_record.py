@@ -10,11 +10,11 @@ from fleetmind.errors import BudgetExceeded, ConfigError
 from fleetmind.llm.budgets import Budgets
 from fleetmind.llm.core import CallContext, Message
 from fleetmind.llm.errors import LLMHTTPError, ReplayMiss
-from fleetmind.llm.fake_server import FakeChatServer, Reply
 from fleetmind.llm.loop import ToolLoop
 from fleetmind.llm.record import CallRecorder, ReplayClient, request_hash
 from fleetmind.llm.structured import structured
 from fleetmind.llm.usage import MeteredClient, Prices, Usage, UsageBudget
+from fleetmind.testing.fake_server import FakeChatServer, Reply
 
 KEY = "sk-live-VERYSECRET-0123456789"
 CTX = CallContext(

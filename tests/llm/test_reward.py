@@ -4,8 +4,8 @@ import math
 
 import pytest
 
-from fleetmind.llm.fake_server import FakeChatServer, Reply
 from fleetmind.llm.reward import LLMReward, parse_score
+from fleetmind.testing.fake_server import FakeChatServer, Reply
 
 
 @pytest.mark.parametrize(

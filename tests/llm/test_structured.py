@@ -6,8 +6,8 @@ from pydantic import BaseModel
 
 from fleetmind.llm.budgets import Budgets
 from fleetmind.llm.core import Message
-from fleetmind.llm.fake_server import FakeChatServer, Reply
 from fleetmind.llm.structured import structured
+from fleetmind.testing.fake_server import FakeChatServer, Reply
 
 PROMPT = [Message.user("assign")]
 

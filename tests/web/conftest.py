@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from fleetmind.eval.runner import RunConfig, execute
-from fleetmind.llm.fake_server import FakeChatServer, Reply
+from fleetmind.testing.fake_server import FakeChatServer, Reply
 
 CHROMIUM = Path("/usr/bin/chromium")
 

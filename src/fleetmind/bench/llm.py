@@ -30,8 +30,8 @@ from fleetmind.llm.client import OpenAICompatClient
 from fleetmind.llm.core import Message
 from fleetmind.llm.embedded import EmbeddedServer
 from fleetmind.llm.errors import ActionParseError
-from fleetmind.llm.fake_server import FakeChatServer
 from fleetmind.llm.parse import decoding_schema, parse_model
+from fleetmind.testing.fake_server import FakeChatServer
 
 log = logging.getLogger(__name__)
 

@@ -10,8 +10,9 @@ A general runtime (it imports nothing of ``sim``, ``rl``, ``envs`` or ``safety``
 * :class:`ToolLoop` (JSON tool loop), :class:`Conversation` (multi-role talk),
   :class:`LLMReward` (LLM as reward);
 * :class:`CallRecorder` / :class:`ReplayClient` (record, strict replay, cache) and
-  :class:`Usage` / :class:`MeteredClient` (accounting with hard budget stops);
-* :mod:`fleetmind.llm.fake_server`: a scripted misbehaving server for tests.
+  :class:`Usage` / :class:`MeteredClient` (accounting with hard budget stops).
+
+The scripted misbehaving server for tests is :mod:`fleetmind.testing.fake_server`.
 """
 
 from __future__ import annotations

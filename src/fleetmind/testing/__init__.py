@@ -1,4 +1,11 @@
-"""Public checkers for fleetmind and third-party envs, and helpers for tests."""
+"""Public checkers for fleetmind and third-party envs, and scripted fakes for tests.
+
+- :func:`check_determinism` (:mod:`fleetmind.testing.determinism`): two seeded runs of an env,
+  compared at every step.
+- :mod:`fleetmind.testing.fake_server`: ``FakeChatServer``, a scripted misbehaving
+  OpenAI-compatible server on 127.0.0.1 (import the module; it is not loaded here). A figure
+  measured against it measures fleetmind's own code, never a model.
+"""
 
 from __future__ import annotations
 

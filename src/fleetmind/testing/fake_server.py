@@ -5,7 +5,7 @@ Each request to ``POST /v1/chat/completions`` is answered by the next :class:`Re
 unknown tools, huge or empty text), a delay, an HTTP status, a raw body, or a connection reset.
 Other tiers use it to simulate a bad or slow model::
 
-    from fleetmind.llm.fake_server import FakeChatServer, Reply
+    from fleetmind.testing.fake_server import FakeChatServer, Reply
 
     finish = '{"type": "finish", "answer": 1}'
     with FakeChatServer([Reply(status=500), Reply(finish)]) as srv:

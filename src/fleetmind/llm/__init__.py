@@ -2,7 +2,8 @@
 
 A general runtime (it imports nothing of ``sim``, ``rl``, ``envs`` or ``safety``):
 
-* :class:`ChatClient` protocol; :class:`OpenAICompatClient` for any OpenAI-compatible server;
+* :class:`ChatClient` protocol, implemented once by :class:`ChatBase` (backends) and
+  :class:`ChatWrapper` (wrappers); :class:`OpenAICompatClient` for any OpenAI-compatible server;
   :class:`LLMSettings` (flags > ``FLEETMIND_LLM_*`` > ``OPENAI_*``);
 * the embedded SmolLM2-135M model: :class:`EmbeddedServer` (managed llama.cpp server) and
   :class:`LlamaClient` (in-process);
@@ -22,8 +23,11 @@ from fleetmind.llm.client import OpenAICompatClient
 from fleetmind.llm.conversation import Conversation, Role, TalkMessage, Transcript
 from fleetmind.llm.core import (
     CallContext,
+    ChatBase,
     ChatClient,
+    ChatOptions,
     ChatResult,
+    ChatWrapper,
     Message,
     TokenUsage,
     report_outcome,
@@ -50,8 +54,11 @@ __all__ = [
     "CallContext",
     "CallRecorder",
     "CallTool",
+    "ChatBase",
     "ChatClient",
+    "ChatOptions",
     "ChatResult",
+    "ChatWrapper",
     "Conversation",
     "EmbeddedServer",
     "ErrorKind",

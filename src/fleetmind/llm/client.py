@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 
-from fleetmind.llm.core import CallContext, ChatResult, Message, TokenUsage
+from fleetmind.llm.core import ChatBase, ChatOptions, ChatResult, Message, TokenUsage
 from fleetmind.llm.errors import LLMConnectionError, LLMHTTPError, LLMTimeoutError
 from fleetmind.llm.redact import redact
 from fleetmind.llm.settings import LLMSettings, SchemaMode
@@ -55,7 +55,7 @@ def response_format(json_schema: dict[str, Any], mode: SchemaMode) -> dict[str, 
     return None
 
 
-class OpenAICompatClient:
+class OpenAICompatClient(ChatBase):
     """Chat client for an OpenAI-compatible HTTP server.
 
     Args:
@@ -177,16 +177,7 @@ class OpenAICompatClient:
         body.update(self.extra_body)
         return body
 
-    def chat(
-        self,
-        messages: list[Message],
-        *,
-        temperature: float = 0.2,
-        max_tokens: int = 256,
-        json_schema: dict[str, Any] | None = None,
-        timeout_s: float | None = None,
-        context: CallContext | None = None,
-    ) -> ChatResult:
+    def respond(self, messages: list[Message], options: ChatOptions) -> ChatResult:
         """Send a chat completion request; see :class:`fleetmind.llm.core.ChatClient`.
 
         Raises:
@@ -196,10 +187,13 @@ class OpenAICompatClient:
                 with something that is not a chat completion.
         """
         body = self.request_body(
-            messages, temperature=temperature, max_tokens=max_tokens, json_schema=json_schema
+            messages,
+            temperature=options.temperature,
+            max_tokens=options.max_tokens,
+            json_schema=options.json_schema,
         )
         payload = json.dumps(body).encode()
-        limit = self.timeout_s if timeout_s is None else timeout_s
+        limit = self.timeout_s if options.timeout_s is None else options.timeout_s
         start = time.monotonic()
         deadline = start + limit
         url = f"{self.base_url}/chat/completions"

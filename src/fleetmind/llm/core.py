@@ -5,10 +5,16 @@ token usage, latency). Backends: :class:`fleetmind.llm.client.OpenAICompatClient
 OpenAI-compatible server), :class:`fleetmind.llm.embedded.LlamaClient` (in-process llama.cpp),
 :class:`fleetmind.llm.record.ReplayClient` (recorded calls). Wrappers add recording, caching and
 usage accounting while keeping the same protocol.
+
+The keyword signature of :meth:`ChatClient.chat` is implemented once, by :class:`ChatBase`:
+every backend subclasses it and answers :meth:`ChatBase.respond` with the call's options as one
+:class:`ChatOptions` value; every wrapper subclasses :class:`ChatWrapper`, which forwards the
+same options to its inner client.
 """
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -189,3 +195,94 @@ class ChatClient(Protocol):
             The reply.
         """
         ...
+
+
+@dataclass(frozen=True, slots=True)
+class ChatOptions:
+    """The keyword arguments of one :meth:`ChatClient.chat` call, as one value.
+
+    Attributes:
+        temperature: sampling temperature.
+        max_tokens: cap on generated tokens.
+        json_schema: schema to constrain the output to, if any.
+        timeout_s: wall-clock limit for the whole call (``None``: the client's default).
+        context: caller context for recording and accounting.
+    """
+
+    temperature: float = 0.2
+    max_tokens: int = 256
+    json_schema: dict[str, Any] | None = None
+    timeout_s: float | None = None
+    context: CallContext | None = None
+
+    def send(self, client: ChatClient, messages: list[Message]) -> ChatResult:
+        """Make the same call on ``client`` (what a wrapper does with its inner client)."""
+        return client.chat(
+            messages,
+            temperature=self.temperature,
+            max_tokens=self.max_tokens,
+            json_schema=self.json_schema,
+            timeout_s=self.timeout_s,
+            context=self.context,
+        )
+
+
+class ChatBase(ABC):
+    """A :class:`ChatClient` whose :meth:`chat` packs its options and calls :meth:`respond`.
+
+    Subclasses implement :attr:`model` and :meth:`respond`; the signature of :meth:`chat` and
+    its defaults live here only.
+    """
+
+    @property
+    @abstractmethod
+    def model(self) -> str:
+        """The model name sent with requests."""
+
+    def chat(
+        self,
+        messages: list[Message],
+        *,
+        temperature: float = 0.2,
+        max_tokens: int = 256,
+        json_schema: dict[str, Any] | None = None,
+        timeout_s: float | None = None,
+        context: CallContext | None = None,
+    ) -> ChatResult:
+        """Send messages, return the reply (see :meth:`ChatClient.chat`)."""
+        options = ChatOptions(temperature, max_tokens, json_schema, timeout_s, context)
+        return self.respond(messages, options)
+
+    @abstractmethod
+    def respond(self, messages: list[Message], options: ChatOptions) -> ChatResult:
+        """Answer one call.
+
+        Args:
+            messages: the conversation so far.
+            options: the keyword arguments the caller gave :meth:`chat`.
+
+        Returns:
+            The reply.
+        """
+
+
+class ChatWrapper(ChatBase):
+    """A client around an inner client: reports its model and forwards calls unchanged.
+
+    Subclasses override :meth:`respond` to act around ``options.send(self.inner, messages)``.
+
+    Args:
+        inner: the wrapped client.
+    """
+
+    def __init__(self, inner: ChatClient) -> None:
+        self.inner = inner
+
+    @property
+    def model(self) -> str:
+        """The inner client's model."""
+        return self.inner.model
+
+    def respond(self, messages: list[Message], options: ChatOptions) -> ChatResult:
+        """Forward the call to the inner client."""
+        return options.send(self.inner, messages)

@@ -28,7 +28,7 @@ import httpx
 
 from fleetmind.errors import ConfigError
 from fleetmind.llm.client import OpenAICompatClient
-from fleetmind.llm.core import CallContext, ChatResult, Message, TokenUsage
+from fleetmind.llm.core import ChatBase, ChatOptions, ChatResult, Message, TokenUsage
 from fleetmind.llm.errors import LLMConnectionError, LLMTimeoutError
 
 log = logging.getLogger(__name__)
@@ -258,7 +258,7 @@ class EmbeddedServer:
         return OpenAICompatClient(self.base_url, self.model_alias, **kwargs)
 
 
-class LlamaClient:
+class LlamaClient(ChatBase):
     """The in-process backend: ``llama_cpp.Llama`` behind the ChatClient protocol.
 
     Calls are serialised with a lock (a ``Llama`` object is not thread-safe). A call cannot be
@@ -304,16 +304,7 @@ class LlamaClient:
         """The model name reported in results."""
         return self._model
 
-    def chat(
-        self,
-        messages: list[Message],
-        *,
-        temperature: float = 0.2,
-        max_tokens: int = 256,
-        json_schema: dict[str, Any] | None = None,
-        timeout_s: float | None = None,
-        context: CallContext | None = None,
-    ) -> ChatResult:
+    def respond(self, messages: list[Message], options: ChatOptions) -> ChatResult:
         """Generate a reply in-process; see :class:`fleetmind.llm.core.ChatClient`.
 
         Raises:
@@ -321,22 +312,23 @@ class LlamaClient:
             LLMConnectionError: llama.cpp failed.
         """
         kwargs: dict[str, Any] = {}
-        if json_schema is not None:
-            kwargs["response_format"] = {"type": "json_object", "schema": json_schema}
+        if options.json_schema is not None:
+            kwargs["response_format"] = {"type": "json_object", "schema": options.json_schema}
         start = time.monotonic()
         with self._lock:
             try:
                 data: Any = self._llama.create_chat_completion(
                     messages=[m.as_dict() for m in messages],  # type: ignore[misc]
-                    temperature=temperature,
-                    max_tokens=max_tokens,
+                    temperature=options.temperature,
+                    max_tokens=options.max_tokens,
                     **kwargs,
                 )
             except (RuntimeError, ValueError) as exc:
                 raise LLMConnectionError(f"llama.cpp: {type(exc).__name__}: {exc}") from None
         latency = time.monotonic() - start
-        if timeout_s is not None and latency > timeout_s:
-            raise LLMTimeoutError(f"in-process generation took {latency:.2f} s > {timeout_s} s")
+        limit = options.timeout_s
+        if limit is not None and latency > limit:
+            raise LLMTimeoutError(f"in-process generation took {latency:.2f} s > {limit} s")
         choice = data["choices"][0]
         usage = data.get("usage") or {}
         return ChatResult(

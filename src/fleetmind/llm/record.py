@@ -30,8 +30,17 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from fleetmind.errors import ConfigError
-from fleetmind.llm.core import CallContext, ChatClient, ChatResult, Message, TokenUsage
+from fleetmind.errors import ConfigError, read_input
+from fleetmind.llm.core import (
+    CallContext,
+    ChatBase,
+    ChatClient,
+    ChatOptions,
+    ChatResult,
+    ChatWrapper,
+    Message,
+    TokenUsage,
+)
 from fleetmind.llm.errors import (
     LLMConnectionError,
     LLMHTTPError,
@@ -43,6 +52,8 @@ from fleetmind.llm.redact import redact
 log = logging.getLogger(__name__)
 
 RECORD_SCHEMA = 1
+RECORDING_LIMIT = 1 << 30
+"""The largest ``calls.jsonl`` loaded (1 GiB; replies are bounded by the client)."""
 
 
 def request_hash(
@@ -126,18 +137,12 @@ class CallRecorder:
         self._file = self.path.open("a", encoding="utf-8")
 
     def _load(self) -> None:
-        with self.path.open(encoding="utf-8") as fh:
-            for lineno, line in enumerate(fh, 1):
-                if not line.strip():
-                    continue
-                try:
-                    rec = json.loads(line)
-                except ValueError as exc:
-                    raise ConfigError(f"{self.path}:{lineno}: not valid JSON ({exc})") from None
-                if not isinstance(rec, dict) or "request_hash" not in rec:
-                    raise ConfigError(f"{self.path}:{lineno}: missing field 'request_hash'")
-                self._index(rec)
+        for rec in _read_records(self.path):
+            self._index(rec)
+            try:
                 self._next_id = max(self._next_id, int(rec.get("call_id", -1)) + 1)
+            except (TypeError, ValueError):
+                raise ConfigError(f"{self.path}: field 'call_id' is not a number") from None
 
     def _index(self, rec: dict[str, Any]) -> None:
         self._records.append(rec)
@@ -266,7 +271,7 @@ def _record_fields(
     }
 
 
-class RecordingClient:
+class RecordingClient(ChatWrapper):
     """A ChatClient that records every call of an inner client (and optionally caches).
 
     Args:
@@ -277,25 +282,11 @@ class RecordingClient:
     """
 
     def __init__(self, inner: ChatClient, recorder: CallRecorder, *, cache: bool = False) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.recorder = recorder
         self.cache = cache
 
-    @property
-    def model(self) -> str:
-        """The inner client's model."""
-        return self.inner.model
-
-    def chat(
-        self,
-        messages: list[Message],
-        *,
-        temperature: float = 0.2,
-        max_tokens: int = 256,
-        json_schema: dict[str, Any] | None = None,
-        timeout_s: float | None = None,
-        context: CallContext | None = None,
-    ) -> ChatResult:
+    def respond(self, messages: list[Message], options: ChatOptions) -> ChatResult:
         """Call the inner client (or the cache) and record the call.
 
         Raises:
@@ -304,10 +295,10 @@ class RecordingClient:
         fields = _record_fields(
             self.inner.model,
             messages,
-            temperature=temperature,
-            max_tokens=max_tokens,
-            json_schema=json_schema,
-            context=context,
+            temperature=options.temperature,
+            max_tokens=options.max_tokens,
+            json_schema=options.json_schema,
+            context=options.context,
             default_version=self.recorder.prompt_version,
         )
         h = fields["request_hash"]
@@ -320,14 +311,7 @@ class RecordingClient:
                 return self._log(fields, result, None)
         start = time.monotonic()
         try:
-            result = self.inner.chat(
-                messages,
-                temperature=temperature,
-                max_tokens=max_tokens,
-                json_schema=json_schema,
-                timeout_s=timeout_s,
-                context=context,
-            )
+            result = options.send(self.inner, messages)
         except LLMConnectionError as exc:
             self._log(fields, None, exc, latency_s=time.monotonic() - start)
             raise
@@ -413,7 +397,7 @@ def _error_from(rec: dict[str, Any]) -> LLMConnectionError:
     return LLMConnectionError(message)
 
 
-class ReplayClient:
+class ReplayClient(ChatBase):
     """A strict ChatClient that serves recorded responses and never touches the network.
 
     Identical requests are served their recorded responses in recorded order (so three samples
@@ -459,16 +443,7 @@ class ReplayClient:
         """The replayed model name."""
         return self._model
 
-    def chat(
-        self,
-        messages: list[Message],
-        *,
-        temperature: float = 0.2,
-        max_tokens: int = 256,
-        json_schema: dict[str, Any] | None = None,
-        timeout_s: float | None = None,
-        context: CallContext | None = None,
-    ) -> ChatResult:
+    def respond(self, messages: list[Message], options: ChatOptions) -> ChatResult:
         """Serve the recorded response of this request.
 
         Raises:
@@ -478,9 +453,9 @@ class ReplayClient:
         h = request_hash(
             self._model,
             messages,
-            temperature=temperature,
-            max_tokens=max_tokens,
-            json_schema=json_schema,
+            temperature=options.temperature,
+            max_tokens=options.max_tokens,
+            json_schema=options.json_schema,
         )
         with self._lock:
             queue = self._by_hash.get(h)
@@ -503,15 +478,15 @@ class ReplayClient:
 
 def _read_records(path: Path) -> list[dict[str, Any]]:
     out = []
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except ValueError as exc:
-                raise ConfigError(f"{path}:{lineno}: not valid JSON ({exc})") from None
-            if not isinstance(rec, dict) or "request_hash" not in rec:
-                raise ConfigError(f"{path}:{lineno}: missing field 'request_hash'")
-            out.append(rec)
+    text = read_input(path, what="call recording", limit=RECORDING_LIMIT)
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except ValueError as exc:
+            raise ConfigError(f"{path}:{lineno}: not valid JSON ({exc})") from None
+        if not isinstance(rec, dict) or not isinstance(rec.get("request_hash"), str):
+            raise ConfigError(f"{path}:{lineno}: missing field 'request_hash'")
+        out.append(rec)
     return out

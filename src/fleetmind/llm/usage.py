@@ -18,7 +18,14 @@ from typing import Any
 
 import numpy as np
 
-from fleetmind.llm.core import CallContext, ChatClient, ChatResult, Message
+from fleetmind.llm.core import (
+    CallContext,
+    ChatClient,
+    ChatOptions,
+    ChatResult,
+    ChatWrapper,
+    Message,
+)
 from fleetmind.llm.errors import BudgetExceeded, LLMConnectionError
 
 
@@ -186,7 +193,7 @@ def _check(limit: UsageBudget, tally: _Tally, name: str) -> None:
         )
 
 
-class MeteredClient:
+class MeteredClient(ChatWrapper):
     """A ChatClient that charges every call of an inner client to a :class:`Usage`.
 
     Args:
@@ -195,41 +202,21 @@ class MeteredClient:
     """
 
     def __init__(self, inner: ChatClient, usage: Usage) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.usage = usage
 
-    @property
-    def model(self) -> str:
-        """The inner client's model."""
-        return self.inner.model
-
-    def chat(
-        self,
-        messages: list[Message],
-        *,
-        temperature: float = 0.2,
-        max_tokens: int = 256,
-        json_schema: dict[str, Any] | None = None,
-        timeout_s: float | None = None,
-        context: CallContext | None = None,
-    ) -> ChatResult:
+    def respond(self, messages: list[Message], options: ChatOptions) -> ChatResult:
         """Check the budget, call the inner client, charge the call.
 
         Raises:
             BudgetExceeded: a hard limit forbids the call (the inner client is not called).
             LLMConnectionError: re-raised from the inner client after charging it.
         """
+        context = options.context
         self.usage.check(context)
         start = time.monotonic()
         try:
-            result = self.inner.chat(
-                messages,
-                temperature=temperature,
-                max_tokens=max_tokens,
-                json_schema=json_schema,
-                timeout_s=timeout_s,
-                context=context,
-            )
+            result = options.send(self.inner, messages)
         except LLMConnectionError:
             self.usage.charge(context, None, time.monotonic() - start)
             raise

@@ -89,7 +89,13 @@ def _show(result: Any, *, as_json: bool, table: Any = None) -> None:
 
 
 def _progress_run(
-    cfg: Any, out: Path | None, *, label: str, quiet: bool, client: Any = None
+    cfg: Any,
+    out: Path | None,
+    *,
+    label: str,
+    quiet: bool,
+    client: Any = None,
+    overwrite: bool = False,
 ) -> dict[str, Any]:
     """Run one strategy with a Rich progress bar (ETA) unless quiet."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
@@ -97,7 +103,7 @@ def _progress_run(
     from fleetmind.eval.runner import execute
 
     if quiet:
-        return execute(cfg, out, client=client)
+        return execute(cfg, out, client=client, overwrite=overwrite)
     with Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -107,7 +113,13 @@ def _progress_run(
         transient=True,
     ) as bar:
         task = bar.add_task(label, total=cfg.steps)
-        return execute(cfg, out, progress=lambda k: bar.update(task, completed=k), client=client)
+        return execute(
+            cfg,
+            out,
+            progress=lambda k: bar.update(task, completed=k),
+            client=client,
+            overwrite=overwrite,
+        )
 
 
 KPI_ROWS = (
@@ -194,8 +206,15 @@ def run(
     ] = None,
     seed: Annotated[int | None, typer.Option(help="Root seed. [default: 0]")] = None,
     out: Annotated[
-        Path | None, typer.Option(help="Run folder to write. [default: runs/run-SEED]")
+        Path | None,
+        typer.Option(
+            help="Run folder to write; one holding an earlier run is refused unless "
+            "--overwrite. [default: runs/run-SEED, or runs/run-SEED-2... if that holds a run]"
+        ),
     ] = None,
+    overwrite: Annotated[
+        bool, typer.Option("--overwrite", help="Replace an earlier run in --out.")
+    ] = False,
     shield: Annotated[
         bool | None, typer.Option("--shield/--no-shield", help="Run the shield. [default: on]")
     ] = None,
@@ -272,8 +291,12 @@ def run(
             "llm_threads": llm_threads,
         },
     )
-    folder = out or Path("runs") / f"run-{cfg.seed}"
-    m = _progress_run(cfg, folder, label=f"{cfg.planner}+{cfg.executor}", quiet=as_json)
+    from fleetmind.eval.recorder import next_free
+
+    folder = out or next_free(Path("runs") / f"run-{cfg.seed}")
+    m = _progress_run(
+        cfg, folder, label=f"{cfg.planner}+{cfg.executor}", quiet=as_json, overwrite=overwrite
+    )
     if as_json:
         _print_json(m)
         return
@@ -311,7 +334,7 @@ def demo(
     time (the control loop never waits for the LLM), prints a KPI table and writes the run
     folders and an HTML report.
     """
-    from fleetmind.eval.runner import RunConfig, llm_client
+    from fleetmind.eval.runner import llm_client, load_config, prepare
     from fleetmind.eval.strategies import strategy
 
     started = time.perf_counter()
@@ -327,7 +350,9 @@ def demo(
         "llm_gguf": llm_gguf,
     }
     names = ("hybrid", "hybrid-llm", "classical", "oracle")
-    configs = {name: RunConfig(**common, **strategy(name)) for name in names}
+    configs = {name: load_config(None, {**common, **strategy(name)}) for name in names}
+    for cfg in configs.values():
+        prepare(cfg)  # every check before the model loads and any folder is touched
     if not as_json:
         console.print(
             f"[bold]fleetmind demo[/bold]: {robots} robots on {map_name}, {steps} ticks at "
@@ -342,8 +367,9 @@ def demo(
         if not as_json:
             console.print(f"LLM: {client.model if client else '-'} (ready)")
         for name in names:
+            # The demo's own folders: a rerun replaces them (README, run folder).
             results[name] = _progress_run(
-                configs[name], out / name, label=name, quiet=as_json, client=client
+                configs[name], out / name, label=name, quiet=as_json, client=client, overwrite=True
             )
     elapsed = time.perf_counter() - started
     report = _try_report(out, results)
@@ -383,8 +409,16 @@ def compare(
     seeds: Annotated[int, typer.Option(help="Seeds per strategy (confidence intervals).")] = 3,
     seed: Annotated[int, typer.Option(help="First seed.")] = 0,
     out: Annotated[
-        Path, typer.Option(help="Comparison folder (run folders, comparison.json, report).")
-    ] = Path("runs/compare"),
+        Path | None,
+        typer.Option(
+            help="Comparison folder (run folders, comparison.json, report); one holding an "
+            "earlier comparison is refused unless --overwrite. [default: runs/compare, or "
+            "runs/compare-2... if that holds one]"
+        ),
+    ] = None,
+    overwrite: Annotated[
+        bool, typer.Option("--overwrite", help="Replace an earlier comparison in --out.")
+    ] = False,
     backend: Annotated[
         str, typer.Option(help="local (process pool) or ray (one Ray task per run).")
     ] = "local",
@@ -410,8 +444,11 @@ def compare(
     from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
     from fleetmind.eval.compare import compare as run_compare
-    from fleetmind.eval.compare import format_cell
+    from fleetmind.eval.compare import earlier_comparison, format_cell
+    from fleetmind.eval.recorder import next_free
 
+    if out is None:
+        out = next_free(Path("runs/compare"), holds=earlier_comparison)
     names = [s for s in strategies.split(",") if s.strip()]
     common = {
         k: v
@@ -434,6 +471,7 @@ def compare(
         "backend": backend,
         "workers": workers,
         "common": common,
+        "overwrite": overwrite,
     }
     if backend == "ray":
         kwargs["run_many"] = _ray_runner(ray_address, max_retries, workers)
@@ -499,8 +537,15 @@ def replay(
         bool, typer.Option("--rl/--no-rl", help="Batch RL replay on the recorded transitions.")
     ] = True,
     out: Annotated[
-        Path | None, typer.Option(help="Folder for the strict replay run. [default: DIR-replay]")
+        Path | None,
+        typer.Option(
+            help="Folder for the strict replay run; one holding a run is refused unless "
+            "--overwrite. [default: DIR-replay, replaced on each strict replay]"
+        ),
     ] = None,
+    overwrite: Annotated[
+        bool, typer.Option("--overwrite", help="Replace an earlier run in --out.")
+    ] = False,
     llm_base_url: LLMBaseUrl = None,
     llm_model: LLMModel = None,
     backend: Annotated[
@@ -523,7 +568,8 @@ def replay(
     result: dict[str, Any] = {}
     if strict:
         target = out or run_dir.with_name(run_dir.name + "-replay")
-        res = rp.strict_replay(run_dir, target)
+        # DIR-replay is the replay's own folder (rebuilt from DIR at will): a rerun replaces it.
+        res = rp.strict_replay(run_dir, target, overwrite=overwrite or out is None)
         result["strict"] = {
             "identical": res.identical,
             "episode_rows": res.episode_rows,

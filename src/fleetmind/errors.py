@@ -1,10 +1,13 @@
 """The error hierarchy shared by every tier.
 
 This module sits below every package (it imports nothing of fleetmind), so any tier may raise
-these. Errors name the file, line, column or field at fault in their message.
+these. Errors name the file, line, column or field at fault in their message; :func:`read_input`
+reads a user's input file (bounded, UTF-8) or raises one such error.
 """
 
 from __future__ import annotations
+
+import os
 
 
 class FleetmindError(Exception):
@@ -57,3 +60,44 @@ class BudgetExceeded(FleetmindError):
 
 class LLMConnectionError(FleetmindError):
     """The LLM backend could not be reached or answered with an error."""
+
+
+MAX_INPUT_BYTES = 64 * 1024 * 1024
+"""The largest text input file fleetmind reads (task files, configs, recordings): 64 MiB."""
+
+
+def read_input(
+    path: str | os.PathLike[str],
+    *,
+    what: str,
+    limit: int = MAX_INPUT_BYTES,
+    error: type[FleetmindError] = ConfigError,
+) -> str:
+    """The text of a user's input file, or one ``error`` naming the file and what is wrong.
+
+    Reads at most ``limit`` bytes (``/dev/zero`` or a huge file is refused, never loaded) and
+    decodes UTF-8 (a BOM is dropped).
+
+    Args:
+        path: the file.
+        what: what the file is, for the message (``"task file"``).
+        limit: the most bytes accepted.
+        error: the error class to raise.
+    """
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(limit + 1)
+    except IsADirectoryError:
+        raise error(f"{path}: cannot read {what} (is a folder)") from None
+    except OSError as exc:
+        raise error(f"{path}: cannot read {what} ({exc.strerror or exc})") from None
+    if len(data) > limit:
+        raise error(f"{path}: {what} larger than {limit // (1024 * 1024)} MiB; refused")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise error(
+            f"{path}:{line}: {what} is not UTF-8 text (byte 0x{data[exc.start]:02x} at "
+            f"offset {exc.start})"
+        ) from None

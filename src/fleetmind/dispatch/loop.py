@@ -310,10 +310,11 @@ class ControlLoop:
         t = w.tick
         for f in self.faults:
             if f.start == t:
+                cut = {"cut": f.cut} if f.cut else {}  # orders a surge lost to its bound
                 self._fault_log.append(
-                    {"spec": f.spec, "kind": f.kind, "start": f.start, "end": f.end}
+                    {"spec": f.spec, "kind": f.kind, "start": f.start, "end": f.end, **cut}
                 )
-                self._emit("fault_start", fault=f.spec)
+                self._emit("fault_start", fault=f.spec, **cut)
                 if f.kind == "breakdown" and f.robot is not None:
                     w.break_robot(f.robot, f.length)
                     self._pending.add("fault")

@@ -27,7 +27,8 @@ from typing import Any
 import numpy as np
 
 from fleetmind.errors import ConfigError
-from fleetmind.eval.runner import RunConfig, execute, llm_client
+from fleetmind.eval.recorder import earlier_run
+from fleetmind.eval.runner import RunConfig, execute, llm_client, load_config, prepare
 from fleetmind.eval.signals import signals
 from fleetmind.eval.strategies import strategy
 
@@ -91,9 +92,21 @@ def _folder(name: str) -> str:
     return name.replace(":", "-")
 
 
-def _run_one(cfg_data: dict[str, Any], out: str) -> dict[str, Any]:
+def _run_one(cfg_data: dict[str, Any], out: str, overwrite: bool) -> dict[str, Any]:
     """Worker: one run (picklable arguments only)."""
-    return execute(RunConfig.model_validate(cfg_data), out)
+    return execute(RunConfig.model_validate(cfg_data), out, overwrite=overwrite)
+
+
+def earlier_comparison(root: str | Path) -> list[str]:
+    """What of an earlier comparison ``root`` holds: ``comparison.json`` and run folders."""
+    p = Path(root)
+    if not p.is_dir():
+        return []
+    found = ["comparison.json"] if (p / "comparison.json").exists() else []
+    found += sorted(
+        str(run.relative_to(p)) for run in p.glob("*/seed-*") if run.is_dir() and earlier_run(run)
+    )
+    return found
 
 
 def compare(
@@ -110,6 +123,7 @@ def compare(
     common: dict[str, Any] | None = None,
     progress: Callable[[str, int, int], None] | None = None,
     run_many: Callable[[list[tuple[RunConfig, Path]]], list[dict[str, Any]]] | None = None,
+    overwrite: bool = False,
 ) -> dict[str, Any]:
     """Run every strategy on seeds ``seed .. seed+seeds-1``; write ``OUT/comparison.json``.
 
@@ -127,14 +141,16 @@ def compare(
         progress: called with (label, runs done, runs total).
         run_many: runs a batch of (config, run folder) pairs elsewhere and returns their
             metrics in order; :mod:`fleetmind.scale` provides one on Ray (the evaluation tier
-            does not import Ray itself).
+            does not import Ray itself). It may overwrite the run folders it is given.
+        overwrite: replace an earlier comparison in ``out`` (else such a folder is refused).
 
     Returns:
         The comparison: ``strategies``, ``seeds``, ``rows`` (label per key), ``table``
         (strategy -> key -> mean/ci95/n), ``runs`` (strategy -> list of run folders).
 
     Raises:
-        ConfigError: unknown strategy or backend, or no strategy given.
+        ConfigError: unknown strategy or backend, no strategy given, a run that cannot start
+            (checked for every run before any runs), or ``out`` holds an earlier comparison.
     """
     if backend == "ray" and run_many is None:
         raise ConfigError("--backend ray: needs fleetmind.scale (pip install fleetmind[ray])")
@@ -150,7 +166,8 @@ def compare(
     for name in names:
         fields = strategy(name)
         for k in range(seeds):
-            cfg = RunConfig.model_validate(
+            cfg = load_config(
+                None,
                 {
                     **(common or {}),
                     **fields,
@@ -158,9 +175,17 @@ def compare(
                     "robots": robots,
                     "steps": steps,
                     "seed": seed + k,
-                }
+                },
             )
+            prepare(cfg)  # every run is checked before any run starts
             jobs.append((name, seed + k, cfg, root / _folder(name) / f"seed-{seed + k}"))
+    found = earlier_comparison(root)
+    if found and not overwrite:
+        shown = ", ".join(found[:4]) + (", ..." if len(found) > 4 else "")
+        raise ConfigError(
+            f"--out {root}: holds an earlier comparison ({shown}); pass --overwrite to replace "
+            "it, or choose another --out"
+        )
     total = len(jobs)
     done = 0
     results: dict[tuple[str, int], dict[str, Any]] = {}
@@ -176,7 +201,7 @@ def compare(
     elif plain:
         with ProcessPoolExecutor(max_workers=max(1, min(workers, len(plain)))) as pool:
             futures = {
-                pool.submit(_run_one, cfg.model_dump(), str(path)): (name, s)
+                pool.submit(_run_one, cfg.model_dump(), str(path), overwrite): (name, s)
                 for name, s, cfg, path in plain
             }
             for fut, key in futures.items():
@@ -188,7 +213,7 @@ def compare(
         with contextlib.ExitStack() as stack:
             client = stack.enter_context(llm_client(with_llm[0][2], None))
             for name, s, cfg, path in with_llm:
-                results[(name, s)] = execute(cfg, path, client=client)
+                results[(name, s)] = execute(cfg, path, client=client, overwrite=overwrite)
                 done += 1
                 if progress is not None:
                     progress(name, done, total)

@@ -29,8 +29,10 @@ Episode columns (one row per robot per tick ``tick``; cells are (row, col))::
     done                   the run's last tick (``steps - 1`` of the recorded config); a run
                            killed early has no ``done`` row: its trajectories are truncated
 
-A new recorder on an existing folder removes the earlier run's files first (a run folder holds
-one run).
+A run folder holds one run. A new recorder refuses a folder that holds an earlier run (any of the
+files above) unless asked to overwrite it (``overwrite=True``: the earlier run's files are removed
+first, nothing else in the folder); :func:`check_out_dir` says so before anything is written, and
+:func:`next_free` picks a fresh folder beside a default one.
 
 Writes are append-and-flush in bounded batches: each flush writes a complete Parquet part to a
 temporary name and renames it into place, so killing the process at any moment leaves every file
@@ -44,6 +46,7 @@ import json
 import os
 import pickle
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -126,10 +129,23 @@ class RunRecorder:
         out_dir: the run folder (created).
         flush_every: ticks between flushes (the most a crash can lose).
         snapshot_every: ticks between periodic world snapshots (0: only at decisions).
+        overwrite: replace an earlier run in ``out_dir`` (else a folder holding one is refused).
+
+    Raises:
+        ConfigError: the folder holds an earlier run (and ``overwrite`` is off), or cannot be
+            created.
     """
 
-    def __init__(self, out_dir: str | Path, *, flush_every: int = 50, snapshot_every: int = 100):
+    def __init__(
+        self,
+        out_dir: str | Path,
+        *,
+        flush_every: int = 50,
+        snapshot_every: int = 100,
+        overwrite: bool = False,
+    ):
         self.dir = Path(out_dir)
+        check_out_dir(self.dir, overwrite=overwrite)
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -282,6 +298,53 @@ class RunRecorder:
 
 RUN_FILES = ("config.json", "metrics.json", "calls.jsonl")
 RUN_DATASETS = ("episode.parquet", "events.parquet", "latency.parquet")
+
+
+def earlier_run(folder: str | Path) -> list[str]:
+    """The files of an earlier run in ``folder`` (empty if it holds none, or does not exist)."""
+    p = Path(folder)
+    if not p.is_dir():
+        return []
+    found = [name for name in RUN_FILES if (p / name).exists()]
+    found += [name for name in RUN_DATASETS if any((p / name).glob("part-*"))]
+    if any((p / "snapshots").glob("tick_*")):
+        found.append("snapshots")
+    return found
+
+
+def check_out_dir(folder: str | Path, *, overwrite: bool, flag: str = "--out") -> None:
+    """Refuse a run folder that holds an earlier run, unless ``overwrite``; touches nothing.
+
+    Raises:
+        ConfigError: naming the flag, the folder and the earlier run's files.
+    """
+    p = Path(folder)
+    if p.exists() and not p.is_dir():
+        raise ConfigError(f"{flag} {p}: exists and is not a folder")
+    found = earlier_run(p)
+    if found and not overwrite:
+        raise ConfigError(
+            f"{flag} {p}: holds an earlier run ({', '.join(found)}); pass --overwrite to "
+            f"replace it, or choose another {flag}"
+        )
+
+
+def next_free(folder: str | Path, holds: Callable[[Path], object] = earlier_run) -> Path:
+    """``folder``, or the first free ``folder-2``, ``folder-3``... if it is taken.
+
+    For default folders: a rerun never replaces an earlier run.
+
+    Args:
+        folder: the default folder.
+        holds: what makes a folder taken (default: an earlier run in it).
+    """
+    p = Path(folder)
+    k = 2
+    candidate = p
+    while candidate.exists() and (not candidate.is_dir() or holds(candidate)):
+        candidate = p.with_name(f"{p.name}-{k}")
+        k += 1
+    return candidate
 
 
 def _clear_run(folder: Path) -> None:

@@ -147,6 +147,7 @@ def strict_replay(
     out_dir: str | Path,
     *,
     progress: Callable[[int], None] | None = None,
+    overwrite: bool = False,
 ) -> StrictResult:
     """Re-run a recorded run from its recording (LLM calls included) and compare bit for bit.
 
@@ -154,9 +155,11 @@ def strict_replay(
         run_dir: the recorded run folder.
         out_dir: where the replay writes its own run folder.
         progress: called with the number of ticks done.
+        overwrite: replace an earlier run in ``out_dir`` (else such a folder is refused).
 
     Raises:
-        ConfigError: the run was recorded in ``async`` planner mode, or has no config.
+        ConfigError: the run was recorded in ``async`` planner mode, or has no config, or
+            ``out_dir`` holds an earlier run and ``overwrite`` is off.
     """
     src = run_path(run_dir)
     cfg = recorded_config(src)
@@ -170,7 +173,7 @@ def strict_replay(
     calls = src / "calls.jsonl"
     update: dict[str, Any] = {"replay_calls": str(calls) if cfg.needs_llm else None}
     replay_cfg = cfg.model_copy(update=update)
-    execute(replay_cfg, out_dir, progress=progress)
+    execute(replay_cfg, out_dir, progress=progress, overwrite=overwrite)
     diffs = compare_runs(src, out_dir)
     return StrictResult(
         identical=not diffs,

@@ -29,7 +29,7 @@ from fleetmind.dispatch.notes.planner import NoteReaderPlanner
 from fleetmind.dispatch.notes.readers import MODEL_READERS, READERS, make_reader
 from fleetmind.dispatch.planners import AssignmentPlanner, GreedyPlanner, Planner
 from fleetmind.envs.warehouse import resolve_map
-from fleetmind.errors import ConfigError
+from fleetmind.errors import ConfigError, read_input
 from fleetmind.eval.recorder import RunRecorder, check_out_dir
 from fleetmind.llm.core import ChatClient
 from fleetmind.llm.record import CallRecorder, RecordingClient, ReplayClient
@@ -121,10 +121,9 @@ def load_config(path: str | Path | None, overrides: dict[str, Any]) -> RunConfig
     data: dict[str, Any] = {}
     if path is not None:
         p = Path(path)
+        text = read_input(p, what="config file")
         try:
-            loaded = yaml.safe_load(p.read_text(encoding="utf-8"))
-        except OSError as exc:
-            raise ConfigError(f"{p}: cannot read config ({exc.strerror})") from None
+            loaded = yaml.safe_load(text)
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             where = f":{mark.line + 1}" if mark is not None else ""

@@ -33,7 +33,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from fleetmind.errors import ConfigError
+from fleetmind.errors import ConfigError, read_input
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +53,7 @@ CALL_COLUMNS: dict[str, pa.DataType] = {
     "cached": pa.bool_(),
 }
 ACTION_NAMES = ("wait", "up", "down", "left", "right")
+CALLS_LIMIT = 1 << 30  # the largest calls.jsonl read (replies are bounded: see llm.client)
 
 
 def run_path(run_dir: str | Path) -> Path:
@@ -101,7 +102,21 @@ def _dataset(run_dir: str | Path, name: str) -> pa.Table | None:
     parts = sorted(folder.glob("part-*.parquet"))
     if not parts:
         return None
-    return pa.concat_tables([pq.read_table(p) for p in parts], promote_options="default")
+    tables = []
+    for part in parts:
+        try:
+            tables.append(pq.read_table(part))
+        except (pa.ArrowException, OSError) as exc:
+            raise ConfigError(f"{part}: not a readable Parquet file ({_first_line(exc)})") from None
+    try:
+        return pa.concat_tables(tables, promote_options="default")
+    except pa.ArrowException as exc:
+        raise ConfigError(f"{folder}: parts do not fit together ({_first_line(exc)})") from None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0][:200] if text else type(exc).__name__
 
 
 def load_episode(run_dir: str | Path) -> pa.Table:
@@ -122,9 +137,14 @@ def load_events(run_dir: str | Path) -> list[dict[str, Any]]:
     if table is None:
         return []
     out = []
-    for row in table.to_pylist():
-        data = json.loads(row["data"]) if row.get("data") else {}
-        out.append({"tick": int(row["tick"]), "kind": str(row["kind"]), **data})
+    for k, row in enumerate(table.to_pylist()):
+        try:
+            data = json.loads(row["data"]) if row.get("data") else {}
+            out.append({"tick": int(row["tick"]), "kind": str(row["kind"]), **data})
+        except (ValueError, TypeError, KeyError):
+            raise ConfigError(
+                f"{Path(run_dir) / 'events.parquet'}: row {k} is not a recorded event"
+            ) from None
     return out
 
 
@@ -142,7 +162,7 @@ def load_calls(run_dir: str | Path) -> list[dict[str, Any]]:
     path = run_path(run_dir) / "calls.jsonl"
     if not path.exists():
         return []
-    lines = path.read_text(encoding="utf-8").splitlines()
+    lines = read_input(path, what="call log", limit=CALLS_LIMIT).splitlines()
     out = []
     for lineno, line in enumerate(lines, 1):
         if not line.strip():
@@ -239,8 +259,11 @@ def load_snapshots(run_dir: str | Path, *, reason: str | None = None) -> list[di
     """
     out = []
     for path in sorted((run_path(run_dir) / "snapshots").glob("tick_*.pkl")):
-        with path.open("rb") as fh:
-            snap = pickle.load(fh)  # our own recording, never a download
+        try:
+            with path.open("rb") as fh:
+                snap = pickle.load(fh)  # our own recording, never a download
+        except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ValueError) as exc:
+            raise ConfigError(f"{path}: not a readable snapshot ({_first_line(exc)})") from None
         if reason is None or snap.get("reason") == reason:
             out.append(snap)
     return out

@@ -45,7 +45,7 @@ from numpy.typing import NDArray
 
 import fleetmind
 from fleetmind.envs import make_vector
-from fleetmind.errors import ConfigError
+from fleetmind.errors import ConfigError, read_input
 from fleetmind.rl.neural import core
 from fleetmind.rl.neural.ppo import Actor, PPOConfig, env_horizon, resolve_hyper, split_seed
 from fleetmind.sim import observe
@@ -160,20 +160,27 @@ class NavPolicy:
         if not meta_path.exists():
             raise ConfigError(f"{meta_path}: metadata of {p.name} is missing")
         try:
-            meta = json.loads(meta_path.read_text())
+            meta = json.loads(read_input(meta_path, what="policy metadata", limit=1 << 20))
         except json.JSONDecodeError as error:
             raise ConfigError(f"{meta_path}:{error.lineno}: not valid JSON ({error.msg})") from None
-        if meta.get("format") != FORMAT:
+        if not isinstance(meta, dict) or meta.get("format") != FORMAT:
             raise ConfigError(f"{meta_path}: field 'format' must be {FORMAT!r}")
         try:
             blob = torch.load(p, weights_only=True)
         except Exception as error:  # torch raises several types for a bad file
             raise ConfigError(f"{p}: cannot read weights ({error})") from None
-        expected = observe.local_size(int(meta["radius"]), heuristic=True)
-        if int(meta["obs_size"]) != expected:
-            raise ConfigError(f"{meta_path}: field 'obs_size' {meta['obs_size']} != {expected}")
-        actor = Actor(int(meta["obs_size"]), int(meta["n_actions"]), 1, meta["hidden"], False)
-        actor.load_state_dict(blob["state_dict"])
+        try:
+            expected = observe.local_size(int(meta["radius"]), heuristic=True)
+            if int(meta["obs_size"]) != expected:
+                raise ConfigError(f"{meta_path}: field 'obs_size' {meta['obs_size']} != {expected}")
+            actor = Actor(int(meta["obs_size"]), int(meta["n_actions"]), 1, meta["hidden"], False)
+            actor.load_state_dict(blob["state_dict"])
+        except (KeyError, TypeError, ValueError, RuntimeError) as error:
+            # A missing field, or weights of another shape (torch raises RuntimeError).
+            raise ConfigError(
+                f"{p}: not a navigation policy ({type(error).__name__}: "
+                f"{str(error).splitlines()[0][:160] if str(error) else ''})"
+            ) from None
         return cls(actor, meta)
 
 

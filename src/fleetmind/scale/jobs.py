@@ -210,7 +210,9 @@ def run_jobs(
 def _dispatch(config: Mapping[str, Any], out_dir: Path | None) -> dict[str, Any]:
     from fleetmind.eval.runner import RunConfig, execute
 
-    return execute(RunConfig.model_validate(dict(config)), out_dir)
+    # A job owns its folder: a retry after a worker died replaces the partial run (callers such
+    # as compare check their folders for earlier runs before any job starts).
+    return execute(RunConfig.model_validate(dict(config)), out_dir, overwrite=True)
 
 
 def dispatch_job(

@@ -29,7 +29,7 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from fleetmind.errors import ConfigError, TaskFileError
+from fleetmind.errors import ConfigError, TaskFileError, read_input
 from fleetmind.sim.grid import Cell, GridMap
 from fleetmind.sim.notes import Constraint, ConstraintModel
 from fleetmind.sim.notewriter import NoteConfig, NoteWriter
@@ -213,10 +213,7 @@ def load_task_file(path: str | Path, grid: GridMap) -> list[Order]:
         TaskFileError: naming the file, line and field at fault.
     """
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise TaskFileError(f"{p}: cannot read task file ({exc.strerror})") from None
+    text = read_input(p, what="task file", error=TaskFileError)
     orders: list[Order] = []
     for lineno, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()

@@ -19,7 +19,7 @@ Set ``observe=False`` to skip building observations (pure simulation speed).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 from gymnasium import spaces
@@ -32,6 +32,15 @@ from fleetmind.sim.grid import GridMap
 from fleetmind.sim.maps import require_tasks
 from fleetmind.sim.rewards import RewardConfig
 from fleetmind.sim.vector import VectorWarehouse
+
+BatchStep: TypeAlias = tuple[
+    NDArray[np.float32],  # observations (B, N, D)
+    NDArray[np.float32],  # rewards (B, N)
+    NDArray[np.bool_],  # terminated (B,)
+    NDArray[np.bool_],  # truncated (B,)
+    dict[str, Any],  # info
+]
+"""What ``step`` of every batched env returns: ``(obs, rewards, terminated, truncated, info)``."""
 
 
 class WarehouseVectorEnv:
@@ -90,15 +99,7 @@ class WarehouseVectorEnv:
         self.sim.reset(self._seed)
         return self._obs(), {}
 
-    def step(
-        self, actions: NDArray[np.integer]
-    ) -> tuple[
-        NDArray[np.float32],
-        NDArray[np.float32],
-        NDArray[np.bool_],
-        NDArray[np.bool_],
-        dict[str, Any],
-    ]:
+    def step(self, actions: NDArray[np.integer]) -> BatchStep:
         """Step every world once with ``(B, N)`` actions."""
         out = self.sim.step(actions, autoreset=False)
         info: dict[str, Any] = {"delivered": out.delivered, "conflict": out.conflict}

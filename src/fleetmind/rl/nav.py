@@ -45,6 +45,7 @@ from numpy.typing import NDArray
 
 import fleetmind
 from fleetmind.envs import make_vector
+from fleetmind.envs.vector import BatchStep
 from fleetmind.errors import ConfigError, read_input
 from fleetmind.rl.neural import core
 from fleetmind.rl.neural.ppo import Actor, PPOConfig, env_horizon, resolve_hyper, split_seed
@@ -322,15 +323,7 @@ class FallbackVectorEnv:
         out: NDArray[np.int64] = np.where(res.moved, cur, WAIT).astype(np.int64)
         return out
 
-    def step(
-        self, actions: NDArray[np.integer]
-    ) -> tuple[
-        NDArray[np.float32],
-        NDArray[np.float32],
-        NDArray[np.bool_],
-        NDArray[np.bool_],
-        dict[str, Any],
-    ]:
+    def step(self, actions: NDArray[np.integer]) -> BatchStep:
         """Step every world with sampled ``(B, N)`` actions (see the class docstring)."""
         if self._obs is None:
             raise ConfigError("FallbackVectorEnv: call reset() before step()")

@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from fleetmind.envs.vector import BatchStep
 from fleetmind.errors import ConfigError
 from fleetmind.scale.backend import check_backend, import_ray
 
@@ -232,15 +233,7 @@ class ShardedVectorEnv:
             seeds = [None] * self.workers
         return np.concatenate(self._call("reset", [(s,) for s in seeds])), {}
 
-    def step(
-        self, actions: NDArray[np.integer]
-    ) -> tuple[
-        NDArray[np.float32],
-        NDArray[np.float32],
-        NDArray[np.bool_],
-        NDArray[np.bool_],
-        dict[str, Any],
-    ]:
+    def step(self, actions: NDArray[np.integer]) -> BatchStep:
         """Step every world with ``(num_envs, N)`` actions."""
         acts = np.asarray(actions)
         if acts.shape != (self.num_envs, self.n_robots):

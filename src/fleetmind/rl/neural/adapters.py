@@ -17,6 +17,7 @@ import numpy as np
 from gymnasium import spaces
 from numpy.typing import NDArray
 
+from fleetmind.envs.vector import BatchStep
 from fleetmind.errors import ConfigError
 
 
@@ -80,15 +81,7 @@ class ParallelBatch:
             self._obs[i] = self._stack(obs)
         return self._obs.copy(), {}
 
-    def step(
-        self, actions: NDArray[np.integer]
-    ) -> tuple[
-        NDArray[np.float32],
-        NDArray[np.float32],
-        NDArray[np.bool_],
-        NDArray[np.bool_],
-        dict[str, Any],
-    ]:
+    def step(self, actions: NDArray[np.integer]) -> BatchStep:
         """Step every world with ``(B, N)`` actions; finished worlds are reset in place."""
         acts = np.asarray(actions)
         if acts.shape != (self.num_envs, self.n_robots):

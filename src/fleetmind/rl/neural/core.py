@@ -30,6 +30,8 @@ import torch
 from numpy.typing import NDArray
 from torch import nn
 
+from fleetmind.envs.vector import BatchStep
+
 log = logging.getLogger(__name__)
 
 # --------------------------------------------------------------------------- estimators
@@ -380,15 +382,7 @@ class BatchEnv(Protocol):
         """Observations ``(B, N, D)``."""
         ...
 
-    def step(
-        self, actions: NDArray[np.integer]
-    ) -> tuple[
-        NDArray[np.float32],
-        NDArray[np.float32],
-        NDArray[np.bool_],
-        NDArray[np.bool_],
-        dict[str, Any],
-    ]:
+    def step(self, actions: NDArray[np.integer]) -> BatchStep:
         """``(obs, rewards (B, N), terminated (B,), truncated (B,), info)``."""
         ...
 

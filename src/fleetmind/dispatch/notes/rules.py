@@ -73,10 +73,11 @@ _NOT_SUF = [
         r"(?:must|should|can|will) sit (?:this|it|this one) out|sits? (?:this|it|this one) out|sit out)\b"
     ),
     _c(
-        r"^\s*(?:都|也|就)?\s*(?:不要|不能|不可以|不准|不许|不得|别|勿|禁止|禁用|不行|不可|排除|除外|不参与|不碰|不要碰|不能碰|不用|免)"
+        r"^\s*(?:请)?\s*(?:都|也|就)?\s*(?:不要|不能|不可以|不准|不许|不得|别|勿|禁止|禁用|不行|不可|排除|除外|不参与|不碰|不要碰|不能碰|不用|免)"
     ),
     _c(
         r"^\s*(?:\w+\s+){0,5}?(?:must not|mustn'?t|should not|shouldn'?t|cannot|can'?t|may not|"
+        r"doesn'?t|does not|won'?t|will not|isn'?t to|is not to|"
         r"is not allow\w*|not allow\w*)\b"
         r"|^\s*(?:that|who|which)?\s*(?:is|are)?\s*(?:banned|excluded|barred)\b"
     ),
@@ -122,7 +123,11 @@ _ONLY_PRE = [
 _ONLY_SUF = [
     _c(r"^\s*(?:(?!not\b|no\b|never\b)\w+\s+){0,3}?(?:exclusively|alone|only)\b"),
     _c(r"^\s*(?:gets|takes|owns|handles|does) (?:it|this|this one)\b"),
-    _c(r"^\s*(?:独家|专门|包办|全权)|^\s*(?:送|配送)(?!过|了|得)"),
+    _c(
+        r"^\s*(?:is|will be) (?:the )?(?:designated|dedicated|assigned|chosen|appointed|"
+        r"responsible)\b"
+    ),
+    _c(r"^\s*(?:独家|专门|包办|全权)|^\s*(?:送|配送)(?!过|了|得|的)"),
     _c(
         r"^\s*(?:only|exclusively|alone|and no one else|and nobody else|and noone else|and no other|"
         r"or nobody|or no one|or none|or noone|"
@@ -145,7 +150,8 @@ _HOLD_STRONG = _c(
     r"\s+(?:\w+\s+){0,2}?(?:pick|grab|load|touch|collect|move|take|start|lift|pull|get)"
     r"|no pick ?ups?|not (?:be )?(?:picked|loaded|collected|grabbed|touched|moved|lifted)|"
     r"give it|leave it|keep it|stays? (?:put|on the shelf)|not ready|window opens|opens at|sooner than|"
-    r"sit on it|let it sit|park it|"
+    r"(?:isn'?t|is not|won'?t be|will not be|not yet) ready|"
+    r"sit on it|let it sit|park it|park this|leave this|let this sit|"
     r"(?:don'?t|do not|dont|never|can'?t|cannot|may not|must not|shouldn'?t|should not)\s+"
     r"(?:\w+\s+){0,3}?(?:pick|grab|load|touch|collect|move|lift|pull|leave)\w*\b|"
     r"(?:must not|mustn'?t|can'?t|cannot|don'?t|do not|nothing|no one|nobody|may not|should not)\s+"
@@ -160,7 +166,8 @@ _HOLD_PRE = _c(
 )
 # Hold cues that follow in a later clause ("tick 250, no pickup earlier").
 _HOLD_LATER = _c(
-    r"^[^.;]{0,40}?\b(?:no pick ?ups? earlier|not earlier|no earlier|not before (?:that|then)|until then|"
+    r"^[^.;。；]{0,12}?(?:之前|以前|此前)\s*(?:都|还)?\s*(?:请)?\s*(?:不能|不要|别|不许|勿|不可)"
+    r"|^[^.;]{0,40}?\b(?:no pick ?ups? earlier|not earlier|no earlier|not before (?:that|then)|until then|"
     r"(?:it )?can go|can be (?:picked|collected|loaded|moved))\b"
 )
 # Weak hold cues: a time word, never a bare number ("from 1200 to 1300", "from the 2nd shift").
@@ -177,20 +184,25 @@ _DEADLINE_PRE = _c(
     r"not later than|latest|at the latest|deadline|due|deliver|"
     r"delivered|delivery|ship|shipped|drop off|dropped off|have until|got until|has until|cutoff|"
     r"cut-off|expires?|asap|beat|make|catch|in time for|late after|late past|late if after|"
-    r"late beyond|refund after|not after|closes at|closing at|closes|shuts at)\s+(?:\w+\s+){0,3}?$"
+    r"late beyond|refund after|not after|closes at|closing at|closes|shuts at|prior to|ahead of)"
+    r"\s+(?:\w+\s+){0,3}?$"
     r"|(?:截止|最晚|最迟|不晚于|不迟于|限时|限|务必在|必须在|要在|请在|得在|于|只给|只有|赶|期限|时限)\s*(?:时间|日期|时刻)?\s*(?:到|在|是|为)?\s*$"
 )
 # Weak cues: a duration ("in 25 ticks") or a time word, never a bare number ("pack in 2 boxes").
-_DEADLINE_WEAK = _c(r"\b(?:in|max|at most|under|in under|tops)\s+(?:\w+\s+){0,1}?$")
+_DEADLINE_WEAK = _c(
+    r"\b(?:in|max|at most|under|in under|tops|next|in the next|you have|you've got|you got|"
+    r"we have)\s+(?:\w+\s+){0,1}?$"
+)
 _DEADLINE_SUF = _c(
     r"^\s*(?:from now |after arrival |from arrival )?(?:at the latest|latest|or earlier|or sooner|or less|deadline|max|at most|tops|"
     r"(?:delivery |drop-?off |shipping )window|(?:is )?(?:the )?(?:cutoff|cut-off|deadline)|top\b|"
+    r"(?:from (?:now|arrival) )?to (?:drop-?off|deliver|delivery|get it|reach|the station)|"
     r"(?:之前|以前|前|之内|以内|内|为止|截止))"
 )
 _ZH_NEG_BEFORE = _c(r"(?:别|不要|不能|不许|勿|不可|不准|不得)\s*(?:在|于)?\s*$")
 _ZH_BEFORE_PICK = _c(r"^\s*(?:之前|以前|前)\s*(?:取|拿|搬|提|动|拣|装|出库|领)")
 _ZH_BEFORE_NO_PICK = _c(
-    r"^\s*(?:之前|以前|前|之内|以内|内)\s*(?:都|先|还)?\s*(?:不要|不能|别|不许|勿|不可以|不准|不得|无法|没法|不可)\s*(?:\w{0,2})?(?:取|拿|搬|提|动|拣|装|出库|领)"
+    r"^\s*(?:之前|以前|前|之内|以内|内)\s*(?:都|先|还)?\s*(?:请)?\s*(?:不要|不能|别|不许|勿|不可以|不准|不得|无法|没法|不可)\s*(?:\w{0,2})?(?:取|拿|搬|提|动|拣|装|出库|领)"
 )
 
 # ---------------------------------------------------------------------------- cancellations
@@ -198,7 +210,8 @@ _CANCEL_ALL = _c(
     r"\b(?:ignore|disregard|scratch that|never mind|nevermind|nvm|cancel|cancell?ed|no longer|"
     r"not needed|no need|not required|doesn'?t matter|does not matter|lifted|removed|revoked|void|"
     r"is wrong|was wrong|are wrong|mistake|by mistake|in error|not anymore|no constraints?|"
-    r"no restrictions?|unrestricted|was dropped|were dropped|been dropped)\b|没有限制|无限制|没限制"
+    r"no restrictions?|unrestricted|was dropped|were dropped|been dropped|not restricted|"
+    r"no longer restricted)\b|没有限制|无限制|没限制"
     r"|\b(?:scrap|scrapped|forget|unrelated|not related|irrelevant|fyi only)\b"
     r"|不用了|不需要了|取消|作废|撤销|撤回|搞错|弄错|写错|说错|标错|无效|不算|不再|不用管|忽略|无关"
 )
@@ -344,11 +357,12 @@ _CONJ = _c(r"^\s*(?:and|or|&|\+|/|nor|and also|或者|或|和|与|跟|及|同|�
 _NO_OTHER = _c(
     r"\b(?:no other (?:bot|robot|one)s?|nobody else|no one else|noone else|not anyone else|"
     r"no one but|others? (?:can'?t|cannot|must not|may not))\b"
-    r"|(?:别的|其他|其它|其余)(?:的)?(?:车|机器人|人)?(?:都)?(?:不|别)(?:行|要|能|可以|许|准|动|碰)?"
+    r"|(?:别的|别得|其他|其它|其余)(?:的)?(?:车|机器人|人)?(?:都)?(?:不|别)(?:行|要|能|可以|许|准|动|碰)?"
 )
 _PRONOUN_NOT = _c(
     r"(?:不能|不要|别|不可以|不准|不许)(?:用|派|让|叫|给)(?:它|他|这台|这辆)"
-    r"|\b(?:don'?t|do not|never|can'?t|cannot)\s+(?:\w+\s+){0,3}?(?:it|him|her|that one|that robot|them)\b"
+    r"|\b(?:don'?t|do not|never|can'?t|cannot)\s+(?:use|send|assign|route|give|let|dispatch|"
+    r"schedule|book|put)\b(?:\s+\w+){0,3}?\s+(?:it|him|her|that one|that robot|them)\b"
     r"|\bkeep (?:it|him|her|them) (?:off|away|out)\b|\b(?:neither|none) of them\b"
 )
 _HANDS_OFF = _c(r"\b(?:hands off|keep away|stay away|off limits|not this one)\s*[,:]?\s*$")
@@ -356,7 +370,7 @@ _USE_OTHER = _c(
     r"\b(?:use|send|pick|take|get|try)\s+(?:another|a different|someone else|some other|other|a other)\b"
     r"|\b(?:someone else|somebody else|another robot|another one|a different robot)\b"
     r"|(?:安排|派|用|找)(?:其他|其它|别的)|(?:其他|其它|别的)车辆"
-    r"|(?:别的|其他|其它|换别的|换个|换)\s*(?:车|机器人)?\s*(?:送|来|去|拿|取|搬)|换别的|换个|换一台|换一辆"
+    r"|(?:别的|别得|其他|其它|换别的|换别得|换个|换)\s*(?:车|机器人)?\s*(?:送|来|去|拿|取|搬)|换别的|换别得|换个|换一台|换一辆"
 )
 _PRONOUN_ONLY = _c(r"(?:就给它|交给它|给它送|让它(?:送|来|去)|就用它|就派它)")
 

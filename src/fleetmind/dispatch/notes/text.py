@@ -81,6 +81,11 @@ CUE_WORDS = (
     "touch",
     "someone",
     "station",
+    "insists",
+    "insist",
+    "than",
+    "ready",
+    "next",
 )
 # Real words one edit away from a cue word: never "mended" into it.
 _KEEP = frozenset(
@@ -232,6 +237,7 @@ _SLANG = (
     (re.compile(r"\bdlvr\b|\bdelv\b|\bdeliv\b"), "deliver"),
     (re.compile(r"\bpik\b|\bpck\b"), "pick"),
     (re.compile(r"\b(?:tic|tik|tck)\b"), "tick"),
+    (re.compile(r"\b(?:tics|tiks|tcks|ticls|tikcs|tickss)\b"), "ticks"),
     (re.compile(r"\bb/f\b"), "before"),
 )
 
@@ -445,7 +451,7 @@ class Candidates:
 
 _ROBOT_PATTERNS = (
     re.compile(
-        r"(?:robot|bot|agv|amr|unit|機器人|机器人)\s*(?:no\.?|number|with id|id|编号)?\s*[_#-]?\s*"
+        r"(?:robots?|bots?|agvs?|amrs?|units?|機器人|机器人)\s*(?:no\.?|number|with id|id|编号)?\s*[_#-]?\s*"
         r"(\d+)\s*号?"
     ),
     re.compile(r"(?<![a-z])r\s*[_#-]?\s*(\d+)(?!\d)"),

@@ -451,8 +451,8 @@ class Candidates:
 
 _ROBOT_PATTERNS = (
     re.compile(
-        r"(?:robots?|bots?|agvs?|amrs?|units?|機器人|机器人)\s*(?:no\.?|number|with id|id|编号)?\s*[_#-]?\s*"
-        r"(\d+)\s*号?"
+        r"(?:robots?|bots?|agvs?|amrs?|units?|機器人|机器人)"
+        r"\s*(?:no\.?|number|with id|id|编号)?\s*[_#-]?\s*(\d+)\s*号?"
     ),
     re.compile(r"(?<![a-z])r\s*[_#-]?\s*(\d+)(?!\d)"),
     re.compile(r"#\s*(\d+)\s*(?:robot|bot)"),

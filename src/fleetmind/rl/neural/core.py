@@ -23,7 +23,7 @@ import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 import numpy as np
 import torch
@@ -488,6 +488,71 @@ def emit(callbacks: Sequence[Callback], event: Event) -> None:
     """Send ``event`` to every callback."""
     for cb in callbacks:
         cb(event)
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How far and where one training run goes: the keyword arguments of every ``train``.
+
+    Attributes:
+        seed: root seed.
+        steps: world steps to reach in total, resumes included.
+        out_dir: checkpoint folder (required when checkpointing or resuming).
+        callbacks: receive :class:`Event` s.
+        checkpoint_every: checkpoint every this many updates (PPO) or gradient steps (DQN); 0:
+            only at the end, when ``out_dir`` is given.
+        resume: continue from ``out_dir/checkpoint.pt`` when it exists.
+    """
+
+    seed: int = 0
+    steps: int = 100_000
+    out_dir: Path | None = None
+    callbacks: Sequence[Callback] = ()
+    checkpoint_every: int = 0
+    resume: bool = False
+
+
+ConfigT = TypeVar("ConfigT")
+
+
+class Learner(Generic[ConfigT]):
+    """The ``train`` of a learner module; its signature, the same for every algorithm, lives here.
+
+    ``train(env, config=None, *, seed=0, steps=100_000, out_dir=None, callbacks=(),
+    checkpoint_every=0, resume=False) -> TrainResult``: ``env`` is a :class:`BatchEnv`, ``config``
+    None means the algorithm's default, the keyword arguments are those of :class:`RunOptions`.
+
+    Args:
+        run: trains with the resolved config and the run's options.
+        default: builds the default config.
+        doc: what this learner trains and what its result's ``policy`` is.
+    """
+
+    def __init__(
+        self,
+        run: Callable[[BatchEnv, ConfigT, RunOptions], TrainResult],
+        default: Callable[[], ConfigT],
+        doc: str,
+    ) -> None:
+        self._run = run
+        self._default = default
+        self.__doc__ = doc
+
+    def __call__(
+        self,
+        env: BatchEnv,
+        config: ConfigT | None = None,
+        *,
+        seed: int = 0,
+        steps: int = 100_000,
+        out_dir: Path | None = None,
+        callbacks: Sequence[Callback] = (),
+        checkpoint_every: int = 0,
+        resume: bool = False,
+    ) -> TrainResult:
+        """Train on ``env`` (see the class docstring)."""
+        options = RunOptions(seed, steps, out_dir, callbacks, checkpoint_every, resume)
+        return self._run(env, config if config is not None else self._default(), options)
 
 
 @dataclass(eq=False)

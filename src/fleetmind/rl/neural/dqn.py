@@ -26,10 +26,8 @@ import copy
 import dataclasses
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
@@ -140,12 +138,7 @@ def train_dqn(
     *,
     mixer: Mixer | None,
     algo: str,
-    seed: int,
-    steps: int,
-    out_dir: Path | None = None,
-    callbacks: Sequence[core.Callback] = (),
-    checkpoint_every: int = 0,
-    resume: bool = False,
+    run: core.RunOptions,
 ) -> core.TrainResult:
     """Run the shared Q-learning loop.
 
@@ -156,17 +149,14 @@ def train_dqn(
             ``(batch, S)`` global state into ``(batch,)``, built by the caller from
             ``split_seed(seed)[2]``.
         algo: name recorded in results and checkpoints.
-        seed: root seed.
-        steps: world steps to reach in total, resumes included.
-        out_dir: checkpoint folder.
-        callbacks: receive training events.
-        checkpoint_every: checkpoint every this many gradient steps (0: only at the end).
-        resume: continue from ``out_dir/checkpoint.pt``.
+        run: seed, steps (world steps to reach in total, resumes included), checkpoint folder
+            and cadence (in gradient steps), callbacks, resume.
 
     Returns:
         Curves, losses, the Q-network (as ``policy``) and the resolved config.
     """
     t0 = time.perf_counter()
+    steps, out_dir, callbacks = run.steps, run.out_dir, run.callbacks
     n, d, a, b = env.n_robots, env.obs_size, env.n_actions, env.num_envs
     agents = [f"robot_{i}" for i in range(n)]
     h = hyper.resolve(
@@ -179,7 +169,7 @@ def train_dqn(
     )
     lr = float(config.lr) if config.lr is not None else BASE_LR * h.alpha / hyper.ALPHA_SINGLE
     h.sources["lr"] = "override" if config.lr is not None else f"rule: {BASE_LR} x alpha factor"
-    env_seq, q_seq, _mixer_seq, explore_seq, sample_seq = split_seed(seed)
+    env_seq, q_seq, _mixer_seq, explore_seq, sample_seq = split_seed(run.seed)
     q_net = core.build_seeded(q_seq, lambda: QNetwork(d, a, n, config.hidden, config.agent_id))
     target_q = copy.deepcopy(q_net)
     target_mixer = copy.deepcopy(mixer) if mixer is not None else None
@@ -208,7 +198,7 @@ def train_dqn(
         "mixer": type(mixer).__name__ if mixer is not None else None,
     }
 
-    if resume:
+    if run.resume:
         if out_dir is None:
             raise ConfigError("resume=True needs out_dir")
         ck = core.load_checkpoint(out_dir)
@@ -343,7 +333,7 @@ def train_dqn(
                     | {"train/updates": float(updates)},
                 ),
             )
-        if out_dir is not None and checkpoint_every and updates % checkpoint_every == 0:
+        if out_dir is not None and run.checkpoint_every and updates % run.checkpoint_every == 0:
             checkpoint()
     if out_dir is not None:
         checkpoint()
@@ -370,35 +360,25 @@ def split_seed(seed: int) -> list[np.random.SeedSequence]:
     return np.random.SeedSequence(seed).spawn(5)
 
 
-def train_with(
-    mixer_factory: Any,
+def learner(
     algo: str,
-    env: core.BatchEnv,
-    config: DQNConfig | None,
-    *,
-    seed: int,
-    steps: int,
-    out_dir: Path | None,
-    callbacks: Sequence[core.Callback],
-    checkpoint_every: int,
-    resume: bool,
-) -> core.TrainResult:
-    """Build the mixer from the run's seed (``mixer_factory(config)`` or None) and train."""
-    cfg = config or DQNConfig()
-    mixer = (
-        core.build_seeded(split_seed(seed)[2], lambda: mixer_factory(cfg))
-        if mixer_factory is not None
-        else None
-    )
-    return train_dqn(
-        env,
-        cfg,
-        mixer=mixer,
-        algo=algo,
-        seed=seed,
-        steps=steps,
-        out_dir=out_dir,
-        callbacks=callbacks,
-        checkpoint_every=checkpoint_every,
-        resume=resume,
-    )
+    make_mixer: Callable[[core.BatchEnv, DQNConfig], Mixer] | None,
+    doc: str,
+) -> core.Learner[DQNConfig]:
+    """A Q-learner's ``train``: the mixer (if any) built from the run's seed, then train_dqn.
+
+    Args:
+        algo: name recorded in results and checkpoints.
+        make_mixer: builds the mixer for an env and config; None for independent learners.
+        doc: the ``train`` docstring.
+    """
+
+    def run(env: core.BatchEnv, cfg: DQNConfig, options: core.RunOptions) -> core.TrainResult:
+        mixer = (
+            core.build_seeded(split_seed(options.seed)[2], lambda: make_mixer(env, cfg))
+            if make_mixer is not None
+            else None
+        )
+        return train_dqn(env, cfg, mixer=mixer, algo=algo, run=options)
+
+    return core.Learner(run, DQNConfig, doc)

@@ -17,13 +17,12 @@ Usage::
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 
 import torch
 from torch import nn
 
 from fleetmind.rl.neural import core
-from fleetmind.rl.neural.ppo import PPOConfig, split_seed, train_ppo
+from fleetmind.rl.neural.ppo import PPOConfig, learner
 
 __all__ = ["LocalCritic", "PPOConfig", "train"]
 
@@ -44,47 +43,13 @@ class LocalCritic(nn.Module):
         return out
 
 
-def train(
-    env: core.BatchEnv,
-    config: PPOConfig | None = None,
-    *,
-    seed: int = 0,
-    steps: int = 100_000,
-    out_dir: Path | None = None,
-    callbacks: Sequence[core.Callback] = (),
-    checkpoint_every: int = 0,
-    resume: bool = False,
-) -> core.TrainResult:
-    """Train IPPO on a batched multi-agent env.
+train = learner(
+    "ippo",
+    "local",
+    lambda env, cfg: LocalCritic(env.obs_size, env.n_robots, cfg.hidden, cfg.agent_id),
+    """Train IPPO on a batched multi-agent env (``make_vector(...)`` or an adapter).
 
-    Args:
-        env: the batched env (``make_vector(...)`` or an adapter).
-        config: hyperparameters (default :class:`PPOConfig`).
-        seed: root seed.
-        steps: world steps to reach in total.
-        out_dir: checkpoint folder.
-        callbacks: receive training events.
-        checkpoint_every: checkpoint every this many updates (0: only at the end).
-        resume: continue from ``out_dir/checkpoint.pt``.
-
-    Returns:
-        The training result (``policy`` is the shared actor).
-    """
-    cfg = config or PPOConfig()
-    critic = core.build_seeded(
-        split_seed(seed)[2],
-        lambda: LocalCritic(env.obs_size, env.n_robots, cfg.hidden, cfg.agent_id),
-    )
-    return train_ppo(
-        env,
-        cfg,
-        critic=critic,
-        critic_kind="local",
-        algo="ippo",
-        seed=seed,
-        steps=steps,
-        out_dir=out_dir,
-        callbacks=callbacks,
-        checkpoint_every=checkpoint_every,
-        resume=resume,
-    )
+    The result's ``policy`` is the shared actor; see :class:`fleetmind.rl.neural.core.Learner`
+    for the arguments.
+    """,
+)

@@ -25,9 +25,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
@@ -162,12 +161,7 @@ def train_ppo(
     critic: nn.Module,
     critic_kind: CriticKind,
     algo: str,
-    seed: int,
-    steps: int,
-    out_dir: Path | None = None,
-    callbacks: Sequence[core.Callback] = (),
-    checkpoint_every: int = 0,
-    resume: bool = False,
+    run: core.RunOptions,
 ) -> core.TrainResult:
     """Run parameter-shared PPO on a batched multi-agent env.
 
@@ -178,22 +172,18 @@ def train_ppo(
             built by the caller from ``split_seed(seed)[2]``.
         critic_kind: ``"local"`` (critic reads observations) or ``"global"`` (the global state).
         algo: name recorded in results and checkpoints.
-        seed: root seed.
-        steps: environment steps (world steps) to reach in total, resumes included.
-        out_dir: where checkpoints go (required when checkpointing or resuming).
-        callbacks: receive :class:`~fleetmind.rl.neural.core.Event` s.
-        checkpoint_every: save a checkpoint every this many updates (0: never; one is always
-            saved at the end when ``out_dir`` is given).
-        resume: continue from ``out_dir/checkpoint.pt`` when it exists.
+        run: seed, steps (world steps to reach in total, resumes included), checkpoint folder
+            and cadence, callbacks, resume.
 
     Returns:
         Curves, losses, the actor and the resolved config.
     """
     t0 = time.perf_counter()
+    steps, out_dir, callbacks = run.steps, run.out_dir, run.callbacks
     n, d, a, b = env.n_robots, env.obs_size, env.n_actions, env.num_envs
     agents = [f"robot_{i}" for i in range(n)]
     h, lr = resolve_hyper(config, n, env_horizon(env))
-    env_seq, actor_seq, _critic_seq, sample_seq, shuffle_seq = split_seed(seed)
+    env_seq, actor_seq, _critic_seq, sample_seq, shuffle_seq = split_seed(run.seed)
     actor = core.build_seeded(actor_seq, lambda: Actor(d, a, n, config.hidden, config.agent_id))
     assert isinstance(actor, Actor)
     params = [*actor.parameters(), *critic.parameters()]
@@ -217,7 +207,7 @@ def train_ppo(
         "critic": critic_kind,
     }
 
-    if resume:
+    if run.resume:
         if out_dir is None:
             raise ConfigError("resume=True needs out_dir")
         ck = core.load_checkpoint(out_dir)
@@ -362,7 +352,7 @@ def train_ppo(
                 | {"train/updates": float(updates)},
             ),
         )
-        if out_dir is not None and checkpoint_every and updates % checkpoint_every == 0:
+        if out_dir is not None and run.checkpoint_every and updates % run.checkpoint_every == 0:
             checkpoint()
     if out_dir is not None:
         checkpoint()
@@ -382,3 +372,25 @@ def train_ppo(
         wall_s=wall,
         steps_this_call=done_steps - start_steps,
     )
+
+
+def learner(
+    algo: str,
+    critic_kind: CriticKind,
+    make_critic: Callable[[core.BatchEnv, PPOConfig], nn.Module],
+    doc: str,
+) -> core.Learner[PPOConfig]:
+    """A PPO learner's ``train``: the critic built from the run's seed, then :func:`train_ppo`.
+
+    Args:
+        algo: name recorded in results and checkpoints.
+        critic_kind: what the critic reads (see :func:`train_ppo`).
+        make_critic: builds the critic for an env and config.
+        doc: the ``train`` docstring.
+    """
+
+    def run(env: core.BatchEnv, cfg: PPOConfig, options: core.RunOptions) -> core.TrainResult:
+        critic = core.build_seeded(split_seed(options.seed)[2], lambda: make_critic(env, cfg))
+        return train_ppo(env, cfg, critic=critic, critic_kind=critic_kind, algo=algo, run=options)
+
+    return core.Learner(run, PPOConfig, doc)

@@ -16,14 +16,11 @@ Usage::
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from pathlib import Path
-
 import torch
 from torch import nn
 
 from fleetmind.rl.neural import core
-from fleetmind.rl.neural.dqn import DQNConfig, train_with
+from fleetmind.rl.neural.dqn import DQNConfig, learner
 
 __all__ = ["DQNConfig", "QMixer", "train"]
 
@@ -58,42 +55,12 @@ class QMixer(nn.Module):
         return out
 
 
-def train(
-    env: core.BatchEnv,
-    config: DQNConfig | None = None,
-    *,
-    seed: int = 0,
-    steps: int = 100_000,
-    out_dir: Path | None = None,
-    callbacks: Sequence[core.Callback] = (),
-    checkpoint_every: int = 0,
-    resume: bool = False,
-) -> core.TrainResult:
-    """Train QMIX.
+train = learner(
+    "qmix",
+    lambda env, cfg: QMixer(env.n_robots, int(env.global_state().shape[-1]), cfg.mixing_embed),
+    """Train QMIX on a batched multi-agent env with ``global_state()``.
 
-    Args:
-        env: the batched env with ``global_state()``.
-        config: hyperparameters (default :class:`DQNConfig`).
-        seed: root seed.
-        steps: world steps to reach in total.
-        out_dir: checkpoint folder.
-        callbacks: receive training events.
-        checkpoint_every: checkpoint every this many gradient steps (0: only at the end).
-        resume: continue from ``out_dir/checkpoint.pt``.
-
-    Returns:
-        The training result (``policy`` is the shared Q-network).
-    """
-    state_size = int(env.global_state().shape[-1])
-    return train_with(
-        lambda cfg: QMixer(env.n_robots, state_size, cfg.mixing_embed),
-        "qmix",
-        env,
-        config,
-        seed=seed,
-        steps=steps,
-        out_dir=out_dir,
-        callbacks=callbacks,
-        checkpoint_every=checkpoint_every,
-        resume=resume,
-    )
+    The result's ``policy`` is the shared Q-network; see
+    :class:`fleetmind.rl.neural.core.Learner` for the arguments.
+    """,
+)

@@ -15,14 +15,10 @@ Usage::
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from pathlib import Path
-
 import torch
 from torch import nn
 
-from fleetmind.rl.neural import core
-from fleetmind.rl.neural.dqn import DQNConfig, train_with
+from fleetmind.rl.neural.dqn import DQNConfig, learner
 
 __all__ = ["DQNConfig", "SumMixer", "train"]
 
@@ -38,41 +34,12 @@ class SumMixer(nn.Module):
         return q.sum(-1)
 
 
-def train(
-    env: core.BatchEnv,
-    config: DQNConfig | None = None,
-    *,
-    seed: int = 0,
-    steps: int = 100_000,
-    out_dir: Path | None = None,
-    callbacks: Sequence[core.Callback] = (),
-    checkpoint_every: int = 0,
-    resume: bool = False,
-) -> core.TrainResult:
-    """Train VDN.
+train = learner(
+    "vdn",
+    lambda env, cfg: SumMixer(),
+    """Train VDN (the env's ``global_state()`` is stored but unused by the sum).
 
-    Args:
-        env: the batched env (its ``global_state()`` is stored but unused by the sum).
-        config: hyperparameters (default :class:`DQNConfig`).
-        seed: root seed.
-        steps: world steps to reach in total.
-        out_dir: checkpoint folder.
-        callbacks: receive training events.
-        checkpoint_every: checkpoint every this many gradient steps (0: only at the end).
-        resume: continue from ``out_dir/checkpoint.pt``.
-
-    Returns:
-        The training result (``policy`` is the shared Q-network).
-    """
-    return train_with(
-        lambda cfg: SumMixer(),
-        "vdn",
-        env,
-        config,
-        seed=seed,
-        steps=steps,
-        out_dir=out_dir,
-        callbacks=callbacks,
-        checkpoint_every=checkpoint_every,
-        resume=resume,
-    )
+    The result's ``policy`` is the shared Q-network; see
+    :class:`fleetmind.rl.neural.core.Learner` for the arguments.
+    """,
+)

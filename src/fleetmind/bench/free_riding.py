@@ -53,7 +53,7 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy import stats
 
-from fleetmind.envs.warehouse import WarehouseParallelEnv, make_parallel
+from fleetmind.envs.warehouse import ParallelStep, WarehouseParallelEnv, make_parallel
 from fleetmind.errors import ConfigError
 from fleetmind.rl.diagnostics import diagnose
 from fleetmind.rl.hyper import Hyper, resolve
@@ -227,15 +227,7 @@ class _Instrumented:
         self._own = np.zeros(len(self.possible_agents))
         return self.env.reset(seed=int(self._rng.integers(2**63 - 1)))
 
-    def step(
-        self, actions: dict[str, int]
-    ) -> tuple[
-        dict[str, Any],
-        dict[str, float],
-        dict[str, bool],
-        dict[str, bool],
-        dict[str, dict[str, Any]],
-    ]:
+    def step(self, actions: dict[str, int]) -> ParallelStep[Any]:
         """Step the wrapped env; rewards come back normalised."""
         carrying_before = self.env.world.carrying.copy()
         obs, rewards, terms, truncs, infos = self.env.step(actions)

@@ -39,6 +39,7 @@ from gymnasium import spaces
 from pettingzoo import ParallelEnv
 
 from fleetmind.envs.gridworld import GOAL, N_ACTIONS, N_STATES, SIZE, START, TRANSITIONS
+from fleetmind.envs.warehouse import ParallelStep
 from fleetmind.errors import ConfigError
 
 ENV_ID: Final = "fleetmind/race-4x4-v0"
@@ -170,15 +171,7 @@ class RaceEnv(ParallelEnv[str, np.int64, np.int64]):  # type: ignore[misc]
         obs = np.int64(self.joint_state)
         return dict.fromkeys(self.agents, obs), self._infos(-1, False)
 
-    def step(
-        self, actions: dict[str, Any]
-    ) -> tuple[
-        dict[str, np.int64],
-        dict[str, float],
-        dict[str, bool],
-        dict[str, bool],
-        dict[str, dict[str, Any]],
-    ]:
+    def step(self, actions: dict[str, Any]) -> ParallelStep[np.int64]:
         """Move both robots at once.
 
         Args:

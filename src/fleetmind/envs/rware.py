@@ -37,6 +37,7 @@ from gymnasium import spaces
 from numpy.typing import NDArray
 from pettingzoo import ParallelEnv
 
+from fleetmind.envs.warehouse import ParallelStep
 from fleetmind.errors import ConfigError
 from fleetmind.sim.grid import GridMap
 from fleetmind.sim.maps import parse_rware_layout
@@ -125,15 +126,7 @@ class RwareParallelEnv(ParallelEnv[str, NDArray[np.float32], int]):  # type: ign
             )
         return joint
 
-    def step(
-        self, actions: dict[str, Any]
-    ) -> tuple[
-        dict[str, Any],
-        dict[str, float],
-        dict[str, bool],
-        dict[str, bool],
-        dict[str, dict[str, Any]],
-    ]:
+    def step(self, actions: dict[str, Any]) -> ParallelStep[Any]:
         """One tick of rware; agents missing from ``actions`` do nothing.
 
         Raises:

@@ -24,7 +24,7 @@ observations themselves did not change.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeAlias, TypeVar
 
 import numpy as np
 from gymnasium import spaces
@@ -44,6 +44,17 @@ from fleetmind.sim.warehouse import Warehouse, WarehouseConfig
 def resolve_map(map_spec: str | GridMap) -> GridMap:
     """A GridMap from a GridMap, a preset name, a map file path or an rware layout string."""
     return map_spec if isinstance(map_spec, GridMap) else load_map(map_spec)
+
+
+ObsT = TypeVar("ObsT")
+ParallelStep: TypeAlias = tuple[
+    dict[str, ObsT],  # observations
+    dict[str, float],  # rewards
+    dict[str, bool],  # terminations
+    dict[str, bool],  # truncations
+    dict[str, dict[str, Any]],  # infos
+]
+"""What ``step`` of every ParallelEnv face returns, per agent id."""
 
 
 class WarehouseParallelEnv(ParallelEnv[str, Any, int]):  # type: ignore[misc]
@@ -145,15 +156,7 @@ class WarehouseParallelEnv(ParallelEnv[str, Any, int]):  # type: ignore[misc]
         infos: dict[str, dict[str, Any]] = {a: {} for a in self.agents}
         return self._observations(), infos
 
-    def step(
-        self, actions: dict[str, int]
-    ) -> tuple[
-        dict[str, Any],
-        dict[str, float],
-        dict[str, bool],
-        dict[str, bool],
-        dict[str, dict[str, Any]],
-    ]:
+    def step(self, actions: dict[str, int]) -> ParallelStep[Any]:
         """One tick; missing agents wait."""
         acts = np.array([int(actions.get(a, 0)) for a in self.possible_agents], dtype=np.int64)
         res = self.world.step(acts)

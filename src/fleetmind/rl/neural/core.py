@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import os
 import tempfile
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +32,7 @@ from numpy.typing import NDArray
 from torch import nn
 
 from fleetmind.envs.vector import BatchStep
+from fleetmind.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -511,6 +513,29 @@ class RunOptions:
     checkpoint_every: int = 0
     resume: bool = False
 
+    def checkpoint_due(self, updates: int) -> bool:
+        """Whether a checkpoint is due after ``updates`` updates (before the final one)."""
+        return (
+            self.out_dir is not None
+            and bool(self.checkpoint_every)
+            and updates % self.checkpoint_every == 0
+        )
+
+    def resume_checkpoint(self, algo: str) -> dict[str, Any] | None:
+        """The checkpoint a resumed run continues from (None: a fresh run, or none saved yet).
+
+        Raises:
+            ConfigError: ``resume`` without ``out_dir``, or the checkpoint is another algorithm's.
+        """
+        if not self.resume:
+            return None
+        if self.out_dir is None:
+            raise ConfigError("resume=True needs out_dir")
+        ck = load_checkpoint(self.out_dir)
+        if ck is not None and ck["algo"] != algo:
+            raise ConfigError(f"{self.out_dir}/checkpoint.pt holds {ck['algo']!r}, not {algo!r}")
+        return ck
+
 
 ConfigT = TypeVar("ConfigT")
 
@@ -598,6 +623,35 @@ class TrainResult:
 
 
 CHECKPOINT = "checkpoint.pt"
+
+
+def train_result(
+    algo: str,
+    tracker: EpisodeTracker,
+    *,
+    steps: int,
+    start_steps: int,
+    updates: int,
+    losses: dict[str, list[float]],
+    policy: nn.Module,
+    config: dict[str, Any],
+    t0: float,
+) -> TrainResult:
+    """What a training loop returns at its end (``t0``: ``perf_counter()`` when it started)."""
+    return TrainResult(
+        algo=algo,
+        steps=steps,
+        updates=updates,
+        returns=tracker.returns,
+        deliveries=tracker.deliveries,
+        peaks=tracker.peaks,
+        episode_end_steps=tracker.end_steps,
+        losses=losses,
+        policy=policy,
+        config=config,
+        wall_s=time.perf_counter() - t0,
+        steps_this_call=steps - start_steps,
+    )
 
 
 def save_checkpoint(out_dir: Path, state: dict[str, Any]) -> Path:

@@ -198,27 +198,20 @@ def train_dqn(
         "mixer": type(mixer).__name__ if mixer is not None else None,
     }
 
-    if run.resume:
-        if out_dir is None:
-            raise ConfigError("resume=True needs out_dir")
-        ck = core.load_checkpoint(out_dir)
-        if ck is not None:
-            if ck["algo"] != algo:
-                raise ConfigError(f"{out_dir}/checkpoint.pt holds {ck['algo']!r}, not {algo!r}")
-            q_net.load_state_dict(ck["q"])
-            target_q.load_state_dict(ck["target_q"])
-            if mixer is not None and target_mixer is not None:
-                mixer.load_state_dict(ck["mixer"])
-                target_mixer.load_state_dict(ck["target_mixer"])
-            optimizer.load_state_dict(ck["optimizer"])
-            g_explore.set_state(ck["g_explore"])
-            g_sample.set_state(ck["g_sample"])
-            tracker.load_state_dict(ck["tracker"])
-            losses = ck["losses"]
-            done_steps, updates = int(ck["steps"]), int(ck["updates"])
-            log.info(
-                "%s: resumed from %s at step %d (replay starts empty)", algo, out_dir, done_steps
-            )
+    ck = run.resume_checkpoint(algo)
+    if ck is not None:
+        q_net.load_state_dict(ck["q"])
+        target_q.load_state_dict(ck["target_q"])
+        if mixer is not None and target_mixer is not None:
+            mixer.load_state_dict(ck["mixer"])
+            target_mixer.load_state_dict(ck["target_mixer"])
+        optimizer.load_state_dict(ck["optimizer"])
+        g_explore.set_state(ck["g_explore"])
+        g_sample.set_state(ck["g_sample"])
+        tracker.load_state_dict(ck["tracker"])
+        losses = ck["losses"]
+        done_steps, updates = int(ck["steps"]), int(ck["updates"])
+        log.info("%s: resumed from %s at step %d (replay starts empty)", algo, out_dir, done_steps)
 
     def checkpoint() -> None:
         assert out_dir is not None
@@ -333,26 +326,23 @@ def train_dqn(
                     | {"train/updates": float(updates)},
                 ),
             )
-        if out_dir is not None and run.checkpoint_every and updates % run.checkpoint_every == 0:
+        if run.checkpoint_due(updates):
             checkpoint()
     if out_dir is not None:
         checkpoint()
-    wall = time.perf_counter() - t0
-    log.info("%s: %d steps, %d updates, %.1f s", algo, done_steps, updates, wall)
-    return core.TrainResult(
-        algo=algo,
+    result = core.train_result(
+        algo,
+        tracker,
         steps=done_steps,
+        start_steps=start_steps,
         updates=updates,
-        returns=tracker.returns,
-        deliveries=tracker.deliveries,
-        peaks=tracker.peaks,
-        episode_end_steps=tracker.end_steps,
         losses=losses,
         policy=q_net,
         config=resolved,
-        wall_s=wall,
-        steps_this_call=done_steps - start_steps,
+        t0=t0,
     )
+    log.info("%s: %d steps, %d updates, %.1f s", algo, done_steps, updates, result.wall_s)
+    return result
 
 
 def split_seed(seed: int) -> list[np.random.SeedSequence]:

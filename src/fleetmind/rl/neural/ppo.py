@@ -207,22 +207,17 @@ def train_ppo(
         "critic": critic_kind,
     }
 
-    if run.resume:
-        if out_dir is None:
-            raise ConfigError("resume=True needs out_dir")
-        ck = core.load_checkpoint(out_dir)
-        if ck is not None:
-            if ck["algo"] != algo:
-                raise ConfigError(f"{out_dir}/checkpoint.pt holds {ck['algo']!r}, not {algo!r}")
-            actor.load_state_dict(ck["actor"])
-            critic.load_state_dict(ck["critic"])
-            optimizer.load_state_dict(ck["optimizer"])
-            g_sample.set_state(ck["g_sample"])
-            g_shuffle.set_state(ck["g_shuffle"])
-            tracker.load_state_dict(ck["tracker"])
-            losses = ck["losses"]
-            done_steps, updates = int(ck["steps"]), int(ck["updates"])
-            log.info("%s: resumed from %s at step %d", algo, out_dir, done_steps)
+    ck = run.resume_checkpoint(algo)
+    if ck is not None:
+        actor.load_state_dict(ck["actor"])
+        critic.load_state_dict(ck["critic"])
+        optimizer.load_state_dict(ck["optimizer"])
+        g_sample.set_state(ck["g_sample"])
+        g_shuffle.set_state(ck["g_shuffle"])
+        tracker.load_state_dict(ck["tracker"])
+        losses = ck["losses"]
+        done_steps, updates = int(ck["steps"]), int(ck["updates"])
+        log.info("%s: resumed from %s at step %d", algo, out_dir, done_steps)
 
     def checkpoint() -> None:
         assert out_dir is not None
@@ -352,26 +347,23 @@ def train_ppo(
                 | {"train/updates": float(updates)},
             ),
         )
-        if out_dir is not None and run.checkpoint_every and updates % run.checkpoint_every == 0:
+        if run.checkpoint_due(updates):
             checkpoint()
     if out_dir is not None:
         checkpoint()
-    wall = time.perf_counter() - t0
-    log.info("%s: %d steps, %d updates, %.1f s", algo, done_steps, updates, wall)
-    return core.TrainResult(
-        algo=algo,
+    result = core.train_result(
+        algo,
+        tracker,
         steps=done_steps,
+        start_steps=start_steps,
         updates=updates,
-        returns=tracker.returns,
-        deliveries=tracker.deliveries,
-        peaks=tracker.peaks,
-        episode_end_steps=tracker.end_steps,
         losses=losses,
         policy=actor,
         config=resolved,
-        wall_s=wall,
-        steps_this_call=done_steps - start_steps,
+        t0=t0,
     )
+    log.info("%s: %d steps, %d updates, %.1f s", algo, done_steps, updates, result.wall_s)
+    return result
 
 
 def learner(

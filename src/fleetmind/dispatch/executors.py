@@ -96,9 +96,12 @@ class ShortestPathExecutor:
         """Rank actions by distance after the move; idle robots wait first."""
         ranking, idx = idle_ranking(active)
         if len(idx):
-            dist = self.distances(pos[idx], goal[idx])
-            ranking[idx] = np.argsort(dist, axis=1, kind="stable")
+            ranking[idx] = self.order(self.distances(pos[idx], goal[idx]))
         return ranking
+
+    def order(self, dist: NDArray[np.int64]) -> NDArray[np.int64]:
+        """``(M, 5)`` distances -> ``(M, 5)`` actions, nearest first; ties in action order."""
+        return np.argsort(dist, axis=1, kind="stable")
 
 
 class ShortestPathRandomExecutor(ShortestPathExecutor):
@@ -128,22 +131,11 @@ class ShortestPathRandomExecutor(ShortestPathExecutor):
         super().__init__(grid, oracle)
         self.rng = np.random.default_rng(seed)
 
-    def rank(
-        self,
-        pos: NDArray[np.int32],
-        goal: NDArray[np.int32],
-        active: NDArray[np.bool_],
-        carrying: NDArray[np.bool_] | None = None,
-        tick: int = 0,
-    ) -> NDArray[np.int64]:
-        """Rank actions by distance after the move, ties in random order; idle robots wait."""
-        ranking, idx = idle_ranking(active)
-        if len(idx):
-            dist = self.distances(pos[idx], goal[idx])  # (M, 5)
-            ties = self.rng.random(dist.shape)  # (M, 5) one draw per active robot and action
-            # lexsort sorts by the last key first: distance, then the random tie-breaker.
-            ranking[idx] = np.lexsort((ties, dist), axis=1)
-        return ranking
+    def order(self, dist: NDArray[np.int64]) -> NDArray[np.int64]:
+        """``(M, 5)`` distances -> ``(M, 5)`` actions, nearest first; ties in random order."""
+        ties = self.rng.random(dist.shape)  # (M, 5) one draw per active robot and action
+        # lexsort sorts by the last key first: distance, then the random tie-breaker.
+        return np.lexsort((ties, dist), axis=1)
 
 
 class PolicyExecutor(ABC):

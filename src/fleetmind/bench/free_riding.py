@@ -532,21 +532,19 @@ def free_riding(
         rw.RewardConfig.parse(m)  # raises ConfigError naming the bad mode
     if workers < 1:
         raise ConfigError(f"workers must be >= 1, got {workers}")
+    # What every run shares, as run_once takes it and as metrics.json records it.
+    common = {
+        "episodes": episodes,
+        "episode_len": episode_len,
+        "order_rate": order_rate,
+        "eval_episodes": eval_episodes,
+        "eps_start": eps_start,
+        "eps_min": eps_min,
+        "eps_reach": eps_reach,
+        "baseline": baseline,
+    }
     jobs = [
-        {
-            "robots": robots,
-            "mode": m,
-            "seed": int(s),
-            "episodes": episodes,
-            "episode_len": episode_len,
-            "order_rate": order_rate,
-            "eval_episodes": eval_episodes,
-            "eps_start": eps_start,
-            "eps_min": eps_min,
-            "eps_reach": eps_reach,
-            "baseline": baseline,
-            "map_name": map_name,
-        }
+        {"robots": robots, "mode": m, "seed": int(s), **common, "map_name": map_name}
         for m in modes
         for s in seeds
     ]
@@ -560,14 +558,7 @@ def free_riding(
         "robots": robots,
         "modes": list(modes),
         "seeds": [int(s) for s in seeds],
-        "episodes": episodes,
-        "episode_len": episode_len,
-        "order_rate": order_rate,
-        "eval_episodes": eval_episodes,
-        "eps_start": eps_start,
-        "eps_min": eps_min,
-        "eps_reach": eps_reach,
-        "baseline": baseline,
+        **common,
     }
     metrics = _metrics(config, records)
     if out_dir is not None:

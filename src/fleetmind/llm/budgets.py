@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, get_args
 
 ErrorKind = Literal[
     "empty",
@@ -20,17 +20,7 @@ ErrorKind = Literal[
 ]
 """What went wrong with one model turn. Each kind has its own retry budget."""
 
-ERROR_KINDS: tuple[ErrorKind, ...] = (
-    "empty",
-    "parse",
-    "validation",
-    "unknown_tool",
-    "tool_error",
-    "veto",
-    "loop",
-    "network",
-    "timeout",
-)
+ERROR_KINDS: tuple[ErrorKind, ...] = get_args(ErrorKind)
 
 DEFAULT_RETRIES: Mapping[ErrorKind, int] = {
     "empty": 2,

@@ -74,16 +74,7 @@ _SWAP: Final = 4
 _YIELD: Final = 5
 _BROKEN: Final = 6
 _INVALID: Final = 7
-_REASON_NAMES: Final[tuple[str, ...]] = (
-    "",
-    "wall",
-    "forbidden",
-    "vertex",
-    "swap",
-    "yield",
-    "broken",
-    "invalid_preference",
-)
+_REASON_NAMES: Final[tuple[str, ...]] = ("", *RULES[:_INVALID])  # "" for _OK, then the rules
 
 # Moves perpendicular to each action: where a pushed robot steps aside during a deadlock escape.
 _SIDEWAYS: Final[tuple[frozenset[int], ...]] = (

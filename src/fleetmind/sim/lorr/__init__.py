@@ -1,0 +1,98 @@
+"""League of Robot Runners (LoRR) rules: instances, the simulator, the time limit, the validator.
+
+The rule set of the LoRR start kit (MAPF-Competition/Start-Kit, 2023 and 2024 editions), on
+their own instance files (``benchmarks/data/lorr/README.md`` gives the formats).
+
+State: each robot stands on a location ``row * W + col`` and faces one of four orientations,
+``0`` east, ``1`` south, ``2`` west, ``3`` north; every robot starts facing east.
+
+Actions (start-kit numbering): ``0`` FW forward one cell in the facing direction, ``1`` CR rotate
+clockwise (east -> south), ``2`` CCR rotate counter-clockwise, ``3`` W wait. A joint action is
+refused (every robot waits that step, and the error is logged) when a robot drives into a wall or
+off the map, two robots end in one cell (vertex conflict) or two robots trade cells (swap
+conflict). A robot may move into a cell another one leaves in the same step, cycles included.
+
+Errands:
+
+- 2023 (``taskAssignmentStrategy: roundrobin``): robot ``i``'s ``k``-th errand is task line
+  ``(i + k * teamSize) mod M``; ``numTasksReveal`` errands are visible per robot; an errand is
+  finished (and counted) when the robot stands on it after a step; one errand a robot a step.
+- 2024 (``version``): tasks are ordered errand lists. The open pool keeps
+  ``int(numTasksReveal * teamSize)`` revealed, unfinished tasks, revealed in file order
+  (wrapping). Each step the planner proposes a schedule (one task id or ``-1`` per robot); it is
+  refused whole (the previous one stays) if it names a task outside the pool, gives one task to
+  two robots, or moves a robot off a task whose first errand it has reached. A robot's next
+  errand is reached when it stands on it after a step (one errand a robot a step); a task
+  counts when its last errand is reached, and then leaves the pool.
+
+Time (2024 rule): with a per-step limit ``L``, a planner that answers after ``p > L`` seconds
+leaves every robot waiting for ``ceil(p / L) - 1`` steps (the steps it ran over), then its answer
+is executed; the steps used count against the run's length. Without a limit the run is
+deterministic (sim time is the step counter).
+
+Maps are read by :func:`fleetmind.sim.maps.parse_movingai` (``@ O T W`` blocked; the start kit
+blocks only ``@`` and ``T``, and no LoRR map has ``O`` or ``W``).
+
+Modules: :mod:`~fleetmind.sim.lorr.rules` (actions, one-step transition, conflicts),
+:mod:`~fleetmind.sim.lorr.instance` (readers), :mod:`~fleetmind.sim.lorr.world` (the simulator
+and :func:`simulate`), :mod:`~fleetmind.sim.lorr.output` (output file and validator).
+:func:`simulate` runs a :class:`LorrPlanner`; :func:`result_json` writes the run in the layout of
+the start kit's output file; :func:`validate` replays such a file against the instance with
+code of its own (vectorised replay of the actions, then the errand rules again) and reports
+conflicts, illegal actions and the task count it finds.
+"""
+
+from fleetmind.sim.lorr.instance import Instance, read_agents, read_instance, read_map, read_tasks
+from fleetmind.sim.lorr.output import Validation, result_json, validate, write_output
+from fleetmind.sim.lorr.rules import (
+    ACTION_CHARS,
+    CCR,
+    CR,
+    FW,
+    HEADING,
+    ORIENT_CHARS,
+    TIMEOUT,
+    WAIT,
+    Edition,
+    conflicts,
+    next_state,
+)
+from fleetmind.sim.lorr.world import (
+    LorrPlanner,
+    Plan,
+    Record,
+    RunResult,
+    View,
+    World,
+    simulate,
+)
+
+__all__ = [
+    "ACTION_CHARS",
+    "CCR",
+    "CR",
+    "FW",
+    "HEADING",
+    "ORIENT_CHARS",
+    "TIMEOUT",
+    "WAIT",
+    "Edition",
+    "Instance",
+    "LorrPlanner",
+    "Plan",
+    "Record",
+    "RunResult",
+    "Validation",
+    "View",
+    "World",
+    "conflicts",
+    "next_state",
+    "read_agents",
+    "read_instance",
+    "read_map",
+    "read_tasks",
+    "result_json",
+    "simulate",
+    "validate",
+    "write_output",
+]

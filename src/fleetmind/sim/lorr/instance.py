@@ -1,0 +1,249 @@
+"""LoRR instance files: the ``.json``, ``.map``, ``.agents`` and ``.tasks`` readers.
+
+Every reader raises one error whose message names the file and the 1-based line at fault.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from fleetmind.errors import ConfigError, MapError, TaskFileError
+from fleetmind.sim.grid import GridMap
+from fleetmind.sim.lorr.rules import MAX_FILE_BYTES, Edition
+from fleetmind.sim.maps import parse_movingai
+
+
+@dataclass(frozen=True, eq=False)
+class Instance:
+    """One LoRR problem: a map, a team, a task file and the rules of its edition.
+
+    Attributes:
+        path: the instance ``.json``.
+        edition: ``"2023"`` (round-robin errands) or ``"2024"`` (task pool).
+        grid: the map (``blocked`` is what the rules read; ``pickups`` = ``E``, ``stations`` =
+            ``S``).
+        starts: ``(team,)`` int64 start locations (``row * W + col``), facing east.
+        tasks: ``(M, E)`` int64 errand locations of each task line, ``-1`` past its end.
+        task_len: ``(M,)`` int64 number of errands of each task.
+        num_tasks_reveal: ``numTasksReveal`` (errands per robot in 2023, pool factor in 2024).
+    """
+
+    path: Path
+    edition: Edition
+    grid: GridMap
+    starts: NDArray[np.int64]
+    tasks: NDArray[np.int64]
+    task_len: NDArray[np.int64]
+    num_tasks_reveal: float
+
+    @property
+    def team_size(self) -> int:
+        """The number of robots."""
+        return len(self.starts)
+
+    @property
+    def width(self) -> int:
+        """Map width (a location is ``row * width + col``)."""
+        return self.grid.shape[1]
+
+    @property
+    def pool_size(self) -> int:
+        """2024: open tasks kept revealed; 2023: errands revealed per robot."""
+        if self.edition == "2024":
+            return int(self.num_tasks_reveal * self.team_size)
+        return max(1, int(self.num_tasks_reveal))
+
+    @property
+    def name(self) -> str:
+        """``2024/warehouse_large_5000``-style name (edition folder and file stem)."""
+        return f"{self.edition}/{self.path.stem}"
+
+
+def _read_text(path: Path, *, what: str, error: type[Exception]) -> str:
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_FILE_BYTES + 1)
+    except OSError as exc:
+        raise error(f"{path}: cannot read {what} ({exc.strerror or exc})") from None
+    if len(data) > MAX_FILE_BYTES:
+        raise error(f"{path}: {what} larger than {MAX_FILE_BYTES >> 20} MiB; refused")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise error(f"{path}:{line}: {what} is not UTF-8 text") from None
+
+
+def _data_lines(text: str) -> list[tuple[int, str]]:
+    """``(1-based line number, stripped text)`` of the lines that are neither blank nor ``#``."""
+    out = []
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if line and not line.startswith("#"):
+            out.append((number, line))
+    return out
+
+
+def _location(
+    text: str, *, grid: GridMap, path: Path, line: int, error: type[Exception], what: str
+) -> int:
+    try:
+        loc = int(text)
+    except ValueError:
+        raise error(f"{path}:{line}: {what} {text!r} is not an integer location") from None
+    h, w = grid.shape
+    if not 0 <= loc < h * w:
+        raise error(f"{path}:{line}: {what} {loc} is off the {h} x {w} map")
+    if grid.blocked[loc // w, loc % w]:
+        raise error(f"{path}:{line}: {what} {loc} (row {loc // w}, col {loc % w}) is a wall")
+    return loc
+
+
+def _count(lines: list[tuple[int, str]], *, path: Path, what: str, error: type[Exception]) -> int:
+    if not lines:
+        raise error(f"{path}:1: empty {what}: expected a count line")
+    number, text = lines[0]
+    try:
+        count = int(text)
+    except ValueError:
+        raise error(f"{path}:{number}: expected the number of {what}, got {text!r}") from None
+    if count < 1:
+        raise error(f"{path}:{number}: the number of {what} must be at least 1, got {count}")
+    if len(lines) - 1 < count:
+        last = lines[-1][0]
+        raise error(f"{path}:{last}: {count} {what} announced, {len(lines) - 1} found")
+    return count
+
+
+def read_map(path: str | Path) -> GridMap:
+    """A LoRR ``.map`` (MovingAI format); :class:`MapError` names the file, line and column."""
+    path = Path(path)
+    return parse_movingai(_read_text(path, what="map", error=MapError), source=str(path))
+
+
+def read_agents(path: str | Path, grid: GridMap) -> NDArray[np.int64]:
+    """The start locations of an ``.agents`` file (``#`` comments, a count, one per line).
+
+    Raises:
+        ConfigError: naming the file and line of a missing count, a non-integer, a location off
+            the map or on a wall, or two robots on one start.
+    """
+    path = Path(path)
+    lines = _data_lines(_read_text(path, what="agents file", error=ConfigError))
+    count = _count(lines, path=path, what="agents", error=ConfigError)
+    starts = np.empty(count, dtype=np.int64)
+    seen: dict[int, int] = {}
+    for i, (number, text) in enumerate(lines[1 : count + 1]):
+        loc = _location(text, grid=grid, path=path, line=number, error=ConfigError, what="start")
+        if loc in seen:
+            raise ConfigError(f"{path}:{number}: start {loc} repeats line {seen[loc]}")
+        seen[loc] = number
+        starts[i] = loc
+    return starts
+
+
+def read_tasks(path: str | Path, grid: GridMap) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """The tasks of a ``.tasks`` file: ``(M, E)`` errands (``-1`` pad) and ``(M,)`` lengths.
+
+    A task line is one location (2023) or comma-separated locations (2024); ``#`` lines are
+    comments (the 2024 ``# version for LoRR 2024`` header).
+
+    Raises:
+        TaskFileError: naming the file and line of a missing count, an empty or non-integer
+            errand, or a location off the map or on a wall.
+    """
+    path = Path(path)
+    lines = _data_lines(_read_text(path, what="task file", error=TaskFileError))
+    count = _count(lines, path=path, what="tasks", error=TaskFileError)
+    rows = lines[1 : count + 1]
+    parsed: list[list[int]] = []
+    for number, text in rows:
+        try:
+            parsed.append([int(p) for p in text.split(",")])
+        except ValueError:
+            raise TaskFileError(
+                f"{path}:{number}: errands must be integer locations separated by commas, "
+                f"got {text[:40]!r}"
+            ) from None
+    lengths = np.array([len(p) for p in parsed], dtype=np.int64)
+    tasks = np.full((count, int(lengths.max())), -1, dtype=np.int64)
+    for i, locs in enumerate(parsed):
+        tasks[i, : len(locs)] = locs
+    h, w = grid.shape
+    valid = tasks >= 0
+    inside = valid & (tasks < h * w)
+    bad = valid & ~inside
+    bad[inside] = grid.blocked.ravel()[tasks[inside]]
+    if bad.any():
+        i, j = np.argwhere(bad)[0]
+        _location(
+            str(tasks[i, j]), grid=grid, path=path, line=rows[i][0], error=TaskFileError,
+            what="errand",
+        )  # fmt: skip
+    return tasks, lengths
+
+
+def read_instance(path: str | Path, *, team_size: int | None = None) -> Instance:
+    """A LoRR instance ``.json`` with its map, agents and tasks (paths relative to the json).
+
+    Args:
+        path: the instance file.
+        team_size: robots to use (default the file's ``teamSize``), at most the agents listed.
+
+    Raises:
+        ConfigError: the json is malformed (file and line named), a field is missing or wrong,
+            or the 2023 strategy is not ``roundrobin``; errors of the files it names propagate
+            (:class:`MapError`, :class:`TaskFileError`, :class:`ConfigError`).
+    """
+    path = Path(path)
+    text = _read_text(path, what="instance", error=ConfigError)
+    try:
+        spec = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
+    if not isinstance(spec, dict):
+        raise ConfigError(f"{path}:1: expected a JSON object")
+
+    def field_(key: str, kind: type | tuple[type, ...]) -> Any:
+        if key not in spec:
+            raise ConfigError(f"{path}: missing field {key!r}")
+        value = spec[key]
+        if not isinstance(value, kind) or isinstance(value, bool):
+            raise ConfigError(f"{path}: field {key!r} has the wrong type ({value!r})")
+        return value
+
+    if "version" in spec:
+        edition: Edition = "2024"
+    else:
+        strategy = field_("taskAssignmentStrategy", str)
+        if strategy != "roundrobin":
+            raise ConfigError(
+                f"{path}: taskAssignmentStrategy {strategy!r} is not supported (only roundrobin)"
+            )
+        edition = "2023"
+    grid = read_map(path.parent / field_("mapFile", str))
+    starts = read_agents(path.parent / field_("agentFile", str), grid)
+    tasks, task_len = read_tasks(path.parent / field_("taskFile", str), grid)
+    team = field_("teamSize", int)
+    reveal = float(field_("numTasksReveal", (int, float)))
+    if team_size is not None:
+        team = team_size
+    if not 1 <= team <= len(starts):
+        raise ConfigError(f"{path}: teamSize {team} must be between 1 and {len(starts)} agents")
+    if reveal <= 0:
+        raise ConfigError(f"{path}: numTasksReveal must be positive, got {reveal}")
+    return Instance(
+        path=path,
+        edition=edition,
+        grid=grid,
+        starts=starts[:team].copy(),
+        tasks=tasks,
+        task_len=task_len,
+        num_tasks_reveal=reveal,
+    )

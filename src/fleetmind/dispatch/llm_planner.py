@@ -9,12 +9,30 @@ capability); a rejected plan goes back to the model with the reasons (the runtim
 within its budget. When the budget or the decision deadline runs out, the ``assignment`` planner's
 answer is used for that event and the fallback is counted and recorded.
 
+Two modes:
+
+- ``background=False`` (sync runs, reproducible): each call asks the model and waits for it.
+- ``background=True`` (async runs, what users run in real time): no order waits for the model.
+  Each call answers at once with the solver's plan, and the model is asked about the same
+  decision on a worker thread (one question at a time). Its answer re-plans (``has_news``): where
+  it differs from the solver and the order is not loaded yet, the solver's choice is revoked and
+  the model's applied. The decision deadline is measured in ticks (``deadline_ticks``: an answer
+  later than that is dropped) as well as in seconds (the budgets' ``deadline_s``).
+
+Either way a failed decision (network, HTTP 429/5xx, prose, invalid plan, deadline) is a counted
+fallback, and the model is not asked again for a back-off window that doubles on each failure in a
+row (``backoff_ticks`` up to ``backoff_max_ticks``; the solver plans meanwhile), so a broken server
+costs a bounded number of calls. At the end of a run :meth:`LLMPlanner.abandon` stops a question in
+flight and reports what it cost so far.
+
 The note-reading planner (``llm-notes``) is :mod:`fleetmind.dispatch.notes.planner`.
 """
 
 from __future__ import annotations
 
+import threading
 import time
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
@@ -27,7 +45,15 @@ from fleetmind.dispatch.planners import (
 )
 from fleetmind.dispatch.plans import Assignment, Plan, PlanOutcome, Snapshot, validate
 from fleetmind.llm.budgets import Budgets
-from fleetmind.llm.core import CallContext, ChatClient, Message
+from fleetmind.llm.core import (
+    CallContext,
+    ChatClient,
+    ChatOptions,
+    ChatResult,
+    ChatWrapper,
+    Message,
+)
+from fleetmind.llm.errors import BudgetExceeded, LLMConnectionError
 from fleetmind.llm.structured import StructuredOutcome, structured
 from fleetmind.sim.grid import GridMap
 
@@ -70,16 +96,89 @@ def _order_line(o: Any, tick: int) -> str:
     return "; ".join(parts)
 
 
+class _Usage:
+    """Calls and tokens spent and not yet reported in a plan outcome (thread-safe)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts = [0, 0, 0]  # calls, prompt tokens, completion tokens
+
+    def add(self, result: ChatResult | None) -> None:
+        with self._lock:
+            self._counts[0] += 1
+            if result is not None:
+                self._counts[1] += result.usage.prompt_tokens
+                self._counts[2] += result.usage.completion_tokens
+
+    def drain(self) -> tuple[int, int, int]:
+        with self._lock:
+            calls, prompt, completion = self._counts
+            self._counts = [0, 0, 0]
+        return calls, prompt, completion
+
+
+class _Metered(ChatWrapper):
+    """Counts every call into a :class:`_Usage`; refuses calls once ``stop`` is set."""
+
+    def __init__(self, inner: ChatClient, usage: _Usage, stop: threading.Event) -> None:
+        super().__init__(inner)
+        self.usage = usage
+        self.stop = stop
+
+    def respond(self, messages: list[Message], options: ChatOptions) -> ChatResult:
+        if self.stop.is_set():
+            raise BudgetExceeded("the decision was abandoned (late, or the run ended)")
+        try:
+            result = options.send(self.inner, messages)
+        except LLMConnectionError:
+            self.usage.add(None)
+            raise
+        self.usage.add(result)
+        return result
+
+
+@dataclass
+class _Decision:
+    """What the model decided for one snapshot (``assignments`` None: it failed)."""
+
+    tick: int
+    assignments: tuple[Assignment, ...] | None = None
+    boosts: tuple[tuple[str, float], ...] = ()
+    failure: str | None = None
+    errors: tuple[str, ...] = ()
+
+
+@dataclass
+class _Question:
+    """A question to the model in flight on a worker thread."""
+
+    tick: int
+    stop: threading.Event = field(default_factory=threading.Event)
+    answer: _Decision | None = None
+    counted: bool = False  # already counted as a late fallback
+
+    @property
+    def done(self) -> bool:
+        return self.answer is not None
+
+
 class LLMPlanner:
     """Assignments straight from the LLM, validated, with the solver as fallback.
 
     Args:
         client: the chat backend (record/replay/metering wrappers welcome).
         grid: the map (for the fallback solver).
-        budgets: retry budgets and the decision deadline.
+        budgets: retry budgets and the decision deadline in seconds.
         max_orders: the most open orders shown per call (oldest and urgent first).
         max_tokens: completion cap per call.
         temperature: sampling temperature.
+        background: answer each call at once with the solver's plan and ask the model on a
+            worker thread (async runs); False: wait for the model (sync runs).
+        deadline_ticks: in background mode, ticks after its snapshot past which the model's
+            answer is dropped (counted as a fallback). None: no tick deadline.
+        backoff_ticks: ticks the model is left alone after a failed decision; doubles with each
+            failure in a row.
+        backoff_max_ticks: the longest back-off window.
     """
 
     name = "llm"
@@ -93,6 +192,10 @@ class LLMPlanner:
         max_orders: int = 8,
         max_tokens: int = 160,
         temperature: float = 0.2,
+        background: bool = False,
+        deadline_ticks: int | None = 20,
+        backoff_ticks: int = 10,
+        backoff_max_ticks: int = 320,
     ) -> None:
         self.client = client
         self.fallback = AssignmentPlanner(grid)
@@ -102,6 +205,36 @@ class LLMPlanner:
         self.max_orders = max_orders
         self.max_tokens = max_tokens
         self.temperature = temperature
+        self.background = background
+        self.deadline_ticks = deadline_ticks
+        self.backoff_ticks = backoff_ticks
+        self.backoff_max_ticks = backoff_max_ticks
+        self._usage = _Usage()
+        self._stopped = threading.Event()  # the run ended: no more calls
+        self._question: _Question | None = None
+        self._news = threading.Event()
+        self._failures = 0  # failed decisions in a row
+        self._quiet_until = -1  # no model call before this tick
+
+    # ------------------------------------------------------------------ back-off
+    def _backing_off(self, tick: int) -> bool:
+        return tick < self._quiet_until
+
+    def _failed(self, tick: int, decision: _Decision | None = None) -> None:
+        self._failures += 1
+        window = min(self.backoff_max_ticks, self.backoff_ticks * 2 ** (self._failures - 1))
+        hung = decision is not None and (
+            decision.failure == "deadline" or "timeout" in decision.errors
+        )
+        if hung:
+            # A model that spent the whole seconds deadline (hung, or far too slow) costs a sync
+            # run that deadline on every question: leave it alone for the longest window.
+            window = self.backoff_max_ticks
+        self._quiet_until = tick + window
+
+    def _succeeded(self) -> None:
+        self._failures = 0
+        self._quiet_until = -1
 
     def _messages(self, snapshot: Snapshot, orders: list[Any]) -> list[Message]:
         idle = ", ".join(
@@ -114,7 +247,7 @@ class LLMPlanner:
         return [Message.system(SYSTEM), Message.user(user)]
 
     def arbitrate(
-        self, snapshot: Snapshot
+        self, snapshot: Snapshot, client: ChatClient | None = None
     ) -> tuple[tuple[tuple[str, float], ...], StructuredOutcome[Any] | None]:
         """Ask the model which deadlocked robot goes first (rule-based when it cannot say)."""
         if len(snapshot.stuck) < 2:
@@ -133,7 +266,7 @@ class LLMPlanner:
             "Arbitration", __config__=ConfigDict(extra="forbid"), first=(first_t, ...)
         )
         out: StructuredOutcome[Any] = structured(
-            self.client,
+            client or self.client,
             [
                 Message.system(
                     "Robots in a warehouse block each other. Pick the one that should move "
@@ -157,20 +290,14 @@ class LLMPlanner:
             return arbitrate_by_rule(snapshot), out
         return ((out.value.first, ARBITRATION_BOOST),), out
 
-    def plan(self, snapshot: Snapshot) -> PlanOutcome:
-        """Ask the model; fall back to the solver when it cannot produce a valid plan."""
-        start = time.perf_counter()
-        boosts, arb = self.arbitrate(snapshot)
+    def _decide(self, snapshot: Snapshot, stop: threading.Event) -> _Decision:
+        """Ask the model (arbitration, then assignments) for one snapshot."""
+        client = _Metered(self.client, self._usage, stop)
+        boosts, arb = self.arbitrate(snapshot, client)
+        arb_errors = tuple(arb.errors) if arb else ()
         if not snapshot.idle_robots or not snapshot.orders:
             # A deadlock report with nothing to assign: only the arbitration.
-            return PlanOutcome(
-                plan=Plan(tick=snapshot.tick, assignments=(), source=self.name, boosts=boosts),
-                latency_s=time.perf_counter() - start,
-                calls=arb.attempts if arb else 0,
-                tokens_prompt=sum(r.usage.prompt_tokens for r in arb.results) if arb else 0,
-                tokens_completion=sum(r.usage.completion_tokens for r in arb.results) if arb else 0,
-                errors=tuple(arb.errors) if arb else (),
-            )
+            return _Decision(snapshot.tick, (), boosts, errors=arb_errors)
         idle = snapshot.idle_robots
         orders = sorted(snapshot.orders, key=lambda o: (o.priority != "urgent", o.tick))[
             : self.max_orders
@@ -185,7 +312,7 @@ class LLMPlanner:
             return "; ".join(reasons[:4]) or None
 
         outcome: StructuredOutcome[Any] = structured(
-            self.client,
+            client,
             self._messages(snapshot, orders),
             model,
             veto=veto,
@@ -200,36 +327,199 @@ class LLMPlanner:
             temperature=self.temperature,
             max_tokens=self.max_tokens,
         )
-        spent = [*outcome.results, *(arb.results if arb else [])]
-        tokens_p = sum(r.usage.prompt_tokens for r in spent)
-        tokens_c = sum(r.usage.completion_tokens for r in spent)
+        errors = (*outcome.errors, *arb_errors)
+        if outcome.value is None:
+            failure = outcome.fallback_reason or "no valid plan"
+            return _Decision(snapshot.tick, None, boosts, failure=failure, errors=errors)
         by_id = {o.id: o for o in snapshot.orders}
-        if outcome.value is not None:
-            chosen = tuple(
-                Assignment(
-                    a.robot, a.order, priority_of(by_id[a.order], snapshot.tick) + a.priority / 10
-                )
-                for a in outcome.value.assignments
+        chosen = tuple(
+            Assignment(
+                a.robot, a.order, priority_of(by_id[a.order], snapshot.tick) + a.priority / 10
             )
-            plan = Plan(tick=snapshot.tick, assignments=chosen, source=self.name, boosts=boosts)
-            fallback, failure = False, None
-        else:
-            plan = self.fallback.solve(snapshot)
-            plan = Plan(
-                tick=plan.tick,
-                assignments=plan.assignments,
-                source="fallback:assignment",
-                wake_at=plan.wake_at,
-                boosts=boosts,
-            )
-            fallback, failure = True, outcome.fallback_reason or "no valid plan"
+            for a in outcome.value.assignments
+        )
+        return _Decision(snapshot.tick, chosen, boosts, errors=errors)
+
+    def _outcome(
+        self,
+        plan: Plan,
+        start: float,
+        *,
+        fallback: bool = False,
+        failure: str | None = None,
+        errors: tuple[str, ...] = (),
+    ) -> PlanOutcome:
+        calls, prompt, completion = self._usage.drain()
         return PlanOutcome(
             plan=plan,
             latency_s=time.perf_counter() - start,
-            calls=outcome.attempts + (arb.attempts if arb else 0),
-            tokens_prompt=tokens_p,
-            tokens_completion=tokens_c,
+            calls=calls,
+            tokens_prompt=prompt,
+            tokens_completion=completion,
             fallback=fallback,
             failure=failure,
-            errors=tuple(outcome.errors),
+            errors=errors,
         )
+
+    def _solver(self, snapshot: Snapshot, boosts: tuple[tuple[str, float], ...]) -> Plan:
+        plan = self.fallback.solve(snapshot)
+        return Plan(
+            tick=plan.tick,
+            assignments=plan.assignments,
+            source="fallback:assignment",
+            wake_at=plan.wake_at,
+            boosts=boosts,
+        )
+
+    def plan(self, snapshot: Snapshot) -> PlanOutcome:
+        """Plan one event (see the module docstring for the two modes)."""
+        if self.background:
+            return self._plan_background(snapshot)
+        start = time.perf_counter()
+        if self._backing_off(snapshot.tick):
+            plan = self._solver(snapshot, arbitrate_by_rule(snapshot))
+            return self._outcome(plan, start, fallback=True, errors=("backoff",))
+        decision = self._decide(snapshot, self._stopped)
+        if decision.assignments is None:
+            self._failed(snapshot.tick, decision)
+            plan = self._solver(snapshot, decision.boosts)
+            return self._outcome(
+                plan, start, fallback=True, failure=decision.failure, errors=decision.errors
+            )
+        self._succeeded()
+        plan = Plan(
+            tick=snapshot.tick,
+            assignments=decision.assignments,
+            source=self.name,
+            boosts=decision.boosts,
+        )
+        return self._outcome(plan, start, errors=decision.errors)
+
+    # ------------------------------------------------------------------ background mode
+    def has_news(self) -> bool:
+        """Whether the model answered since the last plan (the loop re-plans)."""
+        return self._news.is_set()
+
+    def _ask(self, snapshot: Snapshot) -> None:
+        question = _Question(snapshot.tick)
+        self._question = question
+
+        def work() -> None:
+            try:
+                question.answer = self._decide(snapshot, question.stop)
+            except Exception as exc:  # a model-side failure must not vanish with the thread
+                question.answer = _Decision(snapshot.tick, failure=f"{type(exc).__name__}: {exc}")
+            self._news.set()
+
+        threading.Thread(target=work, name="llm-planner", daemon=True).start()
+
+    def _override(
+        self, decision: _Decision, snapshot: Snapshot
+    ) -> tuple[list[Assignment], list[str]]:
+        """The model's assignments still applicable now, and the solver choices they revoke."""
+        robots = {r.id: r for r in snapshot.robots}
+        orders = {o.id: o for o in (*snapshot.orders, *snapshot.tasks)}
+        holders = {r.order: r for r in snapshot.robots if r.order is not None}
+        chosen: list[Assignment] = []
+        revoke: list[str] = []
+        for a in decision.assignments or ():
+            robot = robots.get(a.robot)
+            order = orders.get(a.order)
+            if robot is None or order is None or robot.broken or robot.carrying:
+                continue  # gone, loaded or delivered since the model was asked
+            if order.capability is not None and order.capability not in robot.capabilities:
+                continue
+            if robot.order == a.order:
+                continue  # the solver chose the same
+            holder = holders.get(a.order)
+            if holder is not None and holder.carrying:
+                continue
+            if robot.order is not None:
+                revoke.append(robot.order)  # the solver's choice for this robot
+            if holder is not None:
+                revoke.append(a.order)  # the robot the solver gave this order
+            chosen.append(a)
+        return chosen, revoke
+
+    def _plan_background(self, snapshot: Snapshot) -> PlanOutcome:
+        start = time.perf_counter()
+        self._news.clear()
+        tick = snapshot.tick
+        fallback, failure = False, None
+        errors: tuple[str, ...] = ()
+        chosen: list[Assignment] = []
+        revoke: list[str] = []
+        boosts = arbitrate_by_rule(snapshot)
+        question = self._question
+        if question is not None and (question.done or self._stopped.is_set()):
+            self._question = None
+            answer = question.answer
+            age = tick - question.tick
+            if question.counted or answer is None:
+                pass  # counted when it went late
+            elif answer.assignments is None:
+                fallback, failure, errors = True, answer.failure, answer.errors
+                self._failed(tick, answer)
+            elif self.deadline_ticks is not None and age > self.deadline_ticks:
+                fallback, errors = True, answer.errors
+                failure = f"deadline: answered {age} ticks after its snapshot"
+                self._failed(tick)
+            else:
+                self._succeeded()
+                chosen, revoke = self._override(answer, snapshot)
+                boosts = answer.boosts or boosts
+                errors = answer.errors
+        elif (
+            question is not None
+            and not question.counted
+            and self.deadline_ticks is not None
+            and tick - question.tick > self.deadline_ticks
+        ):
+            # Late: the solver's plan stands; the question stops after the call in flight.
+            question.counted = True
+            question.stop.set()
+            fallback = True
+            failure = f"deadline: no answer within {self.deadline_ticks} ticks"
+            self._failed(tick)
+        taken_robots = {a.robot for a in chosen}
+        taken_orders = {a.order for a in chosen}
+        rest = replace(
+            snapshot,
+            robots=tuple(
+                replace(r, idle=False) if r.id in taken_robots else r for r in snapshot.robots
+            ),
+            orders=tuple(o for o in snapshot.orders if o.id not in taken_orders),
+        )
+        solved = self.fallback.solve(rest)
+        if self._question is None and not self._stopped.is_set():
+            if rest.idle_robots and rest.orders and not self._backing_off(tick):
+                self._ask(rest)  # the same decision the solver just made, for the model to revise
+            elif rest.idle_robots and rest.orders:
+                errors = (*errors, "backoff")
+        plan = Plan(
+            tick=tick,
+            assignments=(*chosen, *solved.assignments),
+            source=self.name if chosen else "assignment",
+            wake_at=solved.wake_at,
+            boosts=boosts,
+            revoke=tuple(dict.fromkeys(revoke)),
+        )
+        return self._outcome(plan, start, fallback=fallback, failure=failure, errors=errors)
+
+    # ------------------------------------------------------------------ end of run
+    def abandon(self) -> PlanOutcome:
+        """Stop any question in flight; what it cost so far (``fallback``: one was in flight)."""
+        self._stopped.set()
+        question, self._question = self._question, None
+        in_flight = question is not None and not question.counted
+        if question is not None:
+            question.stop.set()
+        plan = Plan(tick=-1, assignments=(), source=self.name)
+        failure = "run ended with the model's answer pending" if in_flight else None
+        return self._outcome(plan, time.perf_counter(), fallback=in_flight, failure=failure)
+
+    def close(self) -> None:
+        """Stop asking the model (never waits for a call in flight)."""
+        self._stopped.set()
+        if self._question is not None:
+            self._question.stop.set()

@@ -14,16 +14,23 @@ Every tick::
 
 The loop never waits on the planner in ``async`` mode: it keeps executing the last valid plan.
 ``sync`` mode waits for each plan, which makes a run reproducible bit for bit (used for record
-and replay). Planner calls happen on events only, never on quiet ticks.
+and replay). Planner calls happen on events only, never on quiet ticks; events that come while a
+plan is being computed (a planner wake-up included) stay pending for the next call.
+
+At the end of a run the loop does not wait for a plan still being computed: the call is
+abandoned (its thread is a daemon: it never holds the process), counted in
+``planner_fallbacks`` and ``plans_abandoned`` with the time it took so far, and a planner that
+can say what it spent (``abandon()``, e.g. the LLM planner's calls and tokens) adds that.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -101,6 +108,7 @@ class LoopStats:
     llm_tokens_prompt: int = 0
     llm_tokens_completion: int = 0
     plans_stale: int = 0
+    plans_abandoned: int = 0
     assignments_applied: int = 0
     assignments_dropped: int = 0
     events_skipped: int = 0
@@ -162,8 +170,8 @@ class ControlLoop:
         # Share the executor's distance maps when it has some (same thread, same targets).
         shared = getattr(executor, "oracle", None)
         self._oracle = shared if isinstance(shared, DistanceOracle) else DistanceOracle(world.grid)
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="planner")
         self._future: Future[PlanOutcome] | None = None
+        self._submitted = 0.0  # perf_counter() when the plan in flight was asked for
         self._pending: set[str] = {"start"}
         self._orders_since: int | None = None
         self._wake_at: int | None = None
@@ -263,14 +271,17 @@ class ControlLoop:
         ):
             due.add("orders")
         if self._wake_at is not None and t >= self._wake_at:
+            # Cleared only once a planner call takes it (or nothing is left to decide): a
+            # wake-up due while a plan is in flight stays pending.
             due.add("timer")
-            self._wake_at = None
         return due
 
     def _maybe_plan(self) -> None:
         due = self._due_events()
         if not due or self._future is not None:
             return
+        if "timer" in due:
+            self._wake_at = None
         w = self.world
         has_idle = bool((~w.has_task & ~w.broken).any())
         # New orders with every robot busy still reach a planner that can free a robot for an
@@ -303,7 +314,24 @@ class ControlLoop:
         if self.config.planner_mode == "sync":
             self._apply(self.planner.plan(snap))
         else:
-            self._future = self._pool.submit(self.planner.plan, snap)
+            self._future = self._submit(snap)
+
+    def _submit(self, snap: Snapshot) -> Future[PlanOutcome]:
+        """Plan on a daemon thread: a call still running at the end never holds the process."""
+        future: Future[PlanOutcome] = Future()
+        planner = self.planner
+
+        def work() -> None:
+            if not future.set_running_or_notify_cancel():
+                return
+            try:
+                future.set_result(planner.plan(snap))
+            except BaseException as exc:  # handed to the loop by _poll (code bugs raise there)
+                future.set_exception(exc)
+
+        self._submitted = time.perf_counter()
+        threading.Thread(target=work, name="planner", daemon=True).start()
+        return future
 
     def _inject_faults(self) -> None:
         w = self.world
@@ -448,21 +476,45 @@ class ControlLoop:
                 self.step()
                 if progress is not None:
                     progress(k + 1)
-            if self._future is not None:
-                # Let an in-flight plan finish so its cost counts (not applied: the run is over).
-                outcome = self._future.result()
-                self._future = None
-                self.stats.planner_ms.append(outcome.latency_s * 1e3)
-                self.stats.llm_calls += outcome.calls
-                self.stats.llm_tokens_prompt += outcome.tokens_prompt
-                self.stats.llm_tokens_completion += outcome.tokens_completion
+            self._finish()
         finally:
             self.close()
         return self.metrics()
 
+    def _finish(self) -> None:
+        """Count a plan in flight at the end as abandoned (never wait for it), with its cost."""
+        s = self.stats
+        future, self._future = self._future, None
+        if future is not None and future.done():
+            # Finished but not applied (the run is over): its cost counts.
+            outcome = future.result()
+            s.planner_ms.append(outcome.latency_s * 1e3)
+            s.llm_calls += outcome.calls
+            s.llm_tokens_prompt += outcome.tokens_prompt
+            s.llm_tokens_completion += outcome.tokens_completion
+            if outcome.fallback:
+                s.planner_fallbacks += 1
+            future = None
+        elapsed_ms = (time.perf_counter() - self._submitted) * 1e3
+        abandon = getattr(self.planner, "abandon", None)
+        spent = abandon() if callable(abandon) else None
+        if isinstance(spent, PlanOutcome):
+            # The planner's own work in flight (e.g. LLM calls made so far), stopped now.
+            s.llm_calls += spent.calls
+            s.llm_tokens_prompt += spent.tokens_prompt
+            s.llm_tokens_completion += spent.tokens_completion
+            if spent.fallback and future is None:
+                s.planner_fallbacks += 1
+                s.plans_abandoned += 1
+                self._emit("plan_abandoned", reason=spent.failure or "run ended", calls=spent.calls)
+        if future is not None:
+            s.planner_ms.append(elapsed_ms)
+            s.planner_fallbacks += 1
+            s.plans_abandoned += 1
+            self._emit("plan_abandoned", reason="run ended", elapsed_ms=elapsed_ms)
+
     def close(self) -> None:
-        """Stop the planner worker (and a planner's own background work)."""
-        self._pool.shutdown(wait=True)
+        """Stop a planner's own background work (never waits for a plan in flight)."""
         close = getattr(self.planner, "close", None)
         if callable(close):
             close()
@@ -493,6 +545,7 @@ class ControlLoop:
                 "llm_tokens_prompt": s.llm_tokens_prompt,
                 "llm_tokens_completion": s.llm_tokens_completion,
                 "plans_stale": s.plans_stale,
+                "plans_abandoned": s.plans_abandoned,
                 "assignments_applied": s.assignments_applied,
                 "assignments_dropped": s.assignments_dropped,
                 "events_skipped": s.events_skipped,

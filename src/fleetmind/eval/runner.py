@@ -78,6 +78,9 @@ class RunConfig(BaseModel):
     llm_api_key: str | None = Field(None, repr=False)
     llm_threads: int = Field(1, ge=1)
     llm_gguf: str | None = None
+    # Async runs: ticks after its snapshot past which the LLM planner's answer is dropped (the
+    # solver's plan stands); the seconds deadline is the planner's budget.
+    llm_deadline_ticks: int = Field(20, ge=1)
     forbidden: list[tuple[int, int]] = Field(default_factory=list)
     replay_calls: str | None = None
     flush_every: int = Field(50, ge=1)
@@ -221,7 +224,12 @@ def make_planner(cfg: RunConfig, grid: GridMap, client: ChatClient | None) -> Pl
             make_reader(cfg.note_reader, client), grid, background=cfg.planner_mode != "sync"
         )
     assert client is not None
-    return LLMPlanner(client, grid)
+    return LLMPlanner(
+        client,
+        grid,
+        background=cfg.planner_mode != "sync",
+        deadline_ticks=cfg.llm_deadline_ticks,
+    )
 
 
 def make_executor(cfg: RunConfig, grid: GridMap, client: ChatClient | None) -> Executor:

@@ -14,46 +14,9 @@ from hypothesis import strategies as st
 
 from fleetmind.errors import ConfigError, MapError, TaskFileError
 from fleetmind.sim import lorr
-from fleetmind.sim.lorr import CCR, CR, FW, TIMEOUT, WAIT, Plan, View, World
+from fleetmind.sim.lorr import CCR, CR, FW, TIMEOUT, WAIT, Plan, View, World, write_instance
 
 DATA = Path(__file__).resolve().parents[2] / "benchmarks" / "data" / "lorr"
-
-
-def write_instance(
-    folder: Path,
-    rows: list[str],
-    starts: list[int],
-    tasks: list[list[int]],
-    *,
-    edition: str = "2024",
-    reveal: float = 1.5,
-) -> Path:
-    """A small instance in the start kit's formats; returns the json path."""
-    (folder / "maps").mkdir(parents=True, exist_ok=True)
-    (folder / "agents").mkdir(exist_ok=True)
-    (folder / "tasks").mkdir(exist_ok=True)
-    header = f"type octile\nheight {len(rows)}\nwidth {len(rows[0])}\nmap\n"
-    (folder / "maps" / "m.map").write_text(header + "\n".join(rows) + "\n")
-    agents = "# version for LoRR 2024\n" if edition == "2024" else ""
-    agents += f"{len(starts)}\n" + "".join(f"{s}\n" for s in starts)
-    (folder / "agents" / "a.agents").write_text(agents)
-    lines = "# version for LoRR 2024\n" if edition == "2024" else ""
-    lines += f"{len(tasks)}\n" + "".join(",".join(map(str, t)) + "\n" for t in tasks)
-    (folder / "tasks" / "t.tasks").write_text(lines)
-    spec: dict[str, Any] = {
-        "mapFile": "maps/m.map",
-        "agentFile": "agents/a.agents",
-        "teamSize": len(starts),
-        "taskFile": "tasks/t.tasks",
-        "numTasksReveal": reveal,
-    }
-    if edition == "2024":
-        spec["version"] = "2024 LoRR"
-    else:
-        spec["taskAssignmentStrategy"] = "roundrobin"
-    path = folder / "i.json"
-    path.write_text(json.dumps(spec, indent=4))
-    return path
 
 
 OPEN = ["....", "....", "...."]  # 3 x 4, locations row * 4 + col
@@ -80,15 +43,25 @@ def test_reads_the_shipped_2024_and_2023_instances() -> None:
 @pytest.mark.parametrize(
     ("file", "text", "error", "where"),
     [
-        ("maps/m.map", "type octile\nheight 3\nwidth 4\nmap\n....\n..?.\n....\n", MapError, ":6"),
-        ("agents/a.agents", "2\n0\nx\n", ConfigError, "a.agents:3:"),
-        ("agents/a.agents", "2\n0\n99\n", ConfigError, "a.agents:3:"),
-        ("agents/a.agents", "2\n0\n0\n", ConfigError, "a.agents:3:"),
-        ("agents/a.agents", "3\n0\n1\n", ConfigError, "a.agents:3:"),
-        ("tasks/t.tasks", "2\n1,2\n3,x\n", TaskFileError, "t.tasks:3:"),
-        ("tasks/t.tasks", "# c\n2\n1,2\n3,5\n", TaskFileError, "t.tasks:4:"),
-        ("tasks/t.tasks", "two\n1\n", TaskFileError, "t.tasks:1:"),
-        ("i.json", '{\n"mapFile": "maps/m.map",\n,}', ConfigError, "i.json:3:"),
+        (
+            "maps/instance.map",
+            "type octile\nheight 3\nwidth 4\nmap\n....\n..?.\n....\n",
+            MapError,
+            ":6",
+        ),
+        ("agents/instance.agents", "2\n0\nx\n", ConfigError, "instance.agents:3:"),
+        ("agents/instance.agents", "2\n0\n99\n", ConfigError, "instance.agents:3:"),
+        ("agents/instance.agents", "2\n0\n0\n", ConfigError, "instance.agents:3:"),
+        ("agents/instance.agents", "3\n0\n1\n", ConfigError, "instance.agents:3:"),
+        ("tasks/instance.tasks", "2\n1,2\n3,x\n", TaskFileError, "instance.tasks:3:"),
+        ("tasks/instance.tasks", "# c\n2\n1,2\n3,5\n", TaskFileError, "instance.tasks:4:"),
+        ("tasks/instance.tasks", "two\n1\n", TaskFileError, "instance.tasks:1:"),
+        (
+            "instance.json",
+            '{\n"mapFile": "maps/instance.map",\n,}',
+            ConfigError,
+            "instance.json:3:",
+        ),
     ],
 )
 def test_reader_errors_name_the_file_and_line(
@@ -119,7 +92,7 @@ def test_unsupported_strategy_and_missing_field_are_config_errors(tmp_path: Path
 @given(st.text(alphabet="0123456789,#x -\n", max_size=60))
 def test_task_reader_raises_only_task_file_errors(tmp_path_factory: Any, text: str) -> None:
     folder = tmp_path_factory.mktemp("t")
-    grid = lorr.read_map(write_instance(folder, OPEN, [0], [[1]]).parent / "maps" / "m.map")
+    grid = lorr.read_map(write_instance(folder, OPEN, [0], [[1]]).parent / "maps" / "instance.map")
     path = folder / "x.tasks"
     path.write_text(text)
     try:

@@ -42,7 +42,14 @@ code of its own (vectorised replay of the actions, then the errand rules again) 
 conflicts, illegal actions and the task count it finds.
 """
 
-from fleetmind.sim.lorr.instance import Instance, read_agents, read_instance, read_map, read_tasks
+from fleetmind.sim.lorr.instance import (
+    Instance,
+    read_agents,
+    read_instance,
+    read_map,
+    read_tasks,
+    write_instance,
+)
 from fleetmind.sim.lorr.output import Validation, result_json, validate, write_output
 from fleetmind.sim.lorr.rules import (
     ACTION_CHARS,
@@ -94,5 +101,6 @@ __all__ = [
     "result_json",
     "simulate",
     "validate",
+    "write_instance",
     "write_output",
 ]

@@ -247,3 +247,53 @@ def read_instance(path: str | Path, *, team_size: int | None = None) -> Instance
         task_len=task_len,
         num_tasks_reveal=reveal,
     )
+
+
+def write_instance(
+    folder: str | Path,
+    rows: list[str],
+    starts: list[int],
+    tasks: list[list[int]],
+    *,
+    edition: Edition = "2024",
+    reveal: float = 1.5,
+    name: str = "instance",
+) -> Path:
+    """Write an instance in the start kit's formats (for tests and hand-made problems).
+
+    Args:
+        folder: where to write ``NAME.json`` and ``maps/``, ``agents/``, ``tasks/``.
+        rows: the map rows (``@`` walls, ``.`` floor).
+        starts: start locations, one robot each.
+        tasks: each task's errand locations (one errand a task for 2023).
+        edition: ``"2024"`` (task pool) or ``"2023"`` (round-robin).
+        reveal: ``numTasksReveal``.
+        name: file stem of the json and of its map, agents and tasks.
+
+    Returns:
+        The json's path.
+    """
+    folder = Path(folder)
+    for sub in ("maps", "agents", "tasks"):
+        (folder / sub).mkdir(parents=True, exist_ok=True)
+    header = f"type octile\nheight {len(rows)}\nwidth {len(rows[0])}\nmap\n"
+    (folder / "maps" / f"{name}.map").write_text(header + "\n".join(rows) + "\n")
+    tag = "# version for LoRR 2024\n" if edition == "2024" else ""
+    agents = tag + f"{len(starts)}\n" + "".join(f"{s}\n" for s in starts)
+    (folder / "agents" / f"{name}.agents").write_text(agents)
+    lines = "".join(",".join(map(str, t)) + "\n" for t in tasks)
+    (folder / "tasks" / f"{name}.tasks").write_text(tag + f"{len(tasks)}\n" + lines)
+    spec: dict[str, Any] = {
+        "mapFile": f"maps/{name}.map",
+        "agentFile": f"agents/{name}.agents",
+        "teamSize": len(starts),
+        "taskFile": f"tasks/{name}.tasks",
+        "numTasksReveal": reveal,
+    }
+    if edition == "2024":
+        spec["version"] = "2024 LoRR"
+    else:
+        spec["taskAssignmentStrategy"] = "roundrobin"
+    path = folder / f"{name}.json"
+    path.write_text(json.dumps(spec, indent=4) + "\n")
+    return path

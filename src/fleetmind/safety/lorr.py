@@ -1,0 +1,439 @@
+"""A planner for the LoRR rules: greedy task assignment and a one-step PIBT with rotations.
+
+Each step (:meth:`PibtPlanner.plan`):
+
+1. Assignment (2024): every robot without a task takes the open, unassigned task with the lowest
+   cost, robots in order of their best cost; cost = distance to the first errand, plus (lever
+   ``task_length``) the task's own length (errand to errand). Distances are Manhattan, or true
+   BFS distances where a distance map of the errand is already cached (lever ``true_distance``).
+   Lever ``reassign``: a robot on its way to a first errand it has not reached may trade its
+   task for a free one that is nearer (the 2024 rules allow it until the first errand).
+2. Distance maps: a breadth-first distance map per goal location (int16 over free cells, one
+   row per cached goal, least recently used first out), computed by
+   :func:`scipy.sparse.csgraph.shortest_path` within a time budget per step; a robot whose map
+   is not ready yet steers by Manhattan distance. Maps of the map's ``E`` cells are computed in
+   :meth:`PibtPlanner.initialize` (LoRR's preprocessing).
+3. Wishes: a robot wants the neighbour direction ``k`` minimising ``h(neighbour) + turns(k)``
+   (ties to the current heading); if that neighbour is nearer its goal and straight ahead, it
+   wants to drive forward, else to turn toward it. Lever ``congestion``: a neighbour that holds
+   a robot about to stay costs ``congestion`` more, so robots steer round queues.
+4. PIBT (Okumura et al. 2022) over two candidates a robot can reach in one step, its
+   forward cell and its own cell, by priority (steps since its goal changed): a robot that
+   wants a cell held by a lower robot pushes it; no robot moves into the cell of the robot that
+   pushed it (no swap); one that cannot make room stays. Forward moves are driven; a robot that
+   stays turns toward its wish, or, if it was pushed and could not move, toward a free side
+   cell, so that next step it can make room.
+
+Every candidate move is unique by construction (one robot a reserved cell, no swap with the
+pusher), so the plan has no vertex or swap conflict; :func:`fleetmind.sim.lorr.validate`
+checks the executed file independently.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+from scipy.sparse import coo_matrix, csr_matrix
+from scipy.sparse.csgraph import shortest_path
+
+from fleetmind.sim.grid import GridMap
+from fleetmind.sim.lorr import CCR, CR, FW, HEADING, WAIT, Instance, Plan, View
+
+BIG = np.int16(30000)
+"""Distance of an unreachable or blocked cell in a map (int16)."""
+TURNS = np.array([0, 1, 2, 1], dtype=np.int64)
+"""Rotations from heading ``o`` to heading ``k``, indexed by ``(k - o) % 4``."""
+
+
+class DistanceMaps:
+    """Breadth-first distance maps to goal locations over the free cells of one map.
+
+    Args:
+        grid: the map.
+        capacity: most maps kept (each ``(free cells + 1)`` int16).
+    """
+
+    def __init__(self, grid: GridMap, *, capacity: int) -> None:
+        h, w = grid.shape
+        free = ~grid.blocked.ravel()
+        self.width = w
+        self.loc_of: NDArray[np.int64] = np.flatnonzero(free)  # (F,)
+        self.n_free = len(self.loc_of)
+        self.cell_of: NDArray[np.int64] = np.full(h * w, -1, dtype=np.int64)
+        self.cell_of[self.loc_of] = np.arange(self.n_free)
+        rows, cols = np.divmod(self.loc_of, w)
+        self.rows, self.cols = rows, cols
+        # nbr[c, k]: free cell in heading k of cell c, n_free (a sentinel) if blocked or off.
+        self.nbr = np.full((self.n_free + 1, 4), self.n_free, dtype=np.int64)
+        for k in range(4):
+            r, c = rows + HEADING[k, 0], cols + HEADING[k, 1]
+            ok = (r >= 0) & (r < h) & (c >= 0) & (c < w)
+            ok[ok] = free[r[ok] * w + c[ok]]
+            self.nbr[np.flatnonzero(ok), k] = self.cell_of[r[ok] * w + c[ok]]
+        src = np.repeat(np.arange(self.n_free), 4)
+        dst = self.nbr[:-1].ravel()
+        keep = dst < self.n_free
+        ones = np.ones(int(keep.sum()), dtype=np.float32)
+        self.graph: csr_matrix = coo_matrix(
+            (ones, (src[keep], dst[keep])), shape=(self.n_free, self.n_free)
+        ).tocsr()
+        self.capacity = max(1, capacity)
+        self.maps = np.full((self.capacity, self.n_free + 1), BIG, dtype=np.int16)
+        self.slot_of: OrderedDict[int, int] = OrderedDict()  # goal cell -> slot, LRU order
+        self.free_slots = list(range(self.capacity - 1, -1, -1))
+        self.computed = 0
+
+    def compute(self, cells: list[int], pinned: set[int]) -> None:
+        """Compute maps for ``cells`` (free-cell indices), evicting least recently used ones."""
+        todo: list[tuple[int, int]] = []
+        for cell in cells:
+            if cell in self.slot_of:
+                continue
+            if not self.free_slots:
+                for old in self.slot_of:
+                    if old not in pinned:
+                        self.free_slots.append(self.slot_of.pop(old))
+                        break
+                else:
+                    return
+            slot = self.free_slots.pop()
+            self.slot_of[cell] = slot
+            todo.append((cell, slot))
+        for start in range(0, len(todo), 64):
+            chunk = todo[start : start + 64]
+            dist = shortest_path(
+                self.graph, method="D", unweighted=True, indices=[c for c, _ in chunk]
+            )
+            dist = np.where(np.isinf(dist), BIG, dist).astype(np.int16)
+            slots = [s for _, s in chunk]
+            self.maps[slots, : self.n_free] = dist
+            self.computed += len(chunk)
+
+    def slots(self, cells: NDArray[np.int64]) -> NDArray[np.int64]:
+        """Slot of each goal cell (``-1``: no map), marking those used as recent."""
+        out = np.full(len(cells), -1, dtype=np.int64)
+        for i, cell in enumerate(cells.tolist()):
+            slot = self.slot_of.get(cell)
+            if slot is not None:
+                out[i] = slot
+        for cell in set(cells.tolist()):
+            if cell in self.slot_of:
+                self.slot_of.move_to_end(cell)
+        return out
+
+
+@dataclass(frozen=True)
+class Levers:
+    """Switches of :class:`PibtPlanner` (each measured by ``fleetmind bench lorr``).
+
+    Attributes:
+        task_length: add a task's own errand-to-errand length to its assignment cost.
+        true_distance: use cached BFS distances in the assignment where a map exists.
+        reassign: let robots trade unstarted tasks for nearer free ones.
+        congestion: extra cost of a neighbour cell held by a robot that will stay (0: off).
+        map_budget_s: seconds per step for new distance maps (robots without one steer by
+            Manhattan distance); ``None``: every map the step needs.
+    """
+
+    task_length: bool = True
+    true_distance: bool = False
+    reassign: bool = False
+    congestion: float = 0.0
+    map_budget_s: float | None = 0.3
+
+
+class PibtPlanner:
+    """Greedy assignment and rotation-aware one-step PIBT (see the module docstring).
+
+    Args:
+        levers: the options.
+        seed: seed of the priority tie-breaks.
+        map_capacity: most distance maps kept (default: team size + ``E`` cells + 512).
+    """
+
+    def __init__(
+        self, levers: Levers | None = None, *, seed: int = 0, map_capacity: int | None = None
+    ) -> None:
+        self.levers = levers or Levers()
+        self.seed = seed
+        self.map_capacity = map_capacity
+        self.stats: dict[str, float] = {"maps_computed": 0, "manhattan_robots": 0}
+
+    # ----------------------------------------------------------------- setup
+    def initialize(self, instance: Instance) -> None:
+        """Build the neighbour table and the distance maps of the ``E`` cells."""
+        grid = instance.grid
+        n = instance.team_size
+        pickups = np.flatnonzero(grid.pickups.ravel())
+        cap = self.map_capacity or (n + len(pickups) + 512)
+        self.dm = DistanceMaps(grid, capacity=cap)
+        self.n = n
+        self.width = instance.width
+        self.edition = instance.edition
+        self.rng = np.random.default_rng(self.seed)
+        self.tiebreak = self.rng.random(n) * 0.5
+        self.prio = self.tiebreak.copy()
+        self.last_goal = np.full(n, -2, dtype=np.int64)
+        pinned_cells = self.dm.cell_of[pickups]
+        self.pinned = set(pinned_cells.tolist())
+        self.dm.compute(sorted(self.pinned), self.pinned)
+
+    # ----------------------------------------------------------------- assignment
+    def _distance(
+        self, robots_loc: NDArray[np.int64], goal_loc: NDArray[np.int64]
+    ) -> NDArray[np.float64]:
+        """``(R, G)`` distances from robots to goals: Manhattan, or BFS where a map is cached."""
+        w = self.width
+        rr, rc = np.divmod(robots_loc, w)
+        gr, gc = np.divmod(goal_loc, w)
+        d: NDArray[np.float64] = (
+            np.abs(rr[:, None] - gr[None, :]) + np.abs(rc[:, None] - gc[None, :])
+        ).astype(np.float64)
+        if self.levers.true_distance and len(goal_loc):
+            slots = self.dm.slots(self.dm.cell_of[goal_loc])
+            have = np.flatnonzero(slots >= 0)
+            if have.size:
+                cells = self.dm.cell_of[robots_loc]
+                d[:, have] = self.dm.maps[slots[have][None, :], cells[:, None]]
+        return d
+
+    def _assign(self, view: View) -> NDArray[np.int64]:
+        """The 2024 schedule: robots without a task get one (see the module docstring)."""
+        schedule = view.robot_task.copy()
+        free_robots = np.flatnonzero(schedule < 0)
+        open_slots = np.flatnonzero((view.pool_task >= 0) & (view.pool_agent < 0))
+        if self.levers.reassign:
+            # Robots heading to a first errand they have not reached give their task back to
+            # the pool; they compete again, nearest first (each keeps a claim on its own task).
+            assigned = np.flatnonzero((view.pool_task >= 0) & (view.pool_agent >= 0))
+            unstarted = assigned[view.pool_next[assigned] == 0]
+            movable = view.pool_agent[unstarted]
+            if free_robots.size or open_slots.size:
+                free_robots = np.concatenate([free_robots, movable])
+                open_slots = np.concatenate([open_slots, unstarted])
+        if not free_robots.size or not open_slots.size:
+            return schedule
+        first = view.pool_errands[open_slots, 0]
+        cost = self._distance(view.loc[free_robots], first)
+        if self.levers.task_length:
+            cost += self._task_length(view, open_slots)[None, :]
+        taken = np.zeros(len(open_slots), dtype=bool)
+        order = np.argsort(cost.min(axis=1), kind="stable")
+        for r in order.tolist():
+            row = np.where(taken, np.inf, cost[r])
+            j = int(np.argmin(row))
+            if not np.isfinite(row[j]):
+                schedule[free_robots[r]] = -1
+                continue
+            taken[j] = True
+            schedule[free_robots[r]] = view.pool_task[open_slots[j]]
+        return schedule
+
+    def _task_length(self, view: View, slots: NDArray[np.int64]) -> NDArray[np.float64]:
+        """Manhattan length of each task from its first to its last errand."""
+        w = self.width
+        errands = view.pool_errands[slots]
+        total = np.zeros(len(slots), dtype=np.float64)
+        for k in range(1, errands.shape[1]):
+            ok = errands[:, k] >= 0
+            a, b = errands[ok, k - 1], errands[ok, k]
+            total[ok] += np.abs(a // w - b // w) + np.abs(a % w - b % w)
+        return total
+
+    # ----------------------------------------------------------------- one step
+    def plan(self, view: View) -> Plan:
+        """Actions and schedule for one step."""
+        n = self.n
+        dm = self.dm
+        schedule = self._assign(view) if self.edition == "2024" else None
+        goal = self._goals(view, schedule)
+        cell = dm.cell_of[view.loc]
+        ori = view.ori
+        has_goal = goal >= 0
+        goal_cell = np.where(has_goal, dm.cell_of[np.maximum(goal, 0)], -1)
+        # Priorities: steps since the goal changed, plus a fixed tie-break.
+        changed = goal != self.last_goal
+        self.prio = np.where(changed, self.tiebreak, self.prio + 1.0)
+        self.last_goal = goal.copy()
+        # Distance maps: the step's goals first, within the budget.
+        needed = goal_cell[has_goal]
+        pinned = self.pinned | set(needed.tolist())
+        missing = [c for c in dict.fromkeys(needed.tolist()) if c not in dm.slot_of]
+        if missing:
+            budget = self.levers.map_budget_s
+            if budget is None:
+                dm.compute(missing, pinned)
+            else:
+                t_end = time.perf_counter() + budget
+                for start in range(0, len(missing), 16):
+                    dm.compute(missing[start : start + 16], pinned)
+                    if time.perf_counter() > t_end:
+                        break
+        self.stats["maps_computed"] = dm.computed
+        slot = np.full(n, -1, dtype=np.int64)
+        slot[has_goal] = dm.slots(goal_cell[has_goal])
+        nb = dm.nbr[cell]  # (n, 4)
+        h_nb, h_cur = self._heuristic(cell, nb, goal, slot)
+        self.stats["manhattan_robots"] = int((has_goal & (slot < 0)).sum())
+        turn = TURNS[(np.arange(4)[None, :] - ori[:, None]) % 4]  # (n, 4)
+        cost = np.empty((n, 5), dtype=np.float64)
+        cost[:, :4] = h_nb + turn
+        cost[:, 4] = h_cur + 1.0
+        if self.levers.congestion:
+            cost[:, :4] += self.levers.congestion * self._stayers(cell, nb, h_nb, h_cur, ori)
+        cost[:, :4][nb >= dm.n_free] = np.inf
+        cost += self.rng.random((n, 5)) * 0.1
+        order = np.argsort(cost, axis=1)
+        cand = np.hstack([nb, cell[:, None]])[np.arange(n)[:, None], order]  # (n, 5) cells
+        nxt = self._pibt(cell, cand)
+        return Plan(actions=self._actions(cell, nxt, ori, nb, cost), schedule=schedule)
+
+    def _goals(self, view: View, schedule: NDArray[np.int64] | None) -> NDArray[np.int64]:
+        if schedule is None:
+            return view.goal.copy()
+        goal = np.full(self.n, -1, dtype=np.int64)
+        slot_of = {int(t): s for s, t in enumerate(view.pool_task.tolist()) if t >= 0}
+        has = np.flatnonzero(schedule >= 0)
+        slots = np.array([slot_of[int(t)] for t in schedule[has]], dtype=np.int64)
+        if slots.size:
+            goal[has] = view.pool_errands[slots, view.pool_next[slots]]
+        return goal
+
+    def _heuristic(
+        self,
+        cell: NDArray[np.int64],
+        nb: NDArray[np.int64],
+        goal: NDArray[np.int64],
+        slot: NDArray[np.int64],
+    ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+        """``(n, 4)`` distance of each neighbour to the goal and ``(n,)`` of the robot's cell."""
+        dm = self.dm
+        n = len(cell)
+        h_nb = np.zeros((n, 4), dtype=np.int64)
+        h_cur = np.zeros(n, dtype=np.int64)
+        mapped = np.flatnonzero(slot >= 0)
+        if mapped.size:
+            s = slot[mapped]
+            h_nb[mapped] = dm.maps[s[:, None], nb[mapped]]
+            h_cur[mapped] = dm.maps[s, cell[mapped]]
+        manh = np.flatnonzero((slot < 0) & (goal >= 0))
+        if manh.size:
+            gr, gc = np.divmod(goal[manh], self.width)
+            nbm = nb[manh]
+            ok = nbm < dm.n_free
+            safe = np.where(ok, nbm, 0)
+            d = np.abs(dm.rows[safe] - gr[:, None]) + np.abs(dm.cols[safe] - gc[:, None])
+            h_nb[manh] = np.where(ok, d, int(BIG))
+            c = cell[manh]
+            h_cur[manh] = np.abs(dm.rows[c] - gr) + np.abs(dm.cols[c] - gc)
+        h_nb[nb >= dm.n_free] = int(BIG)
+        return h_nb, h_cur
+
+    def _stayers(
+        self,
+        cell: NDArray[np.int64],
+        nb: NDArray[np.int64],
+        h_nb: NDArray[np.int64],
+        h_cur: NDArray[np.int64],
+        ori: NDArray[np.int64],
+    ) -> NDArray[np.float64]:
+        """``(n, 4)`` 1 where the neighbour holds a robot that does not want to drive forward."""
+        n = len(cell)
+        ahead = h_nb[np.arange(n), ori]
+        moving = ahead < h_cur
+        stays = np.zeros(self.dm.n_free + 1, dtype=np.float64)
+        stays[cell[~moving]] = 1.0
+        return stays[nb]
+
+    def _pibt(self, cell: NDArray[np.int64], cand: NDArray[np.int64]) -> NDArray[np.int64]:
+        """PIBT over each robot's ranked candidate cells; returns the ``(n,)`` next cells."""
+        n = len(cell)
+        sentinel = self.dm.n_free
+        cur = cell.tolist()
+        cands = cand.tolist()
+        occ_arr = np.full(sentinel + 1, -1, dtype=np.int64)
+        occ_arr[cell] = np.arange(n)
+        occ = occ_arr.tolist()
+        reserved = [-1] * (sentinel + 1)
+        nxt = [-1] * n
+
+        def visit(i: int, parent: int) -> bool:
+            parent_cell = cur[parent] if parent >= 0 else -1
+            for v in cands[i]:
+                if v in (sentinel, parent_cell) or reserved[v] != -1:
+                    continue
+                reserved[v] = i
+                nxt[i] = v
+                k = occ[v]
+                if k != -1 and k != i and nxt[k] == -1 and not visit(k, i):
+                    continue
+                return True
+            nxt[i] = cur[i]
+            reserved[cur[i]] = i
+            return False
+
+        order = np.argsort(-self.prio, kind="stable").tolist()
+        limit = sys.getrecursionlimit()
+        sys.setrecursionlimit(max(limit, 4 * n + 1000))
+        try:
+            for i in order:
+                if nxt[i] == -1:
+                    visit(i, -1)
+        finally:
+            sys.setrecursionlimit(limit)
+        return np.array(nxt, dtype=np.int64)
+
+    def _actions(
+        self,
+        cell: NDArray[np.int64],
+        nxt: NDArray[np.int64],
+        ori: NDArray[np.int64],
+        nb: NDArray[np.int64],
+        cost: NDArray[np.float64],
+    ) -> NDArray[np.int64]:
+        """Turn PIBT's next cells into actions, keeping robots that cannot drive in place.
+
+        A robot whose next cell is not straight ahead turns toward it and stays; then every
+        robot that meant to enter the cell of a robot that stays stays too (a chain). Staying
+        robots turn toward their cheapest neighbour.
+        """
+        n = len(cell)
+        rows = np.arange(n)
+        heading = np.argmax(nb == nxt[:, None], axis=1)  # direction of the next cell
+        moving = nxt != cell
+        stays = ~moving | (heading != ori)
+        # Who will stand in each cell: robots that stay keep theirs; chains of followers stop.
+        into = np.full(self.dm.n_free + 1, -1, dtype=np.int64)
+        into[nxt[moving]] = rows[moving]
+        blocked = stays.copy()
+        queue = np.flatnonzero(stays).tolist()
+        into_l = into.tolist()
+        cell_l = cell.tolist()
+        blocked_l = blocked.tolist()
+        while queue:
+            j = queue.pop()
+            i = into_l[cell_l[j]]
+            if i >= 0 and i != j and not blocked_l[i]:
+                blocked_l[i] = True
+                queue.append(i)
+        blocked = np.array(blocked_l, dtype=bool)
+        actions = np.full(n, WAIT, dtype=np.int64)
+        actions[~blocked] = FW
+        # Turn toward the next cell, or, for robots that stay put, the cheapest neighbour.
+        best = np.argmin(cost[:, :4], axis=1)
+        target = np.where(moving, heading, np.where(cost[rows, best] < cost[:, 4], best, -1))
+        turn = np.flatnonzero(blocked & (target >= 0) & (target != ori))
+        d = (target[turn] - ori[turn]) % 4
+        cw = d == 1
+        back = d == 2
+        if back.any():
+            i = turn[back]
+            cw[back] = cost[i, (ori[i] + 1) % 4] <= cost[i, (ori[i] + 3) % 4]
+        actions[turn[cw]] = CR
+        actions[turn[~cw]] = CCR
+        return actions

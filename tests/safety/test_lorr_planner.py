@@ -1,0 +1,121 @@
+"""The LoRR planner: legal, conflict-free plans, head-on corridors resolved, schedules accepted,
+real instances served."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fleetmind.safety.lorr import DistanceMaps, Levers, PibtPlanner
+from fleetmind.sim import lorr
+from fleetmind.sim.lorr import World, write_instance
+
+DATA = Path(__file__).resolve().parents[2] / "benchmarks" / "data" / "lorr"
+
+
+def layout_instance(tmp: Path, rows: list[str], goals: dict[str, str]) -> lorr.Instance:
+    """Robots ``a``, ``b``, ... (2023 rules) each with one errand at the upper-case letter."""
+    width = len(rows[0])
+    cells = {ch: r * width + c for r, row in enumerate(rows) for c, ch in enumerate(row)}
+    robots = sorted(goals)
+    plain = [row.translate(str.maketrans(dict.fromkeys("abcdefABCDEF", "."))) for row in rows]
+    tasks = [[cells[goals[r]]] for r in robots]
+    path = write_instance(tmp, plain, [cells[r] for r in robots], tasks, edition="2023")
+    return lorr.read_instance(path)
+
+
+def run(inst: lorr.Instance, steps: int, levers: Levers | None = None) -> lorr.RunResult:
+    return lorr.simulate(inst, PibtPlanner(levers), steps=steps)
+
+
+def test_distance_maps_are_breadth_first_over_free_cells(tmp_path: Path) -> None:
+    grid = lorr.read_map(write_instance(tmp_path, ["....", ".@@.", "...."], [0], [[1]]).parent
+                         / "maps" / "instance.map")  # fmt: skip
+    dm = DistanceMaps(grid, capacity=2)
+    dm.compute([int(dm.cell_of[0])], set())
+    slot = dm.slots(np.array([dm.cell_of[0]]))[0]
+    dist = {int(loc): int(dm.maps[slot, dm.cell_of[loc]]) for loc in dm.loc_of}
+    assert dist[0] == 0
+    assert dist[3] == 3
+    assert dist[11] == 5
+    assert dist[9] == 3  # round the wall, not through it
+    dm.compute([int(dm.cell_of[3]), int(dm.cell_of[11])], {int(dm.cell_of[3])})
+    assert len(dm.slot_of) == 2  # least recently used out, the pinned one kept
+
+
+def test_head_on_in_a_corridor_both_get_through(tmp_path: Path) -> None:
+    # a faces east toward b (b starts facing east too and must turn round); the lane above is
+    # the only way past. PIBT needs that loop: in a dead-end corridor it may block for good.
+    rows = [
+        ".......",
+        ".@@@@@.",
+        "Ba...bA",
+    ]
+    inst = layout_instance(tmp_path, rows, {"a": "A", "b": "B"})
+    result = run(inst, 40)
+    assert result.finished >= 2
+    assert lorr.validate(lorr.result_json(result), inst).ok
+
+
+def test_a_queue_follows_its_leader_in_one_step(tmp_path: Path) -> None:
+    rows = ["abc....ABC"]  # all face east, goals ahead: everyone drives at once
+    inst = layout_instance(tmp_path, rows, {"a": "A", "b": "B", "c": "C"})
+    world = World(inst, steps=5)
+    planner = PibtPlanner()
+    planner.initialize(inst)
+    plan = planner.plan(world.view())
+    assert plan.actions.tolist() == [lorr.FW] * 3
+    assert world.check(plan.actions) == []
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.data())
+def test_plans_never_conflict_or_leave_the_map(tmp_path_factory, data: st.DataObject) -> None:
+    h = data.draw(st.integers(2, 5))
+    w = data.draw(st.integers(2, 6))
+    blocked = data.draw(st.lists(st.booleans(), min_size=h * w, max_size=h * w))
+    free = [i for i, b in enumerate(blocked) if not b]
+    if len(free) < 2:
+        return
+    n = data.draw(st.integers(1, min(6, len(free))))
+    starts = data.draw(st.permutations(free))[:n]
+    goals = data.draw(st.lists(st.sampled_from(free), min_size=n, max_size=n))
+    rows = ["".join("@" if blocked[r * w + c] else "." for c in range(w)) for r in range(h)]
+    folder = tmp_path_factory.mktemp("p")
+    inst = lorr.read_instance(
+        write_instance(folder, rows, starts, [[g] for g in goals], edition="2023")
+    )
+    world = World(inst, steps=12)
+    world.ori[:] = data.draw(st.lists(st.integers(0, 3), min_size=n, max_size=n))
+    planner = PibtPlanner(seed=data.draw(st.integers(0, 3)))
+    planner.initialize(inst)
+    for _ in range(12):
+        plan = planner.plan(world.view())
+        assert world.check(plan.actions) == []
+        world.advance(plan.actions)
+    assert not world.record.errors
+
+
+def test_2024_schedules_are_accepted_and_tasks_finish(tmp_path: Path) -> None:
+    rows = ["........", "..@@@@..", "........"]
+    tasks = [[0, 7], [23, 16], [3, 20], [17, 6], [8, 15], [1, 22]]
+    inst = lorr.read_instance(write_instance(tmp_path, rows, [2, 8, 21], tasks))
+    result = run(inst, 80)
+    assert result.record.schedule_errors == []
+    assert result.record.errors == []
+    assert result.finished >= 4
+    check = lorr.validate(lorr.result_json(result), inst)
+    assert check.ok, check
+
+
+def test_warehouse_small_50_moves_errands_without_conflict() -> None:
+    inst = lorr.read_instance(DATA / "2023/warehouse.domain/warehouse_small_50.json")
+    result = run(inst, 150)
+    # 50 robots on the 33 x 57 warehouse: about 0.4 errands per step once under way.
+    assert result.finished > 30
+    check = lorr.validate(lorr.result_json(result), inst)
+    assert check.ok, check
+    assert result.record.errors == []

@@ -1,0 +1,375 @@
+"""League of Robot Runners: runs on their instances, their rules and their score.
+
+- :func:`run_instance` is ``fleetmind lorr run``: one instance, the planner of
+  :mod:`fleetmind.safety.lorr`, the run folder (``metrics.json``, ``lorr_output.json`` in the start
+  kit's output layout, ``episode.parquet/``, ``calls.jsonl``, ``config.json``) and the
+  independent validation of the output file.
+- :func:`run` is ``fleetmind bench lorr``: the two 2024 Test Round instances against their
+  best-known results (94,232 tasks in 5,000 steps on ``warehouse_large_5000``, 15,508 in 2,000
+  on ``sortation_large_2000``), once per lever set of :data:`LEVER_SETS`, and the 2023 team-size
+  curves (errands per step against team size on ``warehouse_small`` and ``sortation_large``).
+
+Timing is wall clock on the machine at hand (the LoRR rule is a per-step limit of 1 s): a run
+with a limit is not bit-for-bit repeatable, a run with ``time_limit=None`` is.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from fleetmind.errors import ConfigError
+from fleetmind.safety.lorr import Levers, PibtPlanner
+from fleetmind.sim import lorr
+
+DATA = Path(__file__).resolve().parents[3] / "benchmarks" / "data" / "lorr"
+"""The instances shipped in the repository (``benchmarks/data/lorr/README.md``)."""
+
+BEST_KNOWN: dict[str, dict[str, int]] = {
+    "2024/warehouse_large_5000": {"tasks": 94232, "steps": 5000},
+    "2024/sortation_large_2000": {"tasks": 15508, "steps": 2000},
+}
+"""Best-known results of the 2024 Test Round evaluation instances (tasks finished, steps)."""
+
+DEFAULT_STEPS = 5000
+"""The start kit's default ``--simulationTime``."""
+
+LEVER_SETS: dict[str, Levers] = {
+    "plain": Levers(task_length=False),
+    "task-length": Levers(task_length=True),
+}
+"""Named planner settings: ``plain`` is greedy nearest-first assignment + PIBT; each other set
+adds levers (see :class:`~fleetmind.safety.lorr.Levers`)."""
+
+DEFAULT_LEVERS = "task-length"
+"""The lever set ``fleetmind lorr run`` uses unless told otherwise."""
+
+CURVES: dict[str, tuple[int, ...]] = {
+    "warehouse_small": (10, 50, 100, 200, 400, 800),
+    "sortation_large": (400, 800, 1200, 2000),
+}
+"""2023 team sizes of each curve (instances shipped in the repository)."""
+
+
+def resolve(spec: str | Path) -> Path:
+    """An instance path from a path or a short name (``2024/warehouse_large_5000``)."""
+    path = Path(spec)
+    if path.suffix == ".json" and path.exists():
+        return path
+    parts = str(spec).removesuffix(".json").split("/")
+    if len(parts) == 2:
+        candidate = DATA / parts[0] / "warehouse.domain" / f"{parts[1]}.json"
+        if candidate.exists():
+            return candidate
+    if path.exists():
+        return path
+    raise ConfigError(
+        f"{spec}: no such instance file (give a path, or a name such as "
+        f"2024/warehouse_large_5000 under {DATA})"
+    )
+
+
+def _percentiles(values: Sequence[float]) -> dict[str, float]:
+    if not values:
+        return {"p50": 0.0, "p95": 0.0, "p99": 0.0, "max": 0.0}
+    ms = np.asarray(values, dtype=np.float64) * 1e3
+    p50, p95, p99 = np.percentile(ms, [50, 95, 99])
+    return {"p50": float(p50), "p95": float(p95), "p99": float(p99), "max": float(ms.max())}
+
+
+def _per_robot(result: lorr.RunResult) -> dict[str, int]:
+    """Tasks (2024) or errands (2023) finished by each robot."""
+    inst = result.instance
+    counts = np.zeros(inst.team_size, dtype=np.int64)
+    for _, robot, task, index in result.record.events:
+        if inst.edition == "2023" or index == inst.task_len[task % len(inst.tasks)] - 1:
+            counts[robot] += 1
+    return {f"robot_{i}": int(c) for i, c in enumerate(counts)}
+
+
+def metrics(
+    result: lorr.RunResult,
+    check: lorr.Validation,
+    *,
+    levers: Levers,
+    planner_stats: dict[str, float],
+    wall_s: float,
+) -> dict[str, Any]:
+    """The DESIGN.md run metrics, plus a ``lorr`` block (score, rules, validation)."""
+    inst = result.instance
+    rec = result.record
+    refused = len({e[2] for e in rec.errors})
+    best = BEST_KNOWN.get(inst.name)
+    planning = _percentiles(rec.planner_times)
+    lorr_block: dict[str, Any] = {
+        "instance": inst.name,
+        "path": str(inst.path),
+        "edition": inst.edition,
+        "team_size": inst.team_size,
+        "unit": "tasks" if inst.edition == "2024" else "errands",
+        "time_limit_s": result.time_limit,
+        "timeouts": result.timeouts,
+        "refused_plans": refused,
+        "schedule_errors": len(rec.schedule_errors),
+        "validated": check.ok,
+        "validation": {
+            "vertex_conflicts": check.vertex_conflicts,
+            "swap_conflicts": check.swap_conflicts,
+            "illegal_actions": check.illegal,
+            "finished": check.finished,
+            "problems": list(check.problems),
+        },
+        "planning_ms": planning,
+        "preprocess_s": result.preprocess_s,
+        "wall_s": wall_s,
+        "levers": dataclasses.asdict(levers),
+        "planner": planner_stats,
+    }
+    if best is not None:
+        lorr_block["best_known"] = best
+        if result.steps == best["steps"]:
+            lorr_block["fraction_of_best"] = result.finished / best["tasks"]
+    return {
+        "steps": result.steps,
+        "robots": inst.team_size,
+        "tasks_completed": result.finished,
+        "throughput": result.throughput,
+        "on_time_rate": None,
+        "priority_weighted_throughput": result.throughput,
+        "constraint_violations": {"structured": 0, "text_only": 0},
+        "notes_needs_review": 0,
+        "orders_stranded": 0,
+        "collisions": check.vertex_conflicts + check.swap_conflicts,
+        "shield_interventions": 0,
+        "planner_calls": len(rec.planner_times),
+        "planner_failures": refused,
+        "planner_fallbacks": 0,
+        "llm_tokens_prompt": 0,
+        "llm_tokens_completion": 0,
+        "step_latency_ms": planning,
+        "planner_latency_ms": planning,
+        "per_agent_reward": _per_robot(result),
+        "lorr": lorr_block,
+    }
+
+
+def write_episode(result: lorr.RunResult, folder: Path, *, chunk: int = 250) -> None:
+    """``folder/part-00000.parquet``: one row per robot per step (state before the action)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    inst = result.instance
+    n = inst.team_size
+    loc = inst.starts.copy()
+    ori = np.zeros(n, dtype=np.int64)
+    schema = pa.schema(
+        [
+            ("tick", pa.int32()),
+            ("robot", pa.int32()),
+            ("row", pa.int16()),
+            ("col", pa.int16()),
+            ("orientation", pa.int8()),
+            ("action", pa.string()),
+        ]
+    )
+    letters = np.array(list(lorr.ACTION_CHARS))
+    with pq.ParquetWriter(folder / "part-00000.parquet", schema) as writer:
+        for t0 in range(0, result.steps, chunk):
+            ticks: list[np.ndarray] = []
+            locs: list[np.ndarray] = []
+            oris: list[np.ndarray] = []
+            acts = result.record.actions[t0 : min(result.steps, t0 + chunk)]
+            for a in acts:
+                ticks.append(np.full(n, t0 + len(ticks), dtype=np.int32))
+                locs.append(loc)
+                oris.append(ori)
+                move = np.where(a == lorr.TIMEOUT, lorr.WAIT, a).astype(np.int64)
+                loc, ori, _, _ = lorr.next_state(loc, ori, move, inst.width)
+            flat = np.concatenate(locs)
+            table = pa.table(
+                {
+                    "tick": np.concatenate(ticks),
+                    "robot": np.tile(np.arange(n, dtype=np.int32), len(acts)),
+                    "row": (flat // inst.width).astype(np.int16),
+                    "col": (flat % inst.width).astype(np.int16),
+                    "orientation": np.concatenate(oris).astype(np.int8),
+                    "action": letters[acts.ravel()],
+                },
+                schema=schema,
+            )
+            writer.write_table(table)
+
+
+def run_instance(
+    instance: str | Path,
+    *,
+    steps: int | None = None,
+    time_limit: float | None = 1.0,
+    out: Path | None = None,
+    levers: Levers | None = None,
+    seed: int = 0,
+    team_size: int | None = None,
+    episode: bool = True,
+    progress: Callable[[int, int], None] | None = None,
+) -> dict[str, Any]:
+    """Run the planner on one instance under the LoRR rules; validate; write the run folder.
+
+    Args:
+        instance: a path or a short name (``2024/sortation_large_2000``).
+        steps: steps to run (default: the best-known result's steps, else 5,000).
+        time_limit: seconds per step (LoRR: 1 s); ``None`` for an unlimited, repeatable run.
+        out: the run folder (none written if ``None``).
+        levers: planner levers (default: :data:`LEVER_SETS` [:data:`DEFAULT_LEVERS`]).
+        seed: seed of the planner's tie-breaks.
+        team_size: robots to use (default the instance's).
+        episode: write ``episode.parquet/`` (one row per robot per step).
+        progress: called with ``(step, finished)`` after each executed plan.
+
+    Returns:
+        :func:`metrics` of the run.
+    """
+    path = resolve(instance)
+    inst = lorr.read_instance(path, team_size=team_size)
+    best = BEST_KNOWN.get(inst.name)
+    steps = steps or (best["steps"] if best else DEFAULT_STEPS)
+    levers = levers or LEVER_SETS[DEFAULT_LEVERS]
+    planner = PibtPlanner(levers, seed=seed)
+    t0 = time.perf_counter()
+    result = lorr.simulate(inst, planner, steps=steps, time_limit=time_limit, progress=progress)
+    wall = time.perf_counter() - t0
+    output = lorr.result_json(result)
+    check = lorr.validate(output, inst)
+    stats = dict(planner.stats)
+    out_metrics = metrics(result, check, levers=levers, planner_stats=stats, wall_s=wall)
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "lorr_output.json").write_text(json.dumps(output, separators=(",", ":")))
+        config = {
+            "instance": str(path),
+            "steps": steps,
+            "time_limit": time_limit,
+            "seed": seed,
+            "team_size": inst.team_size,
+            "levers": dataclasses.asdict(levers),
+        }
+        (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+        (out / "calls.jsonl").write_text("")
+        if episode:
+            write_episode(result, out / "episode.parquet")
+        (out / "metrics.json").write_text(json.dumps(out_metrics, indent=2) + "\n")
+    return out_metrics
+
+
+def row(m: dict[str, Any], *, levers: str) -> dict[str, Any]:
+    """The benchmark row of a run's :func:`metrics`."""
+    block = m["lorr"]
+    best = block.get("best_known")
+    return {
+        "instance": block["instance"],
+        "levers": levers,
+        "robots": m["robots"],
+        "steps": m["steps"],
+        "finished": m["tasks_completed"],
+        "unit": block["unit"],
+        "throughput": m["throughput"],
+        "best_known": best["tasks"] if best else None,
+        "fraction_of_best": block.get("fraction_of_best"),
+        "planning_p50_ms": block["planning_ms"]["p50"],
+        "planning_p99_ms": block["planning_ms"]["p99"],
+        "planning_max_ms": block["planning_ms"]["max"],
+        "timeouts": block["timeouts"],
+        "conflicts": m["collisions"],
+        "validated": block["validated"],
+        "wall_s": block["wall_s"],
+    }
+
+
+def run(
+    *,
+    instances: Sequence[str] = tuple(BEST_KNOWN),
+    lever_sets: Sequence[str] = tuple(LEVER_SETS),
+    steps: int | None = None,
+    time_limit: float | None = 1.0,
+    curves: bool = True,
+    curve_steps: int = 1000,
+    quick: bool = False,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """``fleetmind bench lorr``: score rows per instance and lever set, and the 2023 curves.
+
+    Args:
+        instances: short names or paths.
+        lever_sets: names in :data:`LEVER_SETS`.
+        steps: steps per run (default: each instance's best-known steps).
+        time_limit: seconds per step (``None``: unlimited).
+        curves: also run the 2023 team-size curves.
+        curve_steps: steps of each 2023 run.
+        quick: 200 steps on ``sortation_large_2000`` with the first lever set, 2023 curve
+            points 10 and 50 for 200 steps (a smoke run).
+        progress: called with a line of text as each run ends.
+    """
+    unknown = [s for s in lever_sets if s not in LEVER_SETS]
+    if unknown:
+        raise ConfigError(f"unknown lever set {unknown[0]!r} (known: {', '.join(LEVER_SETS)})")
+    if quick:
+        instances, lever_sets, steps, curve_steps = (
+            ("2024/sortation_large_2000",),
+            (lever_sets[0],),
+            200,
+            200,
+        )
+    rows = []
+    for name in instances:
+        for lever_name in lever_sets:
+            m = run_instance(
+                name, steps=steps, time_limit=time_limit, levers=LEVER_SETS[lever_name]
+            )
+            rows.append(row(m, levers=lever_name))
+            if progress is not None:
+                progress(format_row(rows[-1]))
+    curve_rows = []
+    if curves:
+        sizes = {"warehouse_small": (10, 50)} if quick else CURVES
+        for domain, teams in sizes.items():
+            for team in teams:
+                m = run_instance(
+                    f"2023/{domain}_{team}",
+                    steps=curve_steps,
+                    time_limit=time_limit,
+                    levers=LEVER_SETS[lever_sets[-1]],
+                )
+                curve_rows.append(row(m, levers=lever_sets[-1]))
+                if progress is not None:
+                    progress(format_row(curve_rows[-1]))
+    return {"rows": rows, "curves": curve_rows, "time_limit_s": time_limit}
+
+
+def format_row(r: dict[str, Any]) -> str:
+    """One result line: finished against the best known, planning time, conflicts."""
+    best = ""
+    if r["best_known"] is not None:
+        frac = r["fraction_of_best"]
+        share = f" = {frac:.1%}" if frac is not None else " (other length)"
+        best = f" of best-known {r['best_known']:,}{share}"
+    return (
+        f"{r['instance']} [{r['levers']}] {r['robots']} robots, {r['steps']} steps: "
+        f"{r['finished']:,} {r['unit']}{best}, {r['throughput']:.2f}/step; planning p50 "
+        f"{r['planning_p50_ms']:.0f} ms, p99 {r['planning_p99_ms']:.0f} ms, max "
+        f"{r['planning_max_ms']:.0f} ms; {r['timeouts']} timed-out steps; "
+        f"{r['conflicts']} conflicts (validated: {r['validated']})"
+    )
+
+
+def format_table(result: dict[str, Any]) -> str:
+    """The benchmark as plain text lines."""
+    lines = [format_row(r) for r in result["rows"]]
+    if result["curves"]:
+        lines.append("2023 team-size curves (errands per step):")
+        lines += [format_row(r) for r in result["curves"]]
+    return "\n".join(lines)

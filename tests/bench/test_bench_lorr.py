@@ -1,0 +1,59 @@
+"""fleetmind lorr run and bench lorr: the run folder, the metrics, the score lines."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+from typer.testing import CliRunner
+
+from fleetmind.bench import lorr as bench
+from fleetmind.cli import app
+from fleetmind.sim import lorr
+
+
+def test_run_instance_writes_the_run_folder_and_validates(tmp_path: Path) -> None:
+    m = bench.run_instance("2023/warehouse_small_10", steps=60, out=tmp_path, time_limit=None)
+    assert m["steps"] == 60
+    assert m["robots"] == 10
+    assert m["collisions"] == 0
+    assert m["lorr"]["validated"]
+    assert m["tasks_completed"] == sum(m["per_agent_reward"].values()) > 0
+    for name in ("metrics.json", "lorr_output.json", "config.json", "calls.jsonl"):
+        assert (tmp_path / name).is_file()
+    output = json.loads((tmp_path / "lorr_output.json").read_text())
+    assert output["numTaskFinished"] == m["tasks_completed"]
+    inst = lorr.read_instance(bench.resolve("2023/warehouse_small_10"))
+    assert lorr.validate(output, inst).ok
+    rows = pq.read_table(tmp_path / "episode.parquet").to_pydict()
+    assert len(rows["tick"]) == 60 * 10
+    assert rows["orientation"][:10] == [0] * 10  # everyone starts facing east
+    assert set(rows["action"]) <= set("FRCWT")
+
+
+def test_bench_rows_score_against_the_best_known(monkeypatch) -> None:
+    monkeypatch.setitem(bench.BEST_KNOWN, "2023/warehouse_small_10", {"tasks": 400, "steps": 30})
+    result = bench.run(instances=["2023/warehouse_small_10"], lever_sets=["plain"], curves=False)
+    (row,) = result["rows"]
+    assert row["steps"] == 30  # the best-known result's length by default
+    assert row["fraction_of_best"] == row["finished"] / 400
+    assert row["conflicts"] == 0
+    assert f"of best-known 400 = {row['finished'] / 400:.1%}" in bench.format_row(row)
+    short = bench.run(
+        instances=["2023/warehouse_small_10"], lever_sets=["plain"], steps=5, curves=False
+    )
+    assert "(other length)" in bench.format_row(short["rows"][0])
+
+
+def test_cli_lorr_run_prints_the_score_and_refuses_bad_input(tmp_path: Path) -> None:
+    runner = CliRunner()
+    res = runner.invoke(
+        app,
+        ["lorr", "run", "2023/warehouse_small_10", "--steps", "40", "--out", str(tmp_path), "-q"],
+    )
+    assert res.exit_code == 0, res.output
+    assert "10 robots, 40 steps" in res.output
+    assert "0 conflicts (validated: True)" in res.output
+    res = runner.invoke(app, ["lorr", "run", "2023/warehouse_small_10", "--levers", "magic"])
+    assert res.exit_code != 0

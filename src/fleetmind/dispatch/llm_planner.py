@@ -21,8 +21,9 @@ Two modes:
 
 Either way a failed decision (network, HTTP 429/5xx, prose, invalid plan, deadline) is a counted
 fallback, and the model is not asked again for a back-off window that doubles on each failure in a
-row (``backoff_ticks`` up to ``backoff_max_ticks``; the solver plans meanwhile), so a broken server
-costs a bounded number of calls. At the end of a run :meth:`LLMPlanner.abandon` stops a question in
+row (``backoff_ticks`` up to ``backoff_max_ticks``, 4 times longer after a server error, the
+longest at once after a hang; the solver plans meanwhile), so a broken server costs a bounded
+number of calls. At the end of a run :meth:`LLMPlanner.abandon` stops a question in
 flight and reports what it cost so far.
 
 The note-reading planner (``llm-notes``) is :mod:`fleetmind.dispatch.notes.planner`.
@@ -199,8 +200,9 @@ class LLMPlanner:
     ) -> None:
         self.client = client
         self.fallback = AssignmentPlanner(grid)
+        # No re-ask after a network error: the client has already retried it with back-off.
         self.budgets = budgets or Budgets(
-            retries={"veto": 1, "parse": 1, "validation": 1}, deadline_s=20.0
+            retries={"veto": 1, "parse": 1, "validation": 1, "network": 0}, deadline_s=20.0
         )
         self.max_orders = max_orders
         self.max_tokens = max_tokens
@@ -230,6 +232,10 @@ class LLMPlanner:
             # A model that spent the whole seconds deadline (hung, or far too slow) costs a sync
             # run that deadline on every question: leave it alone for the longest window.
             window = self.backoff_max_ticks
+        elif decision is not None and "network" in decision.errors:
+            # The server is unwell (5xx, 429, dropped) after the client's own retries: each
+            # question costs seconds, so the window starts 4 times longer.
+            window = min(self.backoff_max_ticks, 4 * window)
         self._quiet_until = tick + window
 
     def _succeeded(self) -> None:

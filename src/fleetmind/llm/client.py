@@ -3,6 +3,9 @@
 Talks to any server speaking ``POST {base_url}/chat/completions`` (vLLM, Ollama, llama.cpp server,
 hosted APIs). Retries connection errors, 429 and 5xx with exponential backoff and seeded jitter
 inside the call's time limit; a 4xx raises :class:`LLMHTTPError` at once with the server's message.
+A reply body is read up to ``max_reply_bytes`` (256 KiB by default) within the call's time limit:
+a larger one is cut there and the call fails with that said (so it is recorded as such, never
+stored whole), and a server that drips bytes cannot hold a call past its limit.
 The API key is sent as a bearer token and never appears in a log line, an error or a ``repr``.
 """
 
@@ -23,6 +26,9 @@ from fleetmind.llm.redact import redact
 from fleetmind.llm.settings import LLMSettings, SchemaMode
 
 log = logging.getLogger(__name__)
+
+MAX_REPLY_BYTES = 256 * 1024
+"""The largest reply body the client reads (a planner's reply is a few hundred bytes)."""
 
 _RETRYABLE_EXC = (
     httpx.ConnectError,
@@ -70,6 +76,7 @@ class OpenAICompatClient(ChatBase):
         schema_mode: how JSON schemas are sent.
         extra_body: extra JSON fields merged into every request (e.g. ``{"seed": 0}``).
         transport: an httpx transport (tests use it to inject faults).
+        max_reply_bytes: the largest reply body read; a larger one fails the call (not retried).
     """
 
     def __init__(
@@ -86,8 +93,10 @@ class OpenAICompatClient(ChatBase):
         schema_mode: SchemaMode = "json_object_schema",
         extra_body: dict[str, Any] | None = None,
         transport: httpx.BaseTransport | None = None,
+        max_reply_bytes: int = MAX_REPLY_BYTES,
     ) -> None:
         self.base_url = base_url.rstrip("/")
+        self.max_reply_bytes = max_reply_bytes
         self._model = model
         self._api_key = api_key
         self.timeout_s = timeout_s
@@ -204,7 +213,7 @@ class OpenAICompatClient(ChatBase):
                 raise LLMTimeoutError(f"POST {url}: no reply within {limit:.3g} s")
             retry_after: float | None = None
             try:
-                resp = self._http.post(url, content=payload, timeout=remaining)
+                resp = self._post(url, payload, remaining, deadline)
             except httpx.TimeoutException as exc:
                 if isinstance(exc, httpx.ConnectTimeout | httpx.PoolTimeout):
                     err: LLMConnectionError = LLMConnectionError(
@@ -244,6 +253,39 @@ class OpenAICompatClient(ChatBase):
             attempt += 1
             log.info("llm retry %d/%d after %.3fs: %s", attempt, self.max_retries, delay, err)
             time.sleep(delay)
+
+    def _post(self, url: str, payload: bytes, timeout: float, deadline: float) -> httpx.Response:
+        """POST and read the body, at most ``max_reply_bytes`` of it and never past ``deadline``.
+
+        Raises:
+            LLMConnectionError: the body is larger than ``max_reply_bytes`` (cut there).
+            httpx.ReadTimeout: the deadline passed while reading.
+        """
+        request = self._http.build_request("POST", url, content=payload, timeout=timeout)
+        resp = self._http.send(request, stream=True)
+        chunks: list[bytes] = []
+        size = 0
+        try:
+            for chunk in resp.iter_bytes():  # decoded: a compressed bomb is cut too
+                size += len(chunk)
+                if size > self.max_reply_bytes:
+                    raise LLMConnectionError(
+                        f"POST {url}: reply body larger than {self.max_reply_bytes:,} bytes: "
+                        f"cut there, not read (HTTP {resp.status_code})"
+                    )
+                chunks.append(chunk)
+                if time.monotonic() > deadline:
+                    raise httpx.ReadTimeout("reply still arriving at the deadline", request=request)
+        finally:
+            resp.close()
+        headers = {
+            k: v
+            for k, v in resp.headers.items()
+            if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")
+        }
+        return httpx.Response(
+            resp.status_code, headers=headers, content=b"".join(chunks), request=request
+        )
 
     def _backoff(self, attempt: int, retry_after: float | None) -> float:
         base = min(self.backoff_max_s, self.backoff_s * 2.0**attempt)

@@ -22,9 +22,9 @@ Two modes:
 Either way a failed decision (network, HTTP 429/5xx, prose, invalid plan, deadline) is a counted
 fallback, and the model is not asked again for a back-off window that doubles on each failure in a
 row (``backoff_ticks`` up to ``backoff_max_ticks``, 4 times longer after a server error, the
-longest at once after a hang; the solver plans meanwhile), so a broken server costs a bounded
-number of calls. At the end of a run :meth:`LLMPlanner.abandon` stops a question in
-flight and reports what it cost so far.
+longest at once after a hang, from the second in a row after a bad answer; the solver plans
+meanwhile), so a broken server costs a bounded number of calls. At the end of a run
+:meth:`LLMPlanner.abandon` stops a question in flight and reports what it cost so far.
 
 The note-reading planner (``llm-notes``) is :mod:`fleetmind.dispatch.notes.planner`.
 """
@@ -223,16 +223,19 @@ class LLMPlanner:
         return tick < self._quiet_until
 
     def _failed(self, tick: int, decision: _Decision | None = None) -> None:
+        """Count a failed decision and open the back-off window (``decision`` None: late)."""
         self._failures += 1
+        errors = decision.errors if decision is not None else ()
+        hung = decision is not None and (decision.failure == "deadline" or "timeout" in errors)
+        unwell = hung or "network" in errors or decision is None
+        if not unwell and self._failures < 2:
+            return  # one bad answer (prose, invalid plan): the next event asks again
         window = min(self.backoff_max_ticks, self.backoff_ticks * 2 ** (self._failures - 1))
-        hung = decision is not None and (
-            decision.failure == "deadline" or "timeout" in decision.errors
-        )
         if hung:
             # A model that spent the whole seconds deadline (hung, or far too slow) costs a sync
             # run that deadline on every question: leave it alone for the longest window.
             window = self.backoff_max_ticks
-        elif decision is not None and "network" in decision.errors:
+        elif "network" in errors:
             # The server is unwell (5xx, 429, dropped) after the client's own retries: each
             # question costs seconds, so the window starts 4 times longer.
             window = min(self.backoff_max_ticks, 4 * window)

@@ -3,7 +3,8 @@
 A run folder holds::
 
     config.json          resolved configuration, versions, git revision
-    metrics.json         the DESIGN.md metrics (written at the end, and at every flush)
+    metrics.json         the DESIGN.md metrics, written at every flush (``"partial": true``,
+                         ``ticks_recorded``) and at the end (no ``partial`` key)
     episode.parquet/     one row per robot per tick (a Parquet dataset: one part per flush)
     events.parquet/      orders, assignments, planner calls, faults, deadlocks (same layout)
     latency.parquet/     one row per tick: executor, shield, sim and whole-step milliseconds
@@ -35,8 +36,10 @@ first, nothing else in the folder); :func:`check_out_dir` says so before anythin
 :func:`next_free` picks a fresh folder beside a default one.
 
 Writes are append-and-flush in bounded batches: each flush writes a complete Parquet part to a
-temporary name and renames it into place, so killing the process at any moment leaves every file
-readable up to the last flush. DuckDB reads a folder directly
+hidden temporary name (``.part-00003.parquet.tmp``, which ``pyarrow.dataset``, DuckDB's
+``*.parquet`` glob and this package's readers all skip) and renames it into place, then rewrites
+``metrics.json`` (atomically, as of that flush), so killing the process at any moment leaves every
+file readable up to the last flush, with its metrics. DuckDB reads a folder directly
 (``SELECT * FROM 'RUN/episode.parquet/*.parquet'``).
 """
 
@@ -114,7 +117,8 @@ class _PartWriter:
         self.folder.mkdir(parents=True, exist_ok=True)
         table = pa.table({k: np.concatenate(v) for k, v in self._columns.items()})
         final = self.folder / f"part-{self.parts:05d}.parquet"
-        tmp = final.with_suffix(".tmp")
+        # Hidden until whole: readers of the folder skip names starting with "." or "_".
+        tmp = self.folder / f".{final.name}.tmp"
         pq.write_table(table, tmp)
         os.replace(tmp, final)  # atomic: a reader sees a whole part or none
         self.parts += 1
@@ -168,6 +172,8 @@ class RunRecorder:
         self._world: Warehouse | None = None
         self._faults: list[Fault] = []
         self._stats: LoopStats | None = None
+        self._metrics: Callable[[], dict[str, Any]] | None = None
+        self._ticks = 0
         (self.dir / "snapshots").mkdir(exist_ok=True)
         # Present even when no tier calls an LLM, so readers need no special case.
         self.calls_path.touch()
@@ -191,6 +197,7 @@ class RunRecorder:
         *,
         faults: list[Fault] | None = None,
         stats: LoopStats | None = None,
+        metrics: Callable[[], dict[str, Any]] | None = None,
     ) -> None:
         """Record the per-robot fields the loop does not send, and per-tick tier latencies.
 
@@ -198,10 +205,13 @@ class RunRecorder:
             world: the simulator the loop steps (read after each tick: target, task, battery).
             faults: the injected faults (for the per-robot ``fault`` column).
             stats: the loop's counters (their latency lists go to ``latency.parquet``).
+            metrics: the run's metrics so far (e.g. ``ControlLoop.metrics``), written to
+                ``metrics.json`` at every flush.
         """
         self._world = world
         self._faults = list(faults or [])
         self._stats = stats
+        self._metrics = metrics
 
     def _extra_columns(self, tick: int, n: int) -> dict[str, NDArray[Any]]:
         w = self._world
@@ -235,6 +245,7 @@ class RunRecorder:
             }
         )
         self._ticks_since_flush += 1
+        self._ticks = max(self._ticks, tick + 1)
         if self._ticks_since_flush >= self.flush_every:
             self.flush()
 
@@ -277,13 +288,23 @@ class RunRecorder:
         )
         self._latency_done = k
 
-    def flush(self) -> None:
-        """Write buffered rows as complete Parquet parts."""
+    def flush(self, *, final: bool = False) -> None:
+        """Write buffered rows as complete Parquet parts, then the metrics so far.
+
+        Args:
+            final: the end of the run (its final metrics follow: no partial ones now).
+        """
         self._collect_latency()
         self._episode.flush()
         self._events.flush()
         self._latency.flush()
         self._ticks_since_flush = 0
+        if self._metrics is not None and not final:
+            # As of this flush: what a reader finds if the process dies before the next one.
+            partial = {**self._metrics(), "partial": True, "ticks_recorded": self._ticks}
+            if self.seed is not None:
+                partial["seed"] = self.seed
+            self.write_metrics(partial)
 
     def write_metrics(self, metrics: dict[str, Any]) -> None:
         """Write ``metrics.json`` (atomically)."""
@@ -291,7 +312,7 @@ class RunRecorder:
 
     def close(self, metrics: dict[str, Any] | None = None) -> None:
         """Flush everything and write the final metrics."""
-        self.flush()
+        self.flush(final=metrics is not None)
         if metrics is not None:
             self.write_metrics(metrics)
 
@@ -350,7 +371,7 @@ def next_free(folder: str | Path, holds: Callable[[Path], object] = earlier_run)
 def _clear_run(folder: Path) -> None:
     """Remove an earlier run's files from ``folder`` (only the files a run writes)."""
     for name in RUN_DATASETS:
-        for part in (folder / name).glob("part-*"):
+        for part in (*(folder / name).glob("part-*"), *(folder / name).glob(".part-*")):
             part.unlink()
     for pkl in (folder / "snapshots").glob("tick_*"):
         pkl.unlink()

@@ -319,7 +319,19 @@ def render(
     if not loaded:
         raise ConfigError("report: no run folder to report on")
     sec: dict[str, str] = {}
-    sec["summary"] = "<ul>" + "".join(f"<li>{_esc(x)}</li>" for x in recommend(loaded)) + "</ul>"
+    # A run killed (or still running) has the metrics of its last flush: say so first.
+    unfinished = [
+        f"{r.name}: unfinished run, metrics as of tick {r.metrics.get('ticks_recorded', '?')} "
+        f"of {r.metrics.get('steps', '?')} (the last flush)"
+        for r in loaded
+        if r.metrics.get("partial")
+    ]
+    sec["summary"] = (
+        "<ul>"
+        + "".join(f"<li><b>{_esc(x)}</b></li>" for x in unfinished)
+        + "".join(f"<li>{_esc(x)}</li>" for x in recommend(loaded))
+        + "</ul>"
+    )
     sec["comparison"] = _comparison_table(comparison) if comparison else _kpi_table(loaded)
     sec["throughput"] = _fig_throughput(loaded)
     sec["rewards"] = "".join(_fig_rewards(r) for r in loaded)

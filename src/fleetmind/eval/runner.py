@@ -378,7 +378,7 @@ def execute(
             sink=recorder,
         )
         if recorder is not None:
-            recorder.attach(world, faults=faults, stats=loop.stats)
+            recorder.attach(world, faults=faults, stats=loop.stats, metrics=loop.metrics)
         try:
             metrics = loop.run(cfg.steps, progress=progress)
         finally:

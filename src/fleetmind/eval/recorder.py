@@ -39,7 +39,8 @@ Writes are append-and-flush in bounded batches: each flush writes a complete Par
 hidden temporary name (``.part-00003.parquet.tmp``, which ``pyarrow.dataset``, DuckDB's
 ``*.parquet`` glob and this package's readers all skip) and renames it into place, then rewrites
 ``metrics.json`` (atomically, as of that flush), so killing the process at any moment leaves every
-file readable up to the last flush, with its metrics. DuckDB reads a folder directly
+file readable up to the last flush, with its metrics (those of the flush before, if the kill
+falls between the renames and the metrics). DuckDB reads a folder directly
 (``SELECT * FROM 'RUN/episode.parquet/*.parquet'``).
 """
 

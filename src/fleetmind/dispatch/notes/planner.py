@@ -7,7 +7,10 @@ Per planner call:
 1. Every order with a note (open, or assigned and not loaded yet) that has no reading: a reader
    that answers at once (rules; a cached note; a note with nothing a model could be asked
    about) reads it now; otherwise the note goes to a background worker (``background=True``,
-   the async mode users run) or is read now (sync mode, reproducible).
+   the async mode users run) or is read now (sync mode, reproducible). While the worker is busy
+   with another note, or the model is in an outage, the cue rules answer at once and the model's
+   reading (or a probe of whether it is back) revises the note later, so at most one order at a
+   time waits on the model.
 2. The solver assigns every open order with the constraints read so far, so an order whose note
    is still being read is assigned at once; its robot drives to the pickup but may not load
    (a load gate) until the reading arrives or ``max_wait`` ticks pass (counted as
@@ -27,7 +30,7 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 
-from fleetmind.dispatch.notes.readers import NoteReader, Reading
+from fleetmind.dispatch.notes.readers import NoteReader, Reading, RulesReader
 from fleetmind.dispatch.planners import AssignmentPlanner
 from fleetmind.dispatch.plans import PlanOutcome, Snapshot
 from fleetmind.sim.grid import GridMap
@@ -58,6 +61,8 @@ class NoteReaderPlanner:
         self.background = background
         self.max_wait = max_wait
         self._readings: dict[str, Reading] = {}
+        self._fallback = RulesReader()
+        self._gated_at: dict[str, int] = {}  # order -> tick its unread-note gate was first set
         self._reported: set[str] = set()
         self._pending: dict[str, Future[Reading]] = {}
         self._lock = threading.Lock()
@@ -73,30 +78,35 @@ class NoteReaderPlanner:
         """Whether a background reading arrived since the last plan (the loop re-plans)."""
         return self._news.is_set()
 
-    def _count(self, reading: Reading) -> None:
+    def _count(self, reading: Reading, *, probe: bool = False) -> None:
         with self._lock:
             self._usage[0] += reading.calls
             self._usage[1] += reading.tokens_prompt
             self._usage[2] += reading.tokens_completion
-            self._usage[3] += not reading.cached
-            self._usage[4] += reading.unreadable is not None
+            # A probe re-reads a note the fallback already answered (and counted).
+            self._usage[3] += not reading.cached and not probe
+            self._usage[4] += reading.unreadable is not None and not probe
 
-    def _read_now(self, order: Order, robots: list[str]) -> Reading:
+    def _read_now(self, order: Order, robots: list[str], *, probe: bool = False) -> Reading:
         reading = self.reader.read(order.note, arrival_tick=order.tick, robots=robots)
-        self._count(reading)
+        self._count(reading, probe=probe)
         return reading
 
-    def _read_later(self, order: Order, robots: list[str]) -> None:
+    def _read_later(self, order: Order, robots: list[str], *, probe: bool = False) -> None:
         assert self._pool is not None
 
         def work() -> Reading:
-            reading = self._read_now(order, robots)
+            reading = self._read_now(order, robots, probe=probe)
             with self._lock:
                 self._readings[order.id] = reading
             self._news.set()
             return reading
 
         self._pending[order.id] = self._pool.submit(work)
+
+    def _busy(self) -> bool:
+        """Whether a background reading is still in flight."""
+        return any(not f.done() for f in self._pending.values())
 
     def readings(self, snapshot: Snapshot) -> dict[str, Reading]:
         """Read (or queue) every note of the snapshot's orders; the readings known now."""
@@ -106,6 +116,24 @@ class NoteReaderPlanner:
                 continue
             if self._pool is None or not self.reader.needs_model(o.note, robots):
                 self._readings[o.id] = self._read_now(o, robots)
+            elif getattr(self.reader, "degraded", False):
+                # The model is down: the cue rules answer now (no order waits on an outage);
+                # one background probe at a time finds out when the model is back.
+                reading = self._fallback.read(o.note, arrival_tick=o.tick, robots=robots)
+                reading = replace(reading, unreadable="model unreachable (outage)")
+                self._count(reading)
+                self._readings[o.id] = reading
+                if not self._busy():
+                    self._read_later(o, robots, probe=True)
+            elif self._busy():
+                # The model is busy with another note: the cue rules answer now, and the model's
+                # reading revises this one when it comes (before pickup, if it is in time), so
+                # at most one order at a time waits at its pickup for the model.
+                with self._lock:
+                    self._readings[o.id] = self._fallback.read(
+                        o.note, arrival_tick=o.tick, robots=robots
+                    )
+                self._read_later(o, robots, probe=True)
             else:
                 self._read_later(o, robots)
         with self._lock:
@@ -133,8 +161,10 @@ class NoteReaderPlanner:
             if not o.note:
                 continue
             if o.id not in known:
-                # Being read: assign it anyway, but no loading until the note is read.
-                gates.append((o.id, snapshot.tick + self.max_wait, UNREAD))
+                # Being read: assign it anyway, but no loading until the note is read, or
+                # max_wait ticks after the gate was first set (never renewed: the wait is bounded).
+                first = self._gated_at.setdefault(o.id, snapshot.tick)
+                gates.append((o.id, first + self.max_wait, UNREAD))
                 continue
             ungates.append(o.id)
             holder = robots.get(o.id)

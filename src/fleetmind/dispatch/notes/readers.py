@@ -351,6 +351,7 @@ class LLMReader:
         self.clock = clock
         self._next_backoff = backoff_s
         self._down_until = -1.0
+        self.degraded = False  # an outage with no successful answer since
         self.only_uncertain = only_uncertain
         self.name = "rules+llm" if only_uncertain else "llm"
         self.budgets = budgets or Budgets(
@@ -387,9 +388,11 @@ class LLMReader:
             if out.errors and out.errors[-1] in ("network", "timeout"):
                 # An outage: stop asking for a while, longer each time it repeats.
                 self._down_until = self.clock() + self._next_backoff
+                self.degraded = True
                 self._next_backoff = min(self.max_backoff_s, 2 * self._next_backoff)
             return None
         self._next_backoff = self.backoff_s
+        self.degraded = False
         answer: str = out.value.root  # type: ignore[attr-defined]
         return answer
 
@@ -457,7 +460,9 @@ class LLMReader:
         return replace(reading, latency_ms=_ms(start))
 
     def needs_model(self, note: str, robots: Sequence[str]) -> bool:
-        """Whether any candidate would be asked about."""
+        """Whether any candidate would be asked about (never while the model is backed off)."""
+        if self.clock() < self._down_until:
+            return False
         questions = _judge(extract(note, robots), None)
         return any(not (self.only_uncertain and q.prior.certain) for q in questions)
 
@@ -523,6 +528,11 @@ class CachedReader:
             with self._lock:
                 self._cache[self._key(note, robots)] = (reading, arrival_tick)
         return reading
+
+    @property
+    def degraded(self) -> bool:
+        """Whether the inner reader's model is in an outage (no answer since it failed)."""
+        return bool(getattr(self.inner, "degraded", False))
 
     def needs_model(self, note: str, robots: Sequence[str]) -> bool:
         """False for a cached note, else the inner reader's answer."""

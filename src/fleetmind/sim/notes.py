@@ -19,15 +19,14 @@ Notes are written by :class:`fleetmind.sim.notewriter.NoteWriter`.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from fleetmind.errors import TaskFileError
+from fleetmind.sim.jsonl import read_jsonl
 
 ConstraintKind = Literal["only_robot", "not_robot", "deadline", "hold"]
 KINDS: tuple[ConstraintKind, ...] = get_args(ConstraintKind)
@@ -133,35 +132,13 @@ class NoteInput(BaseModel):
     robots: list[str] = Field(default_factory=list)
 
 
-def _read_jsonl(path: str | Path, model: type[BaseModel]) -> list[Any]:
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise TaskFileError(f"{p}: cannot read note file ({exc.strerror})") from None
-    out: list[Any] = []
-    for lineno, raw in enumerate(text.splitlines(), start=1):
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        try:
-            out.append(model.model_validate(json.loads(line)))
-        except json.JSONDecodeError as exc:
-            raise TaskFileError(f"{p}:{lineno}: not valid JSON ({exc.msg})") from None
-        except ValidationError as exc:
-            err = exc.errors()[0]
-            field = ".".join(str(x) for x in err["loc"]) or "<line>"
-            raise TaskFileError(f"{p}:{lineno}: field {field!r}: {err['msg']}") from None
-    return out
-
-
 def load_labelled(path: str | Path) -> list[LabelledNote]:
     """Read a labelled note set (one JSON object a line; ``#`` lines are comments).
 
     Raises:
         TaskFileError: naming the file, line and field at fault.
     """
-    return _read_jsonl(path, LabelledNote)
+    return [item for _, item in read_jsonl(path, LabelledNote, what="note file")]
 
 
 def load_inputs(path: str | Path) -> list[NoteInput]:
@@ -170,4 +147,4 @@ def load_inputs(path: str | Path) -> list[NoteInput]:
     Raises:
         TaskFileError: naming the file, line and field at fault.
     """
-    return _read_jsonl(path, NoteInput)
+    return [item for _, item in read_jsonl(path, NoteInput, what="note file")]

@@ -20,17 +20,17 @@ Orders arrive by a seeded Poisson process (:class:`OrderStream`) or from a JSON-
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from fleetmind.errors import ConfigError, TaskFileError, read_input
+from fleetmind.errors import ConfigError, TaskFileError
 from fleetmind.sim.grid import Cell, GridMap
+from fleetmind.sim.jsonl import read_jsonl
 from fleetmind.sim.notes import Constraint, ConstraintModel
 from fleetmind.sim.notewriter import NoteConfig, NoteWriter
 
@@ -213,20 +213,8 @@ def load_task_file(path: str | Path, grid: GridMap) -> list[Order]:
         TaskFileError: naming the file, line and field at fault.
     """
     p = Path(path)
-    text = read_input(p, what="task file", error=TaskFileError)
     orders: list[Order] = []
-    for lineno, raw in enumerate(text.splitlines(), start=1):
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        try:
-            item = _TaskLine.model_validate(json.loads(line))
-        except json.JSONDecodeError as exc:
-            raise TaskFileError(f"{p}:{lineno}: not valid JSON ({exc.msg})") from None
-        except ValidationError as exc:
-            err = exc.errors()[0]
-            field = ".".join(str(x) for x in err["loc"]) or "<line>"
-            raise TaskFileError(f"{p}:{lineno}: field {field!r}: {err['msg']}") from None
+    for lineno, item in read_jsonl(p, _TaskLine, what="task file"):
         for name, cell in (("pickup", item.pickup), ("station", item.station)):
             if not grid.is_free(cell):
                 raise TaskFileError(f"{p}:{lineno}: field {name!r}: {cell} is not a free cell")

@@ -46,6 +46,21 @@ def test_distance_maps_are_breadth_first_over_free_cells(tmp_path: Path) -> None
     assert len(dm.slot_of) == 2  # least recently used out, the pinned one kept
 
 
+def test_highways_make_the_wrong_way_dearer(tmp_path: Path) -> None:
+    grid = lorr.read_map(write_instance(tmp_path, ["....", "...."], [0], [[1]]).parent
+                         / "maps" / "instance.map")  # fmt: skip
+    dm = DistanceMaps(grid, capacity=4, highway=3.0)
+    dm.compute([int(dm.cell_of[3]), int(dm.cell_of[0])], set())
+    east, west = dm.slots(np.array([dm.cell_of[3], dm.cell_of[0]]))
+    assert dm.maps[east, dm.cell_of[0]] == 3  # row 0 runs east: three moves at cost 1
+    # Back west: every route makes two moves against their way (3 each) and three with it,
+    # e.g. down col 3, west along row 1, up col 1, west on row 0.
+    assert dm.maps[west, dm.cell_of[3]] == 9
+    plain = DistanceMaps(grid, capacity=1)
+    plain.compute([int(plain.cell_of[0])], set())
+    assert plain.maps[0, plain.cell_of[3]] == 3
+
+
 def test_head_on_in_a_corridor_both_get_through(tmp_path: Path) -> None:
     # a faces east toward b (b starts facing east too and must turn round); the lane above is
     # the only way past. PIBT needs that loop: in a dead-end corridor it may block for good.
@@ -119,3 +134,19 @@ def test_warehouse_small_50_moves_errands_without_conflict() -> None:
     check = lorr.validate(lorr.result_json(result), inst)
     assert check.ok, check
     assert result.record.errors == []
+
+
+def test_reassign_trades_an_unstarted_task_for_a_much_nearer_one(tmp_path: Path) -> None:
+    rows = ["." * 30]
+    tasks = [[29, 28], [2, 3], [25, 24]]  # robot at 0: task 1 is by far the nearest
+    inst = lorr.read_instance(write_instance(tmp_path, rows, [0], tasks, reveal=3))
+    world = World(inst, steps=5)
+    world.advance(np.array([lorr.WAIT]), np.array([0]))  # start on the far task
+    for trade, expect in ((0, 0), (5, 1)):
+        planner = PibtPlanner(Levers(reassign=trade))
+        planner.initialize(inst)
+        plan = planner.plan(world.view())
+        assert plan.schedule is not None
+        assert plan.schedule.tolist() == [expect]
+    world.advance(np.array([lorr.WAIT]), np.array([1]))
+    assert world.record.schedule_errors == []

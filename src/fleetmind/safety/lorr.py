@@ -3,30 +3,33 @@
 Each step (:meth:`PibtPlanner.plan`):
 
 1. Assignment (2024): every robot without a task takes the open, unassigned task with the lowest
-   cost, robots in order of their best cost; cost = distance to the first errand, plus (lever
-   ``task_length``) the task's own length (errand to errand). Distances are Manhattan, or true
-   BFS distances where a distance map of the errand is already cached (lever ``true_distance``).
-   Lever ``reassign``: a robot on its way to a first errand it has not reached may trade its
-   task for a free one that is nearer (the 2024 rules allow it until the first errand).
-2. Distance maps: a breadth-first distance map per goal location (int16 over free cells, one
-   row per cached goal, least recently used first out), computed by
-   :func:`scipy.sparse.csgraph.shortest_path` within a time budget per step; a robot whose map
-   is not ready yet steers by Manhattan distance. Maps of the map's ``E`` cells are computed in
-   :meth:`PibtPlanner.initialize` (LoRR's preprocessing).
-3. Wishes: a robot wants the neighbour direction ``k`` minimising ``h(neighbour) + turns(k)``
-   (ties to the current heading); if that neighbour is nearer its goal and straight ahead, it
-   wants to drive forward, else to turn toward it. Lever ``congestion``: a neighbour that holds
-   a robot about to stay costs ``congestion`` more, so robots steer round queues.
-4. PIBT (Okumura et al. 2022) over two candidates a robot can reach in one step, its
-   forward cell and its own cell, by priority (steps since its goal changed): a robot that
-   wants a cell held by a lower robot pushes it; no robot moves into the cell of the robot that
-   pushed it (no swap); one that cannot make room stays. Forward moves are driven; a robot that
-   stays turns toward its wish, or, if it was pushed and could not move, toward a free side
-   cell, so that next step it can make room.
+   cost, robots in order of their best cost; cost = Manhattan distance to the first errand (a
+   cached BFS distance instead with lever ``true_distance``), plus, with lever ``task_length``,
+   the task's own errand-to-errand length. Lever ``reassign``: each step a share of the robots
+   still on their way to a first errand may trade their task for a free one that is cheaper by
+   more than 8 (the 2024 rules allow it until the first errand is reached).
+2. Distance maps: one shortest-distance map per goal location (int16 over free cells, one row
+   per cached goal, least recently used first out), computed by
+   :func:`scipy.sparse.csgraph.shortest_path` within a time budget per step; a robot whose map is
+   not ready yet steers by Manhattan distance. Maps of the map's ``E`` cells are computed in
+   :meth:`PibtPlanner.initialize` (LoRR's preprocessing). Lever ``highway``: even rows run
+   east, odd rows west, even columns south, odd columns north, and a move against its row's or
+   column's way costs ``highway`` instead of 1 in the maps (map-agnostic crisscross lanes that
+   turn head-on meetings in one-lane aisles into overtaking flows).
+3. Ranking: each robot ranks its four neighbours and its own cell by distance to its goal plus
+   the rotations needed to face the neighbour (staying costs one step); lever ``congestion``
+   adds a cost to a neighbour that holds a robot not about to drive on, ``lookahead`` one to a
+   move after which the robot cannot keep driving straight toward its goal.
+4. PIBT (Okumura et al. 2022) by priority (steps since the robot's goal changed, seeded
+   tie-breaks): a robot takes its best free candidate; one that wants the cell of a
+   lower-priority robot pushes it (recursively); no robot takes the cell of the robot pushing
+   it (no swap); one that cannot make room stays.
+5. Rotations: a robot whose chosen cell is not straight ahead turns toward it and stays; then
+   every robot that meant to enter the cell of a robot that stays stays too (chains of
+   followers, found from the stayers). Staying robots turn toward their cheapest neighbour.
 
-Every candidate move is unique by construction (one robot a reserved cell, no swap with the
-pusher), so the plan has no vertex or swap conflict; :func:`fleetmind.sim.lorr.validate`
-checks the executed file independently.
+Every reserved cell has one robot and no robot enters its pusher's cell, so the plan has no
+vertex or swap conflict; :func:`fleetmind.sim.lorr.validate` checks executed files on its own.
 """
 
 from __future__ import annotations
@@ -58,7 +61,7 @@ class DistanceMaps:
         capacity: most maps kept (each ``(free cells + 1)`` int16).
     """
 
-    def __init__(self, grid: GridMap, *, capacity: int) -> None:
+    def __init__(self, grid: GridMap, *, capacity: int, highway: float = 0.0) -> None:
         h, w = grid.shape
         free = ~grid.blocked.ravel()
         self.width = w
@@ -78,9 +81,19 @@ class DistanceMaps:
         src = np.repeat(np.arange(self.n_free), 4)
         dst = self.nbr[:-1].ravel()
         keep = dst < self.n_free
-        ones = np.ones(int(keep.sum()), dtype=np.float32)
+        # Highways: even rows run east, odd rows west, even columns south, odd columns north;
+        # a move against its row's or column's way costs ``highway`` instead of 1.
+        heading = np.tile(np.arange(4), self.n_free)
+        with_way = np.where(
+            heading % 2 == 0,
+            (np.repeat(rows, 4) % 2 == 0) == (heading == 0),
+            (np.repeat(cols, 4) % 2 == 0) == (heading == 1),
+        )
+        weight = np.where(with_way | (highway <= 0), 1.0, max(highway, 1.0))
+        self.weighted = highway > 0
+        # Distances *to* a goal: search from the goal over the reversed edges.
         self.graph: csr_matrix = coo_matrix(
-            (ones, (src[keep], dst[keep])), shape=(self.n_free, self.n_free)
+            (weight[keep], (dst[keep], src[keep])), shape=(self.n_free, self.n_free)
         ).tocsr()
         self.capacity = max(1, capacity)
         self.maps = np.full((self.capacity, self.n_free + 1), BIG, dtype=np.int16)
@@ -107,20 +120,25 @@ class DistanceMaps:
         for start in range(0, len(todo), 64):
             chunk = todo[start : start + 64]
             dist = shortest_path(
-                self.graph, method="D", unweighted=True, indices=[c for c, _ in chunk]
+                self.graph,
+                method="D",
+                unweighted=not self.weighted,
+                indices=[c for c, _ in chunk],
             )
-            dist = np.where(np.isinf(dist), BIG, dist).astype(np.int16)
+            dist = np.where(np.isinf(dist), BIG, np.minimum(np.rint(dist), BIG)).astype(np.int16)
             slots = [s for _, s in chunk]
             self.maps[slots, : self.n_free] = dist
             self.computed += len(chunk)
 
-    def slots(self, cells: NDArray[np.int64]) -> NDArray[np.int64]:
-        """Slot of each goal cell (``-1``: no map), marking those used as recent."""
+    def slots(self, cells: NDArray[np.int64], *, touch: bool = True) -> NDArray[np.int64]:
+        """Slot of each goal cell (``-1``: no map), marking those used as recent if ``touch``."""
         out = np.full(len(cells), -1, dtype=np.int64)
         for i, cell in enumerate(cells.tolist()):
             slot = self.slot_of.get(cell)
             if slot is not None:
                 out[i] = slot
+        if not touch:
+            return out
         for cell in set(cells.tolist()):
             if cell in self.slot_of:
                 self.slot_of.move_to_end(cell)
@@ -133,16 +151,23 @@ class Levers:
 
     Attributes:
         task_length: add a task's own errand-to-errand length to its assignment cost.
+        lookahead: a move after which the robot cannot keep driving straight toward its goal
+            costs one more (the turn it will need).
+        highway: cost of a move against the way of its row or column (even rows east, odd rows
+            west, even columns south, odd columns north) in the distance maps; 0: off.
         true_distance: use cached BFS distances in the assignment where a map exists.
-        reassign: let robots trade unstarted tasks for nearer free ones.
+        reassign: robots a step (taken in turn) that may trade an unstarted task for a free one
+            cheaper by more than 8 (0: off).
         congestion: extra cost of a neighbour cell held by a robot that will stay (0: off).
         map_budget_s: seconds per step for new distance maps (robots without one steer by
             Manhattan distance); ``None``: every map the step needs.
     """
 
     task_length: bool = True
+    lookahead: bool = False
+    highway: float = 0.0
     true_distance: bool = False
-    reassign: bool = False
+    reassign: int = 0
     congestion: float = 0.0
     map_budget_s: float | None = 0.3
 
@@ -163,6 +188,7 @@ class PibtPlanner:
         self.seed = seed
         self.map_capacity = map_capacity
         self.stats: dict[str, float] = {"maps_computed": 0, "manhattan_robots": 0}
+        self._cursor = 0
 
     # ----------------------------------------------------------------- setup
     def initialize(self, instance: Instance) -> None:
@@ -171,7 +197,7 @@ class PibtPlanner:
         n = instance.team_size
         pickups = np.flatnonzero(grid.pickups.ravel())
         cap = self.map_capacity or (n + len(pickups) + 512)
-        self.dm = DistanceMaps(grid, capacity=cap)
+        self.dm = DistanceMaps(grid, capacity=cap, highway=self.levers.highway)
         self.n = n
         self.width = instance.width
         self.edition = instance.edition
@@ -184,55 +210,94 @@ class PibtPlanner:
         self.dm.compute(sorted(self.pinned), self.pinned)
 
     # ----------------------------------------------------------------- assignment
-    def _distance(
-        self, robots_loc: NDArray[np.int64], goal_loc: NDArray[np.int64]
+    def _costs(
+        self,
+        robots_loc: NDArray[np.int64],
+        goal_loc: NDArray[np.int64],
+        goal_slot: NDArray[np.int64],
+        extra: NDArray[np.float64],
     ) -> NDArray[np.float64]:
-        """``(R, G)`` distances from robots to goals: Manhattan, or BFS where a map is cached."""
+        """``(R, G)`` assignment costs: robot to goal distance, plus ``extra`` per goal.
+
+        Distances are Manhattan, or a cached map's where ``goal_slot >= 0``.
+        """
         w = self.width
         rr, rc = np.divmod(robots_loc, w)
         gr, gc = np.divmod(goal_loc, w)
         d: NDArray[np.float64] = (
             np.abs(rr[:, None] - gr[None, :]) + np.abs(rc[:, None] - gc[None, :])
         ).astype(np.float64)
-        if self.levers.true_distance and len(goal_loc):
-            slots = self.dm.slots(self.dm.cell_of[goal_loc])
-            have = np.flatnonzero(slots >= 0)
-            if have.size:
-                cells = self.dm.cell_of[robots_loc]
-                d[:, have] = self.dm.maps[slots[have][None, :], cells[:, None]]
+        have = np.flatnonzero(goal_slot >= 0)
+        if have.size:
+            cells = self.dm.cell_of[robots_loc]
+            d[:, have] = self.dm.maps[goal_slot[have][None, :], cells[:, None]]
+        d += extra[None, :]
         return d
 
     def _assign(self, view: View) -> NDArray[np.int64]:
         """The 2024 schedule: robots without a task get one (see the module docstring)."""
         schedule = view.robot_task.copy()
-        free_robots = np.flatnonzero(schedule < 0)
-        open_slots = np.flatnonzero((view.pool_task >= 0) & (view.pool_agent < 0))
+        live = view.pool_task >= 0
+        robots = np.flatnonzero(schedule < 0)
+        slots = np.flatnonzero(live & (view.pool_agent < 0))
+        taken = np.zeros(len(slots), dtype=bool)
+        if robots.size and slots.size:
+            first = view.pool_errands[slots, 0]
+            extra = self._extra(view, slots)
+            goal_slot = self._goal_slots(first)
+            loc = view.loc[robots]
+            best = np.empty(len(robots), dtype=np.float64)
+            for c0 in range(0, len(robots), 256):
+                chunk = self._costs(loc[c0 : c0 + 256], first, goal_slot, extra)
+                best[c0 : c0 + 256] = chunk.min(axis=1)
+            for r in np.argsort(best, kind="stable").tolist():
+                row = self._costs(loc[r : r + 1], first, goal_slot, extra)[0]
+                row[taken] = np.inf
+                j = int(np.argmin(row))
+                if np.isfinite(row[j]):
+                    taken[j] = True
+                    schedule[robots[r]] = view.pool_task[slots[j]]
         if self.levers.reassign:
-            # Robots heading to a first errand they have not reached give their task back to
-            # the pool; they compete again, nearest first (each keeps a claim on its own task).
-            assigned = np.flatnonzero((view.pool_task >= 0) & (view.pool_agent >= 0))
-            unstarted = assigned[view.pool_next[assigned] == 0]
-            movable = view.pool_agent[unstarted]
-            if free_robots.size or open_slots.size:
-                free_robots = np.concatenate([free_robots, movable])
-                open_slots = np.concatenate([open_slots, unstarted])
-        if not free_robots.size or not open_slots.size:
-            return schedule
-        first = view.pool_errands[open_slots, 0]
-        cost = self._distance(view.loc[free_robots], first)
-        if self.levers.task_length:
-            cost += self._task_length(view, open_slots)[None, :]
-        taken = np.zeros(len(open_slots), dtype=bool)
-        order = np.argsort(cost.min(axis=1), kind="stable")
-        for r in order.tolist():
-            row = np.where(taken, np.inf, cost[r])
-            j = int(np.argmin(row))
-            if not np.isfinite(row[j]):
-                schedule[free_robots[r]] = -1
+            self._trade(view, schedule, slots[~taken])
+        return schedule
+
+    def _trade(self, view: View, schedule: NDArray[np.int64], free: NDArray[np.int64]) -> None:
+        """Robots not yet at their first errand take a free task cheaper by more than 8."""
+        held = np.flatnonzero((view.pool_task >= 0) & (view.pool_agent >= 0))
+        held = held[view.pool_next[held] == 0]
+        if not held.size or not free.size:
+            return
+        k = min(self.levers.reassign, held.size)
+        mine = held[(self._cursor + np.arange(k)) % held.size]
+        self._cursor += k
+        robots = view.pool_agent[mine]
+        own = self._costs(
+            view.loc[robots], view.pool_errands[mine, 0], self._goal_slots(
+                view.pool_errands[mine, 0]), self._extra(view, mine)
+        )[np.arange(k), np.arange(k)]  # fmt: skip
+        first = view.pool_errands[free, 0]
+        cost = self._costs(
+            view.loc[robots], first, self._goal_slots(first), self._extra(view, free)
+        )
+        gain = own[:, None] - cost  # (k, F)
+        taken = np.zeros(len(free), dtype=bool)
+        for r in np.argsort(-gain.max(axis=1), kind="stable").tolist():
+            row = np.where(taken, -np.inf, gain[r])
+            j = int(np.argmax(row))
+            if row[j] <= 8.0:
                 continue
             taken[j] = True
-            schedule[free_robots[r]] = view.pool_task[open_slots[j]]
-        return schedule
+            schedule[robots[r]] = view.pool_task[free[j]]
+
+    def _extra(self, view: View, slots: NDArray[np.int64]) -> NDArray[np.float64]:
+        if self.levers.task_length:
+            return self._task_length(view, slots)
+        return np.zeros(len(slots), dtype=np.float64)
+
+    def _goal_slots(self, first: NDArray[np.int64]) -> NDArray[np.int64]:
+        if self.levers.true_distance:
+            return self.dm.slots(self.dm.cell_of[first], touch=False)
+        return np.full(len(first), -1, dtype=np.int64)
 
     def _task_length(self, view: View, slots: NDArray[np.int64]) -> NDArray[np.float64]:
         """Manhattan length of each task from its first to its last errand."""
@@ -283,7 +348,13 @@ class PibtPlanner:
         turn = TURNS[(np.arange(4)[None, :] - ori[:, None]) % 4]  # (n, 4)
         cost = np.empty((n, 5), dtype=np.float64)
         cost[:, :4] = h_nb + turn
-        cost[:, 4] = h_cur + 1.0
+        if self.levers.lookahead:
+            ahead = h_nb.copy()
+            mapped = np.flatnonzero(slot >= 0)
+            nb2 = dm.nbr[nb[mapped], np.arange(4)[None, :]]  # two cells on in each heading
+            ahead[mapped] = dm.maps[slot[mapped][:, None], nb2]
+            cost[:, :4] += (h_nb > 0) & (ahead >= h_nb)
+        cost[:, 4] = h_cur + 1.0 + self.levers.lookahead
         if self.levers.congestion:
             cost[:, :4] += self.levers.congestion * self._stayers(cell, nb, h_nb, h_cur, ori)
         cost[:, :4][nb >= dm.n_free] = np.inf

@@ -1062,9 +1062,21 @@ def serve(
     config: Annotated[
         Path | None, typer.Option(help="YAML run config for the live view; flags override it.")
     ] = None,
+    token: Annotated[
+        str | None,
+        typer.Option(
+            envvar="FLEETMIND_DASHBOARD_TOKEN",
+            help="Token the live controls need (off loopback one is generated when not given).",
+        ),
+    ] = None,
+    allowed_host: Annotated[
+        list[str] | None,
+        typer.Option(help="Another Host header value to accept (a DNS name of this machine)."),
+    ] = None,
 ) -> None:
     """Serve the dashboard: live view, replays of run folders under --root, comparisons."""
     from fleetmind.eval.runner import load_config
+    from fleetmind.web.server import access
     from fleetmind.web.server import serve as run_server
 
     live_cfg = None
@@ -1080,8 +1092,13 @@ def serve(
                 "seed": seed,
             },
         )
-    console.print(f"fleetmind dashboard: http://{host}:{port}/  (root {root}; Ctrl+C stops)")
-    run_server(root, host=host, port=port, live=live_cfg, record_live=record, speed=speed)
+    grant = access(host, token=token, allowed_hosts=allowed_host or ())
+    console.print(f"fleetmind dashboard: {grant.url(host, port)}  (root {root}; Ctrl+C stops)")
+    if grant.generated:
+        console.print(f"live controls token (generated): {grant.token}")
+    run_server(
+        root, host=host, port=port, live=live_cfg, record_live=record, speed=speed, grant=grant
+    )
 
 
 NoteReaderOption = Annotated[

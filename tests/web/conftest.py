@@ -15,8 +15,15 @@ import pytest
 
 from fleetmind.eval.runner import RunConfig, execute
 from fleetmind.testing.fake_server import FakeChatServer, Reply
+from fleetmind.web.app import LOCAL_HOSTS, create_app
 
 CHROMIUM = Path("/usr/bin/chromium")
+TEST_HOSTS = (*LOCAL_HOSTS, "testserver")  # Starlette's TestClient sends Host: testserver
+
+
+def dashboard(root: Path, **options: Any) -> Any:
+    """The dashboard app as the TestClient reaches it (the app itself never allows testserver)."""
+    return create_app(root, allowed_hosts=TEST_HOSTS, **options)
 
 
 def _llm_script() -> Any:
@@ -113,8 +120,6 @@ class ServerThread:
 @pytest.fixture(scope="session")
 def live_server(run_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The dashboard with a live simulation, serving ``run_root`` on a free port."""
-    from fleetmind.web.app import create_app
-
     app = create_app(run_root, live=RunConfig(robots=4, steps=5000, seed=1), speed=40)
     with ServerThread(app) as srv:
         yield srv.url

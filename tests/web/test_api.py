@@ -16,8 +16,9 @@ from fastapi.testclient import TestClient
 
 from fleetmind.eval.runner import RunConfig
 from fleetmind.sim.maps import load_map
-from fleetmind.web.app import create_app
 from fleetmind.web.runs import grid_rows
+
+from .conftest import dashboard
 
 
 def _episode(folder: Path) -> Any:
@@ -29,7 +30,7 @@ def _episode(folder: Path) -> Any:
 
 @pytest.fixture(scope="module")
 def client(run_root: Path) -> Iterator[TestClient]:
-    with TestClient(create_app(run_root, live=None)) as c:
+    with TestClient(dashboard(run_root, live=None)) as c:
         yield c
 
 
@@ -109,7 +110,7 @@ def test_a_symlink_out_of_the_root_is_refused(run_root: Path, tmp_path: Path) ->
     link = run_root / "sneaky"
     os.symlink(outside, link)
     try:
-        with TestClient(create_app(run_root, live=None)) as c:
+        with TestClient(dashboard(run_root, live=None)) as c:
             msg = _error(c.get("/api/run/meta", params={"run": "sneaky"}), 400)
             assert "outside the dashboard root" in msg
             names = [f["name"] for f in c.get("/api/folders").json()["folders"]]
@@ -132,7 +133,7 @@ def test_a_broken_config_names_file_and_line(run_root: Path, tmp_path: Path) -> 
     (bad / "episode.parquet").mkdir(parents=True)
     (bad / "config.json").write_text('{\n  "config": {,\n}')
     try:
-        with TestClient(create_app(run_root, live=None)) as c:
+        with TestClient(dashboard(run_root, live=None)) as c:
             msg = _error(c.get("/api/run/meta", params={"run": "broken"}), 422)
             assert msg.startswith("config.json:2:")
     finally:
@@ -260,7 +261,7 @@ def test_a_corrupt_call_line_is_reported_not_fatal(run_root: Path, tmp_path: Pat
         with (copy / "calls.jsonl").open("a") as fh:
             fh.write("{oops\n")
         n = len((copy / "calls.jsonl").read_text().splitlines())
-        with TestClient(create_app(run_root, live=None)) as c:
+        with TestClient(dashboard(run_root, live=None)) as c:
             body = c.get("/api/run/decisions", params={"run": "corrupt"}).json()
         assert body["problems"] == [
             f"calls.jsonl:{n}: not valid JSON (Expecting property name enclosed in double quotes)"
@@ -312,7 +313,7 @@ def test_comparison_without_rows_names_the_field(run_root: Path) -> None:
     bad.mkdir()
     (bad / "comparison.json").write_text(json.dumps({"strategies": []}))
     try:
-        with TestClient(create_app(run_root, live=None)) as c:
+        with TestClient(dashboard(run_root, live=None)) as c:
             assert "'rows'" in _error(c.get("/api/compare", params={"folder": "badcmp"}), 422)
             assert "not a comparison folder" in _error(
                 c.get("/api/compare", params={"folder": "classical"}), 422
@@ -338,7 +339,7 @@ def _wait(pred: Any, timeout: float = 20.0) -> None:
 
 def test_live_controls_and_recording(tmp_path: Path) -> None:
     cfg = RunConfig(robots=3, steps=40, seed=2, flush_every=10)
-    app = create_app(tmp_path, live=cfg, speed=400, autoplay=False)
+    app = dashboard(tmp_path, live=cfg, speed=400, autoplay=False)
     with TestClient(app) as c:
         _wait(lambda: c.get("/api/live/status").json()["state"] == "paused")
         st = c.get("/api/live/status").json()
@@ -375,7 +376,7 @@ def test_live_controls_and_recording(tmp_path: Path) -> None:
 
 
 def test_live_websocket_streams_moving_robots(tmp_path: Path) -> None:
-    app = create_app(tmp_path, live=RunConfig(robots=4, steps=400, seed=0), speed=200)
+    app = dashboard(tmp_path, live=RunConfig(robots=4, steps=400, seed=0), speed=200)
     with TestClient(app) as c, c.websocket_connect("/api/live/ws") as ws:
         seen: dict[str, list[dict[str, Any]]] = {"status": [], "init": [], "frame": []}
         while len(seen["frame"]) < 40:
@@ -406,7 +407,7 @@ def test_live_websocket_streams_moving_robots(tmp_path: Path) -> None:
 def test_live_websocket_refuses_a_foreign_origin(tmp_path: Path) -> None:
     from starlette.websockets import WebSocketDisconnect
 
-    app = create_app(tmp_path, live=RunConfig(robots=2, steps=10), autoplay=False)
+    app = dashboard(tmp_path, live=RunConfig(robots=2, steps=10), autoplay=False)
     with (
         TestClient(app) as c,
         pytest.raises(WebSocketDisconnect) as info,
@@ -417,7 +418,7 @@ def test_live_websocket_refuses_a_foreign_origin(tmp_path: Path) -> None:
 
 
 def test_a_live_config_that_cannot_start_shows_the_error(tmp_path: Path) -> None:
-    app = create_app(tmp_path, live=RunConfig(map="no-such-map", robots=2, steps=10))
+    app = dashboard(tmp_path, live=RunConfig(map="no-such-map", robots=2, steps=10))
     with TestClient(app) as c:
         _wait(lambda: c.get("/api/live/status").json()["state"] == "error")
         err = c.get("/api/live/status").json()["error"]
@@ -442,7 +443,7 @@ def test_a_delivery_on_the_last_tick_counts(tmp_path: Path) -> None:
     # The loop stamps events with the tick count after the move: the last move is tick 2.
     rec.on_event({"tick": 3, "kind": "delivered", "ids": ["o0", "o1"]})
     rec.close()
-    with TestClient(create_app(tmp_path, live=None)) as c:
+    with TestClient(dashboard(tmp_path, live=None)) as c:
         s = c.get("/api/run/series", params={"run": "tiny"}).json()
         assert s["tick"] == [0, 1, 2]
         assert s["delivered"] == [0, 0, 2]
@@ -451,3 +452,51 @@ def test_a_delivery_on_the_last_tick_counts(tmp_path: Path) -> None:
         assert [f["pos"] for f in frames] == [[[0, 0]], [[0, 1]], [[0, 2]]]
         assert frames[0]["target"] == [None]  # no target columns recorded: no targets shown
         assert c.get("/api/run/meta", params={"run": "tiny"}).json()["has_targets"] is False
+
+
+# ---------------------------------------------------------------------- access off loopback
+def test_live_controls_need_the_token_when_one_is_set(tmp_path: Path) -> None:
+    app = dashboard(tmp_path, live=RunConfig(robots=2, steps=50), autoplay=False, token="s3cret")
+    with TestClient(app) as c:
+        body = {"cmd": "play"}
+        assert "token" in _error(c.post("/api/live/control", json=body), 401)
+        wrong = {"authorization": "Bearer nope"}
+        assert "token" in _error(c.post("/api/live/control", json=body, headers=wrong), 401)
+        ok = c.post("/api/live/control", json=body, headers={"authorization": "Bearer s3cret"})
+        assert ok.json()["playing"] is True
+        assert c.get("/api/live/status").status_code == 200  # reading needs no token
+        with c.websocket_connect("/api/live/ws") as ws:  # no token: streams, refuses commands
+            ws.send_json({"cmd": "pause"})
+            while (msg := ws.receive_json())["type"] != "error":
+                pass
+            assert "token" in msg["error"]
+        with c.websocket_connect("/api/live/ws?token=s3cret") as ws:
+            ws.send_json({"cmd": "pause"})
+            while (msg := ws.receive_json())["type"] != "status" or msg["playing"]:
+                pass
+        from starlette.websockets import WebSocketDisconnect
+
+        with (
+            pytest.raises(WebSocketDisconnect),
+            c.websocket_connect("/api/live/ws?token=nope") as ws,
+        ):
+            ws.receive_json()
+
+
+def test_off_loopback_the_host_check_stays_and_a_token_is_made() -> None:
+    from fleetmind.web.server import access
+
+    local = access("127.0.0.1")
+    assert local.token is None
+    assert "testserver" not in local.hosts
+    wide = access("0.0.0.0")
+    assert wide.generated
+    assert wide.token is not None
+    assert len(wide.token) >= 20
+    assert "0.0.0.0" not in wide.hosts
+    assert "127.0.0.1" in wide.hosts
+    assert "evil.example" not in wide.hosts
+    assert wide.url("0.0.0.0", 8000).endswith(f"/?token={wide.token}")
+    given = access("10.1.2.3", token="mine", allowed_hosts=["fleet.lan"])
+    assert (given.token, given.generated) == ("mine", False)
+    assert {"10.1.2.3", "fleet.lan"} <= set(given.hosts)

@@ -94,3 +94,41 @@ def test_serve_runs_live_and_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
     folder = tmp_path / "runs" / status["run"]
     metrics = json.loads((folder / "metrics.json").read_text())
     assert metrics["steps"] >= 20  # the live episode was flushed and closed on shutdown
+
+
+@pytest.mark.timeout(90)
+def test_serve_off_loopback_prints_a_token_and_keeps_the_host_check(tmp_path: Path) -> None:
+    port = free_port()
+    proc = subprocess.Popen(
+        [*FLEETMIND, "serve", "--host", "0.0.0.0", "--port", str(port), "--root", str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert "?token=" in line
+        token = line.split("?token=")[1].split()[0]
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                httpx.get(f"{url}/api/folders", timeout=2)
+                break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        evil = httpx.get(f"{url}/api/folders", headers={"host": "evil.example"}, timeout=5)
+        assert evil.status_code == 400
+        cmd = {"cmd": "pause"}
+        assert httpx.post(f"{url}/api/live/control", json=cmd, timeout=5).status_code == 401
+        auth = {"authorization": f"Bearer {token}"}
+        ok = httpx.post(f"{url}/api/live/control", json=cmd, headers=auth, timeout=5)
+        assert ok.status_code == 200, ok.text
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()

@@ -88,3 +88,20 @@ def test_whatever_the_name_the_result_stays_under_the_root(tree: Path, name: str
         assert found.is_relative_to(tree.resolve())
         assert found.is_dir()
     assert status in (200, 400, 404)
+
+
+def test_a_very_long_name_is_a_clear_400(tree: Path) -> None:
+    for name in ("a" * 5000, "x" * 300, "a/" * 600):
+        with pytest.raises(FolderError, match=r"too long|cannot be opened") as info:
+            resolve_folder(tree, name)
+        assert info.value.status == 400
+
+
+def test_inside_refuses_a_file_link_out_of_the_root(tree: Path) -> None:
+    from fleetmind.web.paths import inside
+
+    os.symlink(tree.parent / "outside" / "secret.json", tree / "a" / "metrics.json")
+    with pytest.raises(FolderError, match="outside the dashboard root") as info:
+        inside(tree, tree / "a" / "metrics.json")
+    assert info.value.status == 403
+    assert inside(tree, tree / "a" / "b") == (tree / "a" / "b").resolve()

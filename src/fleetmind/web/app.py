@@ -17,13 +17,23 @@ Routes (every error is JSON ``{"error": "..."}`` with a fitting status, never a 
 
 Folder names are relative to the root given to :func:`create_app`; see
 :mod:`fleetmind.web.paths` for what is refused.
+
+Access: the ``Host`` header must be one of ``allowed_hosts`` (a guard against DNS rebinding;
+``fleetmind serve`` allows the loopback names, plus this machine's names and addresses when bound
+elsewhere). With a ``token`` (required by ``fleetmind serve`` off loopback) the live controls
+need it: ``Authorization: Bearer TOKEN`` on ``POST /api/live/control``, ``?token=TOKEN`` on the
+WebSocket (without it the socket streams but refuses commands). The page takes the token from its
+own URL (``/?token=TOKEN``). A WebSocket frame that is not a JSON command (binary, not JSON, a
+wrong shape) is answered with an error message and the socket stays open.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
+import secrets
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -46,7 +56,8 @@ from fleetmind.web.runs import MAX_FRAMES, RunCache, comparison, find_folders
 logger = logging.getLogger(__name__)
 
 STATIC = Path(__file__).resolve().parent / "static"
-LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]", "testserver")
+LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
+MAX_COMMAND = 4096  # bytes of one WebSocket command frame
 FRAME_INTERVAL_S = 1 / 30
 
 
@@ -71,6 +82,7 @@ def create_app(
     speed: float = 10.0,
     autoplay: bool = True,
     allowed_hosts: Sequence[str] | None = LOCAL_HOSTS,
+    token: str | None = None,
 ) -> FastAPI:
     """The dashboard application.
 
@@ -81,6 +93,8 @@ def create_app(
         speed: live ticks per second at start.
         autoplay: start the live simulation playing.
         allowed_hosts: ``Host`` header values accepted (DNS-rebinding guard); None accepts any.
+            Tests using Starlette's TestClient add its ``testserver`` here.
+        token: when given, the live controls require it (see the module docstring).
 
     Returns:
         The FastAPI app; the live simulation starts and stops with the app's lifespan.
@@ -194,8 +208,16 @@ def create_app(
     async def live_status() -> Any:
         return live_session().status()
 
+    def token_ok(given: str | None) -> bool:
+        return token is None or (given is not None and secrets.compare_digest(given, token))
+
     @app.post("/api/live/control")
-    async def live_control(body: Control) -> Any:
+    async def live_control(body: Control, request: Request) -> Any:
+        auth = request.headers.get("authorization", "")
+        bearer = auth.lower().startswith("bearer ")
+        given = auth[7:] if bearer else request.query_params.get("token")
+        if not token_ok(given):
+            return _error(401, NEEDS_TOKEN)
         return live_session().control(body.cmd, body.value)
 
     @app.websocket("/api/live/ws")
@@ -205,12 +227,16 @@ def create_app(
         if origin and urlsplit(origin).netloc != host:
             await ws.close(code=1008, reason="cross-origin connection refused")
             return
+        given = ws.query_params.get("token")
+        if given is not None and not token_ok(given):
+            await ws.close(code=1008, reason="wrong dashboard token")
+            return
         await ws.accept()
         if session is None:
             await ws.send_json({"type": "error", "error": "the live view is off"})
             await ws.close()
             return
-        reader = asyncio.create_task(_read_commands(ws, session))
+        reader = asyncio.create_task(_read_commands(ws, session, controls=token_ok(given)))
         try:
             await _send_frames(ws, session, reader)
         except (WebSocketDisconnect, RuntimeError):
@@ -223,13 +249,35 @@ def create_app(
     return app
 
 
-async def _read_commands(ws: WebSocket, session: LiveSession) -> None:
-    """Apply commands the page sends; answer each with the new status (or an error)."""
+NEEDS_TOKEN = (
+    "the live controls need the dashboard token: open the address `fleetmind serve` printed "
+    "(/?token=...), or send Authorization: Bearer TOKEN"
+)
+
+
+async def _read_commands(ws: WebSocket, session: LiveSession, *, controls: bool) -> None:
+    """Apply commands the page sends; answer each with the new status (or an error).
+
+    A frame that is not a JSON command gets an error message; the socket stays open.
+    """
     while True:
-        data = await ws.receive_json()
+        message = await ws.receive()
+        if message["type"] == "websocket.disconnect":
+            raise WebSocketDisconnect(message.get("code", 1000))
+        text = message.get("text")
+        if text is None:
+            await ws.send_json({"type": "error", "error": "expected a JSON text frame, not binary"})
+            continue
         try:
-            body = Control.model_validate(data)
+            if len(text) > MAX_COMMAND:
+                raise ValueError(f"command of {len(text)} characters (at most {MAX_COMMAND})")
+            body = Control.model_validate(json.loads(text))
+            if not controls:
+                raise ValueError(NEEDS_TOKEN)
             status = session.control(body.cmd, body.value)
+        except json.JSONDecodeError as exc:
+            await ws.send_json({"type": "error", "error": f"not valid JSON ({exc.msg})"})
+            continue
         except (FleetmindError, ValueError) as exc:
             await ws.send_json({"type": "error", "error": str(exc)})
             continue

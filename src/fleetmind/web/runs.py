@@ -4,7 +4,8 @@ A run folder is what ``fleetmind run --out DIR`` writes (see :mod:`fleetmind.eva
 ``config.json``, ``metrics.json``, ``episode.parquet/``, ``events.parquet/``, ``calls.jsonl``. A
 comparison folder holds ``comparison.json`` with a ``rows`` list. Everything here turns those
 files into JSON-ready dictionaries; readers never execute anything stored in a folder (snapshot
-pickles are not opened).
+pickles are not opened) and never follow a link out of the dashboard root (every file is checked
+with :func:`fleetmind.web.paths.inside` before it is read: 403).
 
 Episode data is loaded once per folder into dense ``(ticks, robots)`` arrays and cached until the
 folder's files change, so scrubbing a replay costs one array slice per request.
@@ -30,7 +31,7 @@ from numpy.typing import NDArray
 from fleetmind.errors import FleetmindError
 from fleetmind.sim.grid import GridMap
 from fleetmind.sim.render import ascii as render_ascii
-from fleetmind.web.paths import FolderError, relative_name
+from fleetmind.web.paths import FolderError, inside, relative_name
 
 logger = logging.getLogger(__name__)
 
@@ -90,14 +91,15 @@ def _marker_files(folder: Path) -> list[Path]:
 
 
 # ---------------------------------------------------------------------- small readers
-def read_json(path: Path) -> Any:
-    """Parse a JSON file, naming the file and line of a syntax error.
+def read_json(path: Path, *, root: Path) -> Any:
+    """Parse a JSON file under ``root``, naming the file and line of a syntax error.
 
     Raises:
-        FolderError: status 422 when the file cannot be read or parsed.
+        FolderError: status 403 when the file is a link out of ``root``, 422 when it cannot be
+            read or parsed.
     """
     try:
-        text = path.read_text(encoding="utf-8")
+        text = inside(root, path).read_text(encoding="utf-8")
     except OSError as exc:
         raise FolderError(f"{path.name}: cannot read ({exc.strerror})", status=422) from None
     try:
@@ -113,14 +115,14 @@ def _parts(folder: Path) -> list[Path]:
     return sorted(folder.glob("part-*.parquet")) if folder.is_dir() else []
 
 
-def _read_dataset(folder: Path) -> pa.Table | None:
-    parts = _parts(folder)
+def _read_dataset(folder: Path, root: Path) -> pa.Table | None:
+    parts = _parts(inside(root, folder))
     if not parts:
         return None
     tables = []
     for part in parts:
         try:
-            tables.append(pq.read_table(part))
+            tables.append(pq.read_table(inside(root, part)))
         except (OSError, pa.ArrowException) as exc:
             raise FolderError(
                 f"{folder.name}/{part.name}: not a readable Parquet file ({exc})", status=422
@@ -151,7 +153,7 @@ def comparison(root: Path, folder: Path) -> dict[str, Any]:
     path = folder / COMPARISON
     if not path.is_file():
         raise FolderError(f"{folder.name}: not a comparison folder (no {COMPARISON})", status=422)
-    data = read_json(path)
+    data = read_json(path, root=root)
     if not isinstance(data, dict):
         raise FolderError(f"{COMPARISON}: expected an object", status=422)
     rows = data.get("rows")
@@ -260,8 +262,8 @@ class Episode:
     has_targets: bool
 
 
-def _episode(folder: Path) -> Episode:
-    table = _read_dataset(folder / EPISODE)
+def _episode(folder: Path, root: Path) -> Episode:
+    table = _read_dataset(folder / EPISODE, root)
     if table is None or table.num_rows == 0:
         raise FolderError(f"{folder.name}: {EPISODE} holds no rows yet", status=422)
     missing = [c for c in ("tick", "robot", "row", "col") if c not in table.column_names]
@@ -310,8 +312,8 @@ def _episode(folder: Path) -> Episode:
     )
 
 
-def _events(folder: Path) -> list[dict[str, Any]]:
-    table = _read_dataset(folder / EVENTS)
+def _events(folder: Path, root: Path) -> list[dict[str, Any]]:
+    table = _read_dataset(folder / EVENTS, root)
     if table is None:
         return []
     out = []
@@ -336,17 +338,20 @@ def _events(folder: Path) -> list[dict[str, Any]]:
     return out
 
 
-def read_calls(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
+def read_calls(path: Path, *, root: Path) -> tuple[list[dict[str, Any]], list[str]]:
     """The LLM calls of ``calls.jsonl`` and one problem line per unreadable line.
 
     Returns:
         ``(calls, problems)``; each call gets ``line`` (its 1-based line number).
+
+    Raises:
+        FolderError: status 403 when the file is a link out of ``root``.
     """
     calls: list[dict[str, Any]] = []
     problems: list[str] = []
     if not path.is_file():
         return calls, problems
-    with path.open(encoding="utf-8", errors="replace") as fh:
+    with inside(root, path).open(encoding="utf-8", errors="replace") as fh:
         for n, line in enumerate(fh, start=1):
             if not line.strip():
                 continue
@@ -387,17 +392,20 @@ class RunFolder:
                 f"(needs config.json and {EPISODE}/ as `fleetmind run --out` writes them)",
                 status=422,
             )
+        for data in (folder / EPISODE, folder / EVENTS):  # a linked part refuses the whole run
+            for path in [data, *_parts(inside(root, data))]:
+                inside(root, path)
         self.root = root
         self.folder = folder
         self.name = relative_name(root, folder)
-        raw = read_json(folder / "config.json")
+        raw = read_json(folder / "config.json", root=root)
         self.config: dict[str, Any] = raw.get("config", raw) if isinstance(raw, dict) else {}
         metrics_path = folder / "metrics.json"
         self.metrics: dict[str, Any] | None = (
-            read_json(metrics_path) if metrics_path.is_file() else None
+            read_json(metrics_path, root=root) if metrics_path.is_file() else None
         )
-        self.events = _events(folder)
-        self.calls, self.problems = read_calls(folder / CALLS)
+        self.events = _events(folder, root)
+        self.calls, self.problems = read_calls(folder / CALLS, root=root)
 
     @functools.cached_property
     def episode(self) -> Episode:
@@ -406,7 +414,7 @@ class RunFolder:
         Raises:
             FolderError: 422 when ``episode.parquet`` holds no rows or misses columns.
         """
-        return _episode(self.folder)
+        return _episode(self.folder, self.root)
 
     def grid(self) -> GridMap | None:
         """The run's map, rebuilt from the recorded ``map`` option (None if it cannot be)."""

@@ -477,7 +477,10 @@ function openLive() {
   $("subtitle").textContent = "live simulation";
   renderDecisions([], () => {}, LIVE_EMPTY);
   const proto = location.protocol === "https:" ? "wss" : "ws";
-  const ws = new WebSocket(`${proto}://${location.host}/api/live/ws`);
+  // Off loopback the live controls need the token `fleetmind serve` printed (/?token=...).
+  const token = new URLSearchParams(location.search).get("token");
+  const query = token ? `?token=${encodeURIComponent(token)}` : "";
+  const ws = new WebSocket(`${proto}://${location.host}/api/live/ws${query}`);
   live.ws = ws;
   ws.onmessage = (ev) => {
     const msg = JSON.parse(ev.data);

@@ -97,3 +97,50 @@ def test_report_and_replay_of_a_damaged_folder_say_which_file(
         pytest.skip("the decision replay of a run without an LLM reads neither file")
     line = one_line_error(fleetmind(command, folder, timeout=120))
     assert named in line
+
+
+# ---------------------------------------------------------------------- accepted silently before
+WALLED = "#######\n#x#..S#\n###.R.#\n#R....#\n#######\n"  # the only pickup is walled in
+TASKS = '{"tick": 0, "pickup": [1, 1], "station": [1, 3]%s}\n'
+
+
+def _silent(tmp: Path) -> None:
+    (tmp / "walled.txt").write_text(WALLED)
+    (tmp / "caps.jsonl").write_text(TASKS % ', "capability": "frozen"')
+    note = ', "constraints": [{"kind": "only_robot", "robot": "robot_9", "tick": null}]'
+    (tmp / "ghost.jsonl").write_text("# a comment\n" + TASKS % note)
+
+
+SILENT = [
+    ("unreachable pickup", ["--map", "{tmp}/walled.txt"], "no station can be reached"),
+    (
+        "capability no robot has",
+        ["--tasks", "{tmp}/caps.jsonl"],
+        "caps.jsonl:1: field 'capability'",
+    ),
+    (
+        "note names a robot not in the fleet",
+        ["--tasks", "{tmp}/ghost.jsonl"],
+        "ghost.jsonl:2: field 'constraints[0].robot'",
+    ),
+]
+
+
+@pytest.mark.parametrize(("case", "args", "named"), SILENT, ids=[c[0] for c in SILENT])
+def test_inputs_once_accepted_silently_are_refused(
+    tmp_path: Path, case: str, args: list[str], named: str
+) -> None:
+    _silent(tmp_path)
+    argv = [a.format(tmp=tmp_path) for a in args]
+    line = one_line_error(fleetmind(*RUN, "--out", tmp_path / "out", *argv, timeout=60))
+    assert named in line, (case, line)
+    assert not (tmp_path / "out").exists(), case
+
+
+def test_a_fleet_without_a_capability_is_warned(tmp_path: Path) -> None:
+    from .conftest import metrics
+
+    proc = fleetmind("run", "--robots", "2", "--steps", "10", "--json", "--out", tmp_path / "o")
+    assert proc.returncode == 0, proc.stderr
+    (warning,) = metrics(tmp_path / "o")["warnings"]
+    assert "no robot has 'cold', 'heavy'" in warning

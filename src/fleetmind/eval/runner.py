@@ -35,10 +35,10 @@ from fleetmind.llm.core import ChatClient
 from fleetmind.llm.record import CallRecorder, RecordingClient, ReplayClient
 from fleetmind.llm.settings import LLMSettings
 from fleetmind.sim.grid import GridMap
-from fleetmind.sim.maps import require_tasks
+from fleetmind.sim.maps import require_tasks, task_area
 from fleetmind.sim.notewriter import NoteConfig
-from fleetmind.sim.orders import OrderConfig, load_task_file
-from fleetmind.sim.warehouse import Warehouse, WarehouseConfig
+from fleetmind.sim.orders import CAPABILITIES, OrderConfig, load_task_file
+from fleetmind.sim.warehouse import Warehouse, WarehouseConfig, default_capabilities
 
 PlannerName = Literal["assignment", "greedy", "llm", "llm-notes", "oracle"]
 ExecutorName = Literal["rl", "shortest-path", "shortest-path-random", "llm-direct"]
@@ -262,8 +262,35 @@ def make_world(cfg: RunConfig, grid: GridMap) -> Warehouse:
         ),
         auto_assign=False,
     )
-    orders = load_task_file(cfg.tasks, grid) if cfg.tasks else None
+    caps = wcfg.capabilities or default_capabilities(cfg.robots)
+    robot_ids = [f"robot_{i}" for i in range(cfg.robots)]
+    orders = (
+        load_task_file(cfg.tasks, grid, robots=robot_ids, capabilities=caps) if cfg.tasks else None
+    )
     return Warehouse(grid, wcfg, seed=cfg.seed, orders=orders)
+
+
+def check_fleet(cfg: RunConfig, world: Warehouse) -> list[str]:
+    """Refuse a fleet that can serve no order; warn of orders it will never serve.
+
+    Raises:
+        ConfigError: no robot starts where it can reach both a pickup and a station.
+    """
+    area = task_area(world.grid)
+    if cfg.robots and not any(area[int(r), int(c)] for r, c in world.pos):
+        raise ConfigError(
+            f"--robots {cfg.robots}: no robot starts where it can reach a pickup and a station "
+            f"on map {world.grid.name!r}"
+        )
+    warnings = []
+    has = frozenset().union(*world.capabilities)
+    missing = [c for c in CAPABILITIES if c not in has]
+    if not cfg.tasks and missing:
+        warnings.append(
+            f"--robots {cfg.robots}: no robot has {', '.join(map(repr, missing))}; generated "
+            "orders that need it will never be served (counted in orders_stranded)"
+        )
+    return warnings
 
 
 @dataclass
@@ -293,6 +320,7 @@ def prepare(cfg: RunConfig) -> Prepared:
     warnings = check_faults(
         faults, robots=list(world.robot_ids), steps=cfg.steps, uses_llm=cfg.needs_llm
     )
+    warnings += check_fleet(cfg, world)
     from fleetmind.safety.shield import Shield
 
     Shield(grid, forbidden=cfg.forbidden)  # off-grid forbidden cells raise here

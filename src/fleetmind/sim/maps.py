@@ -64,6 +64,7 @@ __all__ = [
     "parse_text_map",
     "require_tasks",
     "start_cells",
+    "task_area",
 ]
 
 logger = logging.getLogger(__name__)
@@ -500,7 +501,8 @@ def require_tasks(grid: GridMap) -> None:
         grid: the map.
 
     Raises:
-        MapError: the map has no pickup cells, or no station cells.
+        MapError: the map has no pickup cells, no station cells, or no station that a pickup
+            reaches.
     """
     if not bool(grid.pickups.any()):
         raise MapError(
@@ -512,6 +514,25 @@ def require_tasks(grid: GridMap) -> None:
             f"map {grid.name!r} has no station cells (orders need somewhere to drop off)",
             source=grid.name,
         )
+    if not bool(task_area(grid).any()):
+        raise MapError(
+            f"map {grid.name!r}: no station can be reached from any pickup (walls part them; "
+            f"{int(grid.pickups.sum())} pickup and {int(grid.stations.sum())} station cells)",
+            source=grid.name,
+        )
+
+
+def task_area(grid: GridMap) -> NDArray[np.bool_]:
+    """``(H, W)`` bool: free cells from which both a pickup and a station can be reached.
+
+    Robots move between 4-neighbouring free cells; a robot outside this area can serve no order.
+    """
+    from scipy import ndimage
+
+    labels, _ = ndimage.label(grid.free)  # 4-connectivity by default
+    both = np.intersect1d(labels[grid.pickups], labels[grid.stations])
+    both = both[both > 0]
+    return np.isin(labels, both)
 
 
 def start_cells(grid: GridMap, n_robots: int, *, rng: np.random.Generator) -> NDArray[np.int32]:

@@ -200,7 +200,13 @@ class _TaskLine(BaseModel):
     constraints: list[ConstraintModel] = Field(default_factory=list)
 
 
-def load_task_file(path: str | Path, grid: GridMap) -> list[Order]:
+def load_task_file(
+    path: str | Path,
+    grid: GridMap,
+    *,
+    robots: Sequence[str] | None = None,
+    capabilities: Sequence[frozenset[str]] | None = None,
+) -> list[Order]:
     """Read orders from a JSON-lines task file.
 
     Each non-empty line is an object with ``tick``, ``pickup`` ``[row, col]``, ``station``
@@ -209,15 +215,37 @@ def load_task_file(path: str | Path, grid: GridMap) -> list[Order]:
     "only_robot"|"not_robot"|"deadline"|"hold", "robot": id, "tick": t}``). Lines starting with
     ``#`` are comments.
 
+    Args:
+        path: the task file.
+        grid: the map (cells must be free).
+        robots: the fleet's ids; when given, a constraint naming another robot is refused.
+        capabilities: each robot's capabilities; when given, an order needing a capability no
+            robot has (it could never be served) is refused.
+
     Raises:
         TaskFileError: naming the file, line and field at fault.
     """
     p = Path(path)
     orders: list[Order] = []
+    fleet_caps = frozenset().union(*capabilities) if capabilities is not None else None
     for lineno, item in read_jsonl(p, _TaskLine, what="task file"):
         for name, cell in (("pickup", item.pickup), ("station", item.station)):
             if not grid.is_free(cell):
                 raise TaskFileError(f"{p}:{lineno}: field {name!r}: {cell} is not a free cell")
+        cap = item.capability
+        if fleet_caps is not None and cap is not None and cap not in fleet_caps:
+            has = ", ".join(sorted(fleet_caps)) or "none"
+            raise TaskFileError(
+                f"{p}:{lineno}: field 'capability': no robot in the fleet has {cap!r}, so the "
+                f"order could never be served (the fleet has: {has})"
+            )
+        for k, c in enumerate(item.constraints):
+            if robots is not None and c.robot is not None and c.robot not in robots:
+                span = f"{robots[0]}..{robots[-1]}" if robots else "no robots"
+                raise TaskFileError(
+                    f"{p}:{lineno}: field 'constraints[{k}].robot': {c.robot!r} is not in the "
+                    f"fleet ({span})"
+                )
         orders.append(
             Order(
                 id=f"o{len(orders)}",

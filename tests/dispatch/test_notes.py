@@ -331,3 +331,10 @@ def test_unreadable_notes_are_counted_in_a_run(small) -> None:
         m = loop.run(120)
     assert m["notes_unreadable"] == 1
     assert m["tasks_completed"] == 1
+
+
+def test_a_time_absurdly_far_away_goes_to_review() -> None:
+    assert consistent([Constraint("hold", tick=10**9)], 0)
+    status, got = _read(RulesReader(), "hold until t=1000000000", 100)
+    assert status == "needs_review"
+    assert got == set()

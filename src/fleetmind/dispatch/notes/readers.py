@@ -46,6 +46,8 @@ from fleetmind.sim.notes import Constraint, canonical
 Status = Literal["ok", "needs_review"]
 READERS = ("template", "rules", "rules-review", "llm", "rules+llm")
 MODEL_READERS = ("llm", "rules+llm")
+MAX_HORIZON = 100_000
+"""Ticks after arrival beyond which a note's time is implausible (sent to review)."""
 PROMPT_VERSION = "note-reader-v2"
 
 
@@ -138,6 +140,9 @@ def consistent(constraints: Sequence[Constraint], arrival_tick: int) -> str | No
     for c in constraints:
         if c.tick is not None and c.tick <= arrival_tick:
             return f"{c.kind} tick {c.tick} is not after the order's arrival ({arrival_tick})"
+        if c.tick is not None and c.tick - arrival_tick > MAX_HORIZON:
+            # A hold 10^9 ticks away would park the order for good: ask a person instead.
+            return f"{c.kind} tick {c.tick} is more than {MAX_HORIZON} ticks after arrival"
     deadlines = [c.tick for c in constraints if c.kind == "deadline" and c.tick is not None]
     holds = [c.tick for c in constraints if c.kind == "hold" and c.tick is not None]
     if len(set(deadlines)) > 1 or len(set(holds)) > 1:

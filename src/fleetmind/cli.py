@@ -1308,7 +1308,9 @@ def bench_lorr(
     instances: Annotated[
         str, typer.Option(help="Comma-separated instances.")
     ] = "2024/warehouse_large_5000,2024/sortation_large_2000",
-    levers: Annotated[str, typer.Option(help="Comma-separated lever sets.")] = "plain,task-length",
+    levers: Annotated[
+        str, typer.Option(help="Comma-separated lever sets.")
+    ] = "plain,highway,highway+task-length,highway+trade",
     steps: Annotated[int | None, typer.Option(help="Steps. [default: best-known's]")] = None,
     time_limit: Annotated[float, typer.Option(help="Seconds per step (0: none).")] = 1.0,
     curves: Annotated[bool, typer.Option(help="Also the 2023 team-size curves.")] = True,

@@ -6,9 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from fleetmind.errors import ConfigError
 from fleetmind.safety.lorr import DistanceMaps, Levers, PibtPlanner
 from fleetmind.sim import lorr
 from fleetmind.sim.lorr import World, write_instance
@@ -56,6 +58,8 @@ def test_highways_make_the_wrong_way_dearer(tmp_path: Path) -> None:
     # Back west: every route makes two moves against their way (3 each) and three with it,
     # e.g. down col 3, west along row 1, up col 1, west on row 0.
     assert dm.maps[west, dm.cell_of[3]] == 9
+    with pytest.raises(ConfigError, match="whole number"):
+        PibtPlanner(Levers(highway=1.5))
     plain = DistanceMaps(grid, capacity=1)
     plain.compute([int(plain.cell_of[0])], set())
     assert plain.maps[0, plain.cell_of[3]] == 3

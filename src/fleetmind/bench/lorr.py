@@ -43,14 +43,17 @@ DEFAULT_STEPS = 5000
 """The start kit's default ``--simulationTime``."""
 
 LEVER_SETS: dict[str, Levers] = {
-    "plain": Levers(task_length=False),
-    "task-length": Levers(task_length=True),
+    "plain": Levers(),
+    "highway": Levers(highway=2),
+    "highway+task-length": Levers(highway=2, task_length=True),
+    "highway+trade": Levers(highway=2, reassign=200),
 }
-"""Named planner settings: ``plain`` is greedy nearest-first assignment + PIBT; each other set
-adds levers (see :class:`~fleetmind.safety.lorr.Levers`)."""
+"""Named planner settings (see :class:`~fleetmind.safety.lorr.Levers`): ``plain`` is greedy
+nearest-first-errand assignment + PIBT with rotations; each other set adds levers to
+``highway`` (crisscross lane costs of weight 2)."""
 
-DEFAULT_LEVERS = "task-length"
-"""The lever set ``fleetmind lorr run`` uses unless told otherwise."""
+DEFAULT_LEVERS = "highway"
+"""The lever set ``fleetmind lorr run`` and the 2023 curves use unless told otherwise."""
 
 CURVES: dict[str, tuple[int, ...]] = {
     "warehouse_small": (10, 50, 100, 200, 400, 800),
@@ -298,6 +301,7 @@ def run(
     time_limit: float | None = 1.0,
     curves: bool = True,
     curve_steps: int = 1000,
+    curve_levers: str = DEFAULT_LEVERS,
     quick: bool = False,
     progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
@@ -310,11 +314,12 @@ def run(
         time_limit: seconds per step (``None``: unlimited).
         curves: also run the 2023 team-size curves.
         curve_steps: steps of each 2023 run.
+        curve_levers: the lever set of the 2023 runs.
         quick: 200 steps on ``sortation_large_2000`` with the first lever set, 2023 curve
             points 10 and 50 for 200 steps (a smoke run).
         progress: called with a line of text as each run ends.
     """
-    unknown = [s for s in lever_sets if s not in LEVER_SETS]
+    unknown = [s for s in (*lever_sets, curve_levers) if s not in LEVER_SETS]
     if unknown:
         raise ConfigError(f"unknown lever set {unknown[0]!r} (known: {', '.join(LEVER_SETS)})")
     if quick:
@@ -342,9 +347,9 @@ def run(
                     f"2023/{domain}_{team}",
                     steps=curve_steps,
                     time_limit=time_limit,
-                    levers=LEVER_SETS[lever_sets[-1]],
+                    levers=LEVER_SETS[curve_levers],
                 )
-                curve_rows.append(row(m, levers=lever_sets[-1]))
+                curve_rows.append(row(m, levers=curve_levers))
                 if progress is not None:
                     progress(format_row(curve_rows[-1]))
     return {"rows": rows, "curves": curve_rows, "time_limit_s": time_limit}

@@ -44,6 +44,7 @@ from numpy.typing import NDArray
 from scipy.sparse import coo_matrix, csr_matrix
 from scipy.sparse.csgraph import shortest_path
 
+from fleetmind.errors import ConfigError
 from fleetmind.sim.grid import GridMap
 from fleetmind.sim.lorr import CCR, CR, FW, HEADING, WAIT, Instance, Plan, View
 
@@ -154,7 +155,8 @@ class Levers:
         lookahead: a move after which the robot cannot keep driving straight toward its goal
             costs one more (the turn it will need).
         highway: cost of a move against the way of its row or column (even rows east, odd rows
-            west, even columns south, odd columns north) in the distance maps; 0: off.
+            west, even columns south, odd columns north) in the distance maps, a whole number;
+            0: off.
         true_distance: use cached BFS distances in the assignment where a map exists.
         reassign: robots a step (taken in turn) that may trade an unstarted task for a free one
             cheaper by more than 8 (0: off).
@@ -163,7 +165,7 @@ class Levers:
             Manhattan distance); ``None``: every map the step needs.
     """
 
-    task_length: bool = True
+    task_length: bool = False
     lookahead: bool = False
     highway: float = 0.0
     true_distance: bool = False
@@ -185,6 +187,11 @@ class PibtPlanner:
         self, levers: Levers | None = None, *, seed: int = 0, map_capacity: int | None = None
     ) -> None:
         self.levers = levers or Levers()
+        hw = self.levers.highway
+        if hw and (hw < 1 or hw != int(hw)):
+            # Maps hold whole numbers: a fractional weight would round into flat or rising
+            # steps along shortest paths, and robots would stop on them.
+            raise ConfigError(f"highway weight must be 0 or a whole number >= 1, got {hw}")
         self.seed = seed
         self.map_capacity = map_capacity
         self.stats: dict[str, float] = {"maps_computed": 0, "manhattan_robots": 0}

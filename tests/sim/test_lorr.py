@@ -292,6 +292,8 @@ def test_validator_agrees_with_a_clean_run_and_its_format(tmp_path: Path) -> Non
     assert out["actualPaths"] == ["F,F,W,W", "W,R,F,W"]
     assert out["start"] == [[0, 0, "E"], [1, 3, "E"]]
     assert out["numTaskFinished"] == 1
+    assert out["actualSchedule"] == ["0:0", "0:1"]
+    assert out["events"] == [[1, 0, 0, 0], [2, 0, 0, 1]]  # errands 0 and 1 of task 0
     check = lorr.validate(out, inst)
     assert check.ok, check
     assert check.finished == 1

@@ -20,6 +20,13 @@ def _rc(loc: int, width: int) -> list[int]:
     return [loc // width, loc % width]
 
 
+def _schedule_strings(assignments: list[list[int]], n: int) -> list[str]:
+    per_robot: list[list[str]] = [[] for _ in range(n)]
+    for step, robot, task in assignments:
+        per_robot[robot].append(f"{step}:{task}")
+    return [",".join(items) for items in per_robot]
+
+
 def result_json(result: RunResult) -> dict[str, Any]:
     """The run in the layout of the start kit's output file.
 
@@ -27,8 +34,10 @@ def result_json(result: RunResult) -> dict[str, Any]:
     ``numTaskFinished``, ``sumOfCost`` (non-wait actions), ``makespan`` (steps),
     ``actualPaths`` and ``plannerPaths`` (one ``"F,R,C,W,T"`` string per robot), ``plannerTimes``,
     ``errors``, ``scheduleErrors``, ``events`` (``[step, robot, task, errand_index]``),
-    ``assignments`` (``[step, robot, task]``, 2024), ``tasks`` (``[task, reveal_step, [row, col,
-    ...]]``) and fleetmind's own ``instance``, ``timeouts``, ``planTimeLimit``.
+    ``assignments`` (``[step, robot, task]``, 2024) and ``actualSchedule`` (the same, one
+    ``"step:task,..."`` string per robot), ``tasks`` (``[task, reveal_step, [row, col, ...]]``)
+    and fleetmind's own ``instance``, ``timeouts``, ``planTimeLimit``. The layout follows the
+    start kit's output file as far as fleetmind knows it; the validator below reads this one.
     """
     inst = result.instance
     rec = result.record
@@ -62,6 +71,7 @@ def result_json(result: RunResult) -> dict[str, Any]:
         "scheduleErrors": rec.schedule_errors,
         "events": rec.events,
         "assignments": rec.assignments,
+        "actualSchedule": _schedule_strings(rec.assignments, inst.team_size),
         "tasks": tasks,
         "instance": str(inst.path),
         "timeouts": result.timeouts,

@@ -76,7 +76,7 @@ def _planner_row(name: str, grid: GridMap, client: ChatClient | None, *, backgro
     if name == "oracle":
         return AssignmentPlanner(grid, use_hidden=True)
     if name == "llm":
-        return LLMPlanner(client, grid)  # type: ignore[arg-type]
+        return LLMPlanner(client, grid, background=background)  # type: ignore[arg-type]
     reader = make_reader(name.split(":", 1)[1], client)
     return NoteReaderPlanner(reader, grid, background=background)
 

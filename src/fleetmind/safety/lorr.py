@@ -10,9 +10,10 @@ Each step (:meth:`PibtPlanner.plan`):
    more than 8 (the 2024 rules allow it until the first errand is reached).
 2. Distance maps: one shortest-distance map per goal location (int16 over free cells, one row
    per cached goal, least recently used first out), computed by
-   :func:`scipy.sparse.csgraph.shortest_path` within a time budget per step; a robot whose map is
-   not ready yet steers by Manhattan distance. Maps of the map's ``E`` cells are computed in
-   :meth:`PibtPlanner.initialize` (LoRR's preprocessing). Lever ``highway``: even rows run
+   :func:`scipy.sparse.csgraph.shortest_path`, at most ``maps_per_step`` new ones a step (a
+   count, so that runs repeat); a robot whose map is not ready yet steers by Manhattan
+   distance. Maps of the map's ``E`` cells are computed in :meth:`PibtPlanner.initialize`
+   (LoRR's preprocessing). Lever ``highway``: even rows run
    east, odd rows west, even columns south, odd columns north, and a move against its row's or
    column's way costs ``highway`` instead of 1 in the maps (map-agnostic crisscross lanes that
    turn head-on meetings in one-lane aisles into overtaking flows).
@@ -35,7 +36,6 @@ vertex or swap conflict; :func:`fleetmind.sim.lorr.validate` checks executed fil
 from __future__ import annotations
 
 import sys
-import time
 from collections import OrderedDict
 from dataclasses import dataclass
 
@@ -161,7 +161,7 @@ class Levers:
         reassign: robots a step (taken in turn) that may trade an unstarted task for a free one
             cheaper by more than 8 (0: off).
         congestion: extra cost of a neighbour cell held by a robot that will stay (0: off).
-        map_budget_s: seconds per step for new distance maps (robots without one steer by
+        maps_per_step: most new distance maps a step (robots without one steer by
             Manhattan distance); ``None``: every map the step needs.
     """
 
@@ -171,7 +171,7 @@ class Levers:
     true_distance: bool = False
     reassign: int = 0
     congestion: float = 0.0
-    map_budget_s: float | None = 0.3
+    maps_per_step: int | None = 64
 
 
 class PibtPlanner:
@@ -337,15 +337,9 @@ class PibtPlanner:
         pinned = self.pinned | set(needed.tolist())
         missing = [c for c in dict.fromkeys(needed.tolist()) if c not in dm.slot_of]
         if missing:
-            budget = self.levers.map_budget_s
-            if budget is None:
-                dm.compute(missing, pinned)
-            else:
-                t_end = time.perf_counter() + budget
-                for start in range(0, len(missing), 16):
-                    dm.compute(missing[start : start + 16], pinned)
-                    if time.perf_counter() > t_end:
-                        break
+            # A count, not seconds, so that a run without a time limit repeats exactly.
+            count = self.levers.maps_per_step
+            dm.compute(missing if count is None else missing[:count], pinned)
         self.stats["maps_computed"] = dm.computed
         slot = np.full(n, -1, dtype=np.int64)
         slot[has_goal] = dm.slots(goal_cell[has_goal])

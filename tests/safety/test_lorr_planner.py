@@ -154,3 +154,11 @@ def test_reassign_trades_an_unstarted_task_for_a_much_nearer_one(tmp_path: Path)
         assert plan.schedule.tolist() == [expect]
     world.advance(np.array([lorr.WAIT]), np.array([1]))
     assert world.record.schedule_errors == []
+
+
+def test_a_run_without_a_time_limit_repeats_exactly() -> None:
+    inst = lorr.read_instance(DATA / "2023/warehouse.domain/warehouse_small_100.json")
+    first, again = run(inst, 80, Levers(highway=2)), run(inst, 80, Levers(highway=2))
+    assert np.array_equal(first.record.actions, again.record.actions)
+    other = lorr.simulate(inst, PibtPlanner(Levers(highway=2), seed=1), steps=80)
+    assert not np.array_equal(first.record.actions, other.record.actions)

@@ -332,10 +332,12 @@ class PibtPlanner:
         changed = goal != self.last_goal
         self.prio = np.where(changed, self.tiebreak, self.prio + 1.0)
         self.last_goal = goal.copy()
-        # Distance maps: the step's goals first, within the budget.
+        # Distance maps of the step's goals, those of the longest-waiting robots first (no robot
+        # starves behind a backlog).
         needed = goal_cell[has_goal]
         pinned = self.pinned | set(needed.tolist())
-        missing = [c for c in dict.fromkeys(needed.tolist()) if c not in dm.slot_of]
+        by_wait = needed[np.argsort(-self.prio[has_goal], kind="stable")]
+        missing = [c for c in dict.fromkeys(by_wait.tolist()) if c not in dm.slot_of]
         if missing:
             # A count, not seconds, so that a run without a time limit repeats exactly.
             count = self.levers.maps_per_step

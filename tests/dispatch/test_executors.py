@@ -109,7 +109,7 @@ def test_random_ties_same_seed_same_rankings(grid) -> None:
 
 
 def test_random_ties_registered_and_a_seeded_run_replays(grid) -> None:
-    from fleetmind.dispatch.loop import ControlLoop, LoopConfig
+    from fleetmind.dispatch.control import ControlLoop, LoopConfig
     from fleetmind.dispatch.planners import AssignmentPlanner
     from fleetmind.eval.runner import RunConfig, make_executor
 

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
+from fleetmind.dispatch.control import ControlLoop, LoopConfig
 from fleetmind.dispatch.executors import ShortestPathExecutor
 from fleetmind.dispatch.faults import FaultyClient, parse_fault
 from fleetmind.dispatch.llm_planner import LLMPlanner
-from fleetmind.dispatch.loop import ControlLoop, LoopConfig
 from fleetmind.dispatch.plans import Snapshot
 from fleetmind.testing.fake_server import FakeChatServer, Reply
 

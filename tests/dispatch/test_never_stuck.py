@@ -7,9 +7,9 @@ import json
 import time
 from concurrent.futures import Future
 
+from fleetmind.dispatch.control import ControlLoop, LoopConfig
 from fleetmind.dispatch.executors import ShortestPathExecutor
 from fleetmind.dispatch.llm_planner import LLMPlanner
-from fleetmind.dispatch.loop import ControlLoop, LoopConfig
 from fleetmind.dispatch.planners import AssignmentPlanner
 from fleetmind.dispatch.plans import Plan, PlanOutcome, Snapshot
 from fleetmind.testing.fake_server import FakeChatServer, Reply

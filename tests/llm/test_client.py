@@ -6,8 +6,8 @@ import time
 import pytest
 
 from fleetmind.errors import ConfigError
+from fleetmind.llm.chat import Message
 from fleetmind.llm.client import OpenAICompatClient
-from fleetmind.llm.core import Message
 from fleetmind.llm.embedded import free_port
 from fleetmind.llm.errors import LLMConnectionError, LLMHTTPError, LLMTimeoutError
 from fleetmind.llm.settings import LLMSettings

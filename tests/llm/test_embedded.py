@@ -8,12 +8,12 @@ import pytest
 from pydantic import BaseModel
 
 from fleetmind.llm.budgets import Budgets
+from fleetmind.llm.chat import Message
 from fleetmind.llm.conversation import Conversation, Role
-from fleetmind.llm.core import Message
 from fleetmind.llm.embedded import EmbeddedServer, LlamaClient, find_model_path
-from fleetmind.llm.loop import ToolLoop
 from fleetmind.llm.record import CallRecorder, ReplayClient
 from fleetmind.llm.structured import structured
+from fleetmind.llm.tool_loop import ToolLoop
 
 pytestmark = pytest.mark.llm
 

@@ -8,11 +8,11 @@ from pydantic import BaseModel
 
 from fleetmind.errors import BudgetExceeded, ConfigError
 from fleetmind.llm.budgets import Budgets
-from fleetmind.llm.core import CallContext, Message
+from fleetmind.llm.chat import CallContext, Message
 from fleetmind.llm.errors import LLMHTTPError, ReplayMiss
-from fleetmind.llm.loop import ToolLoop
 from fleetmind.llm.record import CallRecorder, ReplayClient, request_hash
 from fleetmind.llm.structured import structured
+from fleetmind.llm.tool_loop import ToolLoop
 from fleetmind.llm.usage import MeteredClient, Prices, Usage, UsageBudget
 from fleetmind.testing.fake_server import FakeChatServer, Reply
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fleetmind.llm.core import Message
+from fleetmind.llm.chat import Message
 from fleetmind.llm.errors import LLMConnectionError
 from fleetmind.testing.fake_server import FakeChatServer, Reply
 

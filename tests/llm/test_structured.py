@@ -5,7 +5,7 @@ import time
 from pydantic import BaseModel
 
 from fleetmind.llm.budgets import Budgets
-from fleetmind.llm.core import Message
+from fleetmind.llm.chat import Message
 from fleetmind.llm.structured import structured
 from fleetmind.testing.fake_server import FakeChatServer, Reply
 

@@ -13,7 +13,7 @@ import torch
 
 from fleetmind.envs import make_vector
 from fleetmind.errors import ConfigError
-from fleetmind.rl.neural import ALGOS, MODULES, ON_POLICY, core
+from fleetmind.rl.neural import ALGOS, MODULES, ON_POLICY, base
 from fleetmind.rl.neural.dqn import DQNConfig
 from fleetmind.rl.neural.ppo import PPOConfig
 from fleetmind.rl.train import train
@@ -24,7 +24,7 @@ SMALL_PPO = PPOConfig(rollout_len=16, epochs=2, minibatches=2, hidden=(32, 32))
 SMALL_DQN = DQNConfig(buffer_size=500, batch_size=16, learning_starts=32, hidden=(32, 32))
 
 
-def tiny_env(seed: int = 0) -> core.BatchEnv:
+def tiny_env(seed: int = 0) -> base.BatchEnv:
     return make_vector("warehouse-tiny", 2, 2, seed=seed, max_steps=40)
 
 
@@ -35,7 +35,7 @@ def config_for(algo: str) -> PPOConfig | DQNConfig:
 @pytest.mark.parametrize("algo", ALGOS)
 def test_learner_smoke_checkpoint_and_resume(algo: str, tmp_path: Path) -> None:
     module = importlib.import_module(MODULES[algo])
-    events: list[core.Event] = []
+    events: list[base.Event] = []
     result = module.train(
         tiny_env(),
         config_for(algo),

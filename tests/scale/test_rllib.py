@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from fleetmind.dispatch.loop import ControlLoop, LoopConfig
+from fleetmind.dispatch.control import ControlLoop, LoopConfig
 from fleetmind.dispatch.planners import AssignmentPlanner
 from fleetmind.envs import make_parallel
 from fleetmind.errors import ConfigError

@@ -29,13 +29,13 @@ from typing import Any
 
 import numpy as np
 
+from fleetmind.dispatch.control import ControlLoop, LoopConfig
 from fleetmind.dispatch.executors import RLExecutor, ShortestPathExecutor
 from fleetmind.dispatch.llm_planner import LLMPlanner
-from fleetmind.dispatch.loop import ControlLoop, LoopConfig
 from fleetmind.dispatch.notes.planner import NoteReaderPlanner
 from fleetmind.dispatch.notes.readers import make_reader
 from fleetmind.dispatch.planners import AssignmentPlanner
-from fleetmind.llm.core import ChatClient
+from fleetmind.llm.chat import ChatClient
 from fleetmind.sim.distances import DistanceOracle
 from fleetmind.sim.grid import GridMap
 from fleetmind.sim.maps import load_map

@@ -26,8 +26,8 @@ from typing import Any
 import httpx
 from pydantic import BaseModel, ValidationError
 
+from fleetmind.llm.chat import Message
 from fleetmind.llm.client import OpenAICompatClient
-from fleetmind.llm.core import Message
 from fleetmind.llm.embedded import EmbeddedServer
 from fleetmind.llm.errors import ActionParseError
 from fleetmind.llm.parse import decoding_schema, parse_model

@@ -15,7 +15,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from fleetmind.errors import ConfigError, FleetmindError
-from fleetmind.llm.core import CallContext, ChatClient, Message
+from fleetmind.llm.chat import CallContext, ChatClient, Message
 from fleetmind.sim.distances import UNREACHABLE, DistanceOracle
 from fleetmind.sim.grid import ACTION_NAMES, DELTAS, N_ACTIONS, GridMap
 from fleetmind.sim.observe import N_HEURISTIC, LocalObserver

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from fleetmind.errors import ConfigError, LLMConnectionError
-from fleetmind.llm.core import CallContext, ChatClient, ChatResult, Message
+from fleetmind.llm.chat import CallContext, ChatClient, ChatResult, Message
 
 log = logging.getLogger(__name__)
 
@@ -157,7 +157,7 @@ def check_faults(
 class FaultyClient:
     """A ChatClient that fails or garbles calls whose tick falls in a fault window.
 
-    The tick comes from the call's :class:`~fleetmind.llm.core.CallContext` (the snapshot tick).
+    The tick comes from the call's :class:`~fleetmind.llm.chat.CallContext` (the snapshot tick).
     """
 
     def __init__(self, inner: ChatClient, faults: list[Fault]) -> None:

@@ -46,7 +46,7 @@ from fleetmind.dispatch.planners import (
 )
 from fleetmind.dispatch.plans import Assignment, Plan, PlanOutcome, Snapshot, validate
 from fleetmind.llm.budgets import Budgets
-from fleetmind.llm.core import (
+from fleetmind.llm.chat import (
     CallContext,
     ChatClient,
     ChatOptions,

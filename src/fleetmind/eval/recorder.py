@@ -60,8 +60,8 @@ import pyarrow.parquet as pq
 from numpy.typing import NDArray
 
 if TYPE_CHECKING:
+    from fleetmind.dispatch.control import LoopStats
     from fleetmind.dispatch.faults import Fault
-    from fleetmind.dispatch.loop import LoopStats
     from fleetmind.sim.warehouse import Warehouse
 
 import fleetmind

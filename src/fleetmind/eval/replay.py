@@ -40,9 +40,9 @@ import numpy as np
 import pyarrow as pa
 from numpy.typing import NDArray
 
+from fleetmind.dispatch.control import ControlLoop, LoopConfig
 from fleetmind.dispatch.executors import Executor, ShortestPathExecutor
 from fleetmind.dispatch.faults import parse_fault
-from fleetmind.dispatch.loop import ControlLoop, LoopConfig
 from fleetmind.dispatch.planners import Planner
 from fleetmind.dispatch.plans import Plan, PlanOutcome, Snapshot
 from fleetmind.envs.warehouse import resolve_map
@@ -63,7 +63,7 @@ from fleetmind.eval.store import (
     load_snapshots,
     run_path,
 )
-from fleetmind.llm.core import ChatClient
+from fleetmind.llm.chat import ChatClient
 from fleetmind.sim.grid import GridMap
 from fleetmind.sim.warehouse import Warehouse
 

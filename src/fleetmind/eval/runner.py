@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from fleetmind.dispatch.control import ControlLoop, LoopConfig
 from fleetmind.dispatch.executors import (
     Executor,
     LLMDirectExecutor,
@@ -24,14 +25,13 @@ from fleetmind.dispatch.executors import (
 )
 from fleetmind.dispatch.faults import Fault, FaultyClient, check_faults, parse_fault
 from fleetmind.dispatch.llm_planner import LLMPlanner
-from fleetmind.dispatch.loop import ControlLoop, LoopConfig
 from fleetmind.dispatch.notes.planner import NoteReaderPlanner
 from fleetmind.dispatch.notes.readers import MODEL_READERS, READERS, make_reader
 from fleetmind.dispatch.planners import AssignmentPlanner, GreedyPlanner, Planner
 from fleetmind.envs.warehouse import resolve_map
 from fleetmind.errors import ConfigError, read_input
 from fleetmind.eval.recorder import RunRecorder, check_out_dir
-from fleetmind.llm.core import ChatClient
+from fleetmind.llm.chat import ChatClient
 from fleetmind.llm.record import CallRecorder, RecordingClient, ReplayClient
 from fleetmind.llm.settings import LLMSettings
 from fleetmind.sim.grid import GridMap

@@ -19,9 +19,7 @@ The scripted misbehaving server for tests is :mod:`fleetmind.testing.fake_server
 from __future__ import annotations
 
 from fleetmind.llm.budgets import Budgets, ErrorKind
-from fleetmind.llm.client import OpenAICompatClient
-from fleetmind.llm.conversation import Conversation, Role, TalkMessage, Transcript
-from fleetmind.llm.core import (
+from fleetmind.llm.chat import (
     CallContext,
     ChatBase,
     ChatClient,
@@ -32,6 +30,8 @@ from fleetmind.llm.core import (
     TokenUsage,
     report_outcome,
 )
+from fleetmind.llm.client import OpenAICompatClient
+from fleetmind.llm.conversation import Conversation, Role, TalkMessage, Transcript
 from fleetmind.llm.embedded import EmbeddedServer, LlamaClient, find_model_path
 from fleetmind.llm.errors import (
     ActionParseError,
@@ -39,12 +39,12 @@ from fleetmind.llm.errors import (
     LLMTimeoutError,
     ReplayMiss,
 )
-from fleetmind.llm.loop import LoopOutcome, ToolLoop
 from fleetmind.llm.parse import CallTool, Finish, parse_action, parse_model
 from fleetmind.llm.record import CallRecorder, RecordingClient, ReplayClient, request_hash
 from fleetmind.llm.reward import LLMReward
 from fleetmind.llm.settings import LLMSettings
 from fleetmind.llm.structured import StructuredOutcome, structured
+from fleetmind.llm.tool_loop import LoopOutcome, ToolLoop
 from fleetmind.llm.tools import Tool, ToolRegistry
 from fleetmind.llm.usage import MeteredClient, Prices, Usage, UsageBudget
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import httpx
 
-from fleetmind.llm.core import ChatBase, ChatOptions, ChatResult, Message, TokenUsage
+from fleetmind.llm.chat import ChatBase, ChatOptions, ChatResult, Message, TokenUsage
 from fleetmind.llm.errors import LLMConnectionError, LLMHTTPError, LLMTimeoutError
 from fleetmind.llm.redact import redact
 from fleetmind.llm.settings import LLMSettings, SchemaMode
@@ -187,7 +187,7 @@ class OpenAICompatClient(ChatBase):
         return body
 
     def respond(self, messages: list[Message], options: ChatOptions) -> ChatResult:
-        """Send a chat completion request; see :class:`fleetmind.llm.core.ChatClient`.
+        """Send a chat completion request; see :class:`fleetmind.llm.chat.ChatClient`.
 
         Raises:
             LLMHTTPError: a 4xx status (at once) or a 429/5xx status after the retries.

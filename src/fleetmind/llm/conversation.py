@@ -21,7 +21,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from fleetmind.llm.budgets import Budgets, Clock
-from fleetmind.llm.core import CallContext, ChatClient, Message
+from fleetmind.llm.chat import CallContext, ChatClient, Message
 from fleetmind.llm.structured import structured
 
 log = logging.getLogger(__name__)

@@ -27,8 +27,8 @@ from typing import Any
 import httpx
 
 from fleetmind.errors import ConfigError
+from fleetmind.llm.chat import ChatBase, ChatOptions, ChatResult, Message, TokenUsage
 from fleetmind.llm.client import OpenAICompatClient
-from fleetmind.llm.core import ChatBase, ChatOptions, ChatResult, Message, TokenUsage
 from fleetmind.llm.errors import LLMConnectionError, LLMTimeoutError
 
 log = logging.getLogger(__name__)
@@ -305,7 +305,7 @@ class LlamaClient(ChatBase):
         return self._model
 
     def respond(self, messages: list[Message], options: ChatOptions) -> ChatResult:
-        """Generate a reply in-process; see :class:`fleetmind.llm.core.ChatClient`.
+        """Generate a reply in-process; see :class:`fleetmind.llm.chat.ChatClient`.
 
         Raises:
             LLMTimeoutError: the generation overran ``timeout_s``.

@@ -14,7 +14,7 @@ whatever tick it happens at. No header is ever recorded, and every text field pa
 :func:`~fleetmind.llm.redact.redact`, so neither API keys nor Authorization headers reach a file.
 
 A record waits in memory until its caller reports what it made of the reply (via
-:func:`~fleetmind.llm.core.report_outcome`), the same thread makes its next call, or the recorder
+:func:`~fleetmind.llm.chat.report_outcome`), the same thread makes its next call, or the recorder
 is flushed or closed; then it is written, so parsed values and parse errors share the line.
 """
 
@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from fleetmind.errors import ConfigError, read_input
-from fleetmind.llm.core import (
+from fleetmind.llm.chat import (
     CallContext,
     ChatBase,
     ChatClient,

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from fleetmind.llm.core import CallContext, ChatClient, Message, report_outcome
+from fleetmind.llm.chat import CallContext, ChatClient, Message, report_outcome
 from fleetmind.llm.errors import BudgetExceeded, LLMConnectionError
 from fleetmind.llm.parse import parse_json
 

@@ -20,7 +20,7 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel
 
 from fleetmind.llm.budgets import Budgets, Clock, ErrorKind
-from fleetmind.llm.core import CallContext, ChatClient, ChatResult, Message, report_outcome
+from fleetmind.llm.chat import CallContext, ChatClient, ChatResult, Message, report_outcome
 from fleetmind.llm.errors import (
     ActionParseError,
     BudgetExceeded,

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from fleetmind.llm.core import (
+from fleetmind.llm.chat import (
     CallContext,
     ChatClient,
     ChatOptions,

@@ -47,7 +47,7 @@ import fleetmind
 from fleetmind.envs import make_vector
 from fleetmind.envs.vector import BatchStep
 from fleetmind.errors import ConfigError, read_input
-from fleetmind.rl.neural import core
+from fleetmind.rl.neural import base
 from fleetmind.rl.neural.ppo import Actor, PPOConfig, env_horizon, resolve_hyper, split_seed
 from fleetmind.sim import observe
 from fleetmind.sim.distances import DistanceOracle
@@ -353,12 +353,12 @@ def train_nav(
     num_envs: int = 16,
     max_steps: int = 256,
     config: PPOConfig | None = None,
-    callbacks: Sequence[core.Callback] = (),
+    callbacks: Sequence[base.Callback] = (),
     fallback: bool = False,
     override_penalty: float = 0.0,
     progress: float = 0.0,
     init: NavPolicy | None = None,
-) -> tuple[NavPolicy, core.TrainResult]:
+) -> tuple[NavPolicy, base.TrainResult]:
     """Train a navigation policy with IPPO or MAPPO on lifelong tasks.
 
     Args:
@@ -392,7 +392,7 @@ def train_nav(
     )
     if cfg.agent_id:
         raise ConfigError("train_nav: config.agent_id must be False (the policy serves any N)")
-    env: core.BatchEnv
+    env: base.BatchEnv
     if fallback:
         env = FallbackVectorEnv(
             map,
@@ -449,7 +449,7 @@ def train_nav(
 
 
 def _warm_start(
-    out_dir: Path, init: NavPolicy, env: core.BatchEnv, cfg: PPOConfig, algo: str, seed: int
+    out_dir: Path, init: NavPolicy, env: base.BatchEnv, cfg: PPOConfig, algo: str, seed: int
 ) -> None:
     """Write a step-0 checkpoint holding ``init``'s actor, for ``train(..., resume=True)``."""
     from fleetmind.rl.neural import ippo
@@ -464,21 +464,21 @@ def _warm_start(
     n, d = env.n_robots, env.obs_size
     _, lr = resolve_hyper(cfg, n, env_horizon(env))
     _, _, critic_seq, sample_seq, shuffle_seq = split_seed(seed)
-    critic = core.build_seeded(critic_seq, lambda: ippo.LocalCritic(d, n, cfg.hidden, False))
+    critic = base.build_seeded(critic_seq, lambda: ippo.LocalCritic(d, n, cfg.hidden, False))
     actor = Actor(d, env.n_actions, n, cfg.hidden, False)
     actor.load_state_dict(init.actor.state_dict())
     optimizer = torch.optim.Adam([*actor.parameters(), *critic.parameters()], lr=lr, eps=1e-5)
     agents = [f"robot_{i}" for i in range(n)]
-    core.save_checkpoint(
+    base.save_checkpoint(
         out_dir,
         {
             "algo": algo,
             "actor": actor.state_dict(),
             "critic": critic.state_dict(),
             "optimizer": optimizer.state_dict(),
-            "g_sample": core.torch_generator(sample_seq).get_state(),
-            "g_shuffle": core.torch_generator(shuffle_seq).get_state(),
-            "tracker": core.EpisodeTracker(env.num_envs, agents).state_dict(),
+            "g_sample": base.torch_generator(sample_seq).get_state(),
+            "g_shuffle": base.torch_generator(shuffle_seq).get_state(),
+            "tracker": base.EpisodeTracker(env.num_envs, agents).state_dict(),
             "losses": {"policy": [], "value": [], "entropy": [], "approx_kl": []},
             "steps": 0,
             "updates": 0,
@@ -520,7 +520,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.train:
         t0 = time.perf_counter()
 
-        def report(event: core.Event) -> None:
+        def report(event: base.Event) -> None:
             if event.kind == "update" and int(event.scalars["train/updates"]) % 20 == 0:
                 log.info("step %d: %s", event.step, event.scalars)
 

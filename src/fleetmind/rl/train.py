@@ -218,7 +218,7 @@ def _train_neural(
 ) -> TrainRun:
     import torch
 
-    from fleetmind.rl.neural import MODULES, core
+    from fleetmind.rl.neural import MODULES, base
 
     env_seed, _learn, eval_seed = (
         int(s.generate_state(1)[0]) for s in np.random.SeedSequence(seed).spawn(3)
@@ -234,10 +234,10 @@ def _train_neural(
     cfg = _config(algo, fields)
     module = importlib.import_module(MODULES[algo])
     writer = _tensorboard(out / "tb")
-    callbacks: list[core.Callback] = []
+    callbacks: list[base.Callback] = []
     if writer is not None:
 
-        def to_tensorboard(event: core.Event) -> None:
+        def to_tensorboard(event: base.Event) -> None:
             for key, value in event.scalars.items():
                 writer.add_scalar(key, value, event.step)
 

@@ -1,7 +1,7 @@
 """Rollout workers: the warehouse vector env split over workers, each stepping its own batch.
 
 :class:`ShardedVectorEnv` has the batched-env face the neural learners drive
-(:class:`fleetmind.rl.neural.core.BatchEnv`: ``reset``, ``step``, ``global_state``,
+(:class:`fleetmind.rl.neural.base.BatchEnv`: ``reset``, ``step``, ``global_state``,
 ``num_envs``, ``n_robots``, ``obs_size``, ``n_actions``, ``max_steps``), so every learner of
 :mod:`fleetmind.rl.neural` trains on it unchanged. Behind that face, ``num_envs`` worlds are
 split into ``workers`` shards, each a :func:`fleetmind.envs.make_vector` batch:

@@ -2,7 +2,7 @@
 
 :class:`LiveSession` builds the world, planner, executor and shield from a
 :class:`~fleetmind.eval.runner.RunConfig` exactly as ``fleetmind run`` does, and steps the
-:class:`~fleetmind.dispatch.loop.ControlLoop` at a chosen speed (ticks per second) while the
+:class:`~fleetmind.dispatch.control.ControlLoop` at a chosen speed (ticks per second) while the
 page watches. Play, pause, single step, speed and reset come from the page. After every tick
 the worker publishes an immutable frame (a plain dict); readers never take the stepping lock, so
 a slow planner in ``sync`` mode never blocks the web server.
@@ -24,8 +24,8 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import NDArray
 
+from fleetmind.dispatch.control import ControlLoop, LoopConfig
 from fleetmind.dispatch.faults import parse_fault
-from fleetmind.dispatch.loop import ControlLoop, LoopConfig
 from fleetmind.envs.warehouse import resolve_map
 from fleetmind.errors import ConfigError, FleetmindError
 from fleetmind.eval.recorder import RunRecorder

@@ -39,7 +39,7 @@ from fleetmind.dispatch.notes import rules
 from fleetmind.dispatch.notes.text import Candidates, RobotMention, TimeMention, extract, numbers_in
 from fleetmind.errors import ConfigError
 from fleetmind.llm.budgets import Budgets
-from fleetmind.llm.core import CallContext, ChatClient, Message
+from fleetmind.llm.chat import CallContext, ChatClient, Message
 from fleetmind.llm.structured import structured
 from fleetmind.sim.notes import Constraint, canonical
 

@@ -35,7 +35,7 @@ from torch import nn
 
 from fleetmind.errors import ConfigError
 from fleetmind.rl import hyper
-from fleetmind.rl.neural import core
+from fleetmind.rl.neural import base, buffers
 from fleetmind.rl.neural.ppo import env_horizon
 
 log = logging.getLogger(__name__)
@@ -106,13 +106,13 @@ class QNetwork(nn.Module):
         super().__init__()
         self.n_agents = n_agents
         self.agent_id = agent_id
-        self.net = core.mlp(
+        self.net = base.mlp(
             obs_size + (n_agents if agent_id else 0), n_actions, hidden, activation=nn.ReLU
         )
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         """Q-values of every agent."""
-        x = core.with_agent_id(obs, self.n_agents) if self.agent_id else obs
+        x = base.with_agent_id(obs, self.n_agents) if self.agent_id else obs
         out: torch.Tensor = self.net(x)
         return out
 
@@ -133,13 +133,13 @@ def epsilon_at(step: int, total: int, config: DQNConfig) -> float:
 
 
 def train_dqn(
-    env: core.BatchEnv,
+    env: base.BatchEnv,
     config: DQNConfig,
     *,
     mixer: Mixer | None,
     algo: str,
-    run: core.RunOptions,
-) -> core.TrainResult:
+    run: base.RunOptions,
+) -> base.TrainResult:
     """Run the shared Q-learning loop.
 
     Args:
@@ -170,18 +170,18 @@ def train_dqn(
     lr = float(config.lr) if config.lr is not None else BASE_LR * h.alpha / hyper.ALPHA_SINGLE
     h.sources["lr"] = "override" if config.lr is not None else f"rule: {BASE_LR} x alpha factor"
     env_seq, q_seq, _mixer_seq, explore_seq, sample_seq = split_seed(run.seed)
-    q_net = core.build_seeded(q_seq, lambda: QNetwork(d, a, n, config.hidden, config.agent_id))
+    q_net = base.build_seeded(q_seq, lambda: QNetwork(d, a, n, config.hidden, config.agent_id))
     target_q = copy.deepcopy(q_net)
     target_mixer = copy.deepcopy(mixer) if mixer is not None else None
     params = [*q_net.parameters(), *(mixer.parameters() if mixer is not None else [])]
     optimizer = torch.optim.Adam(params, lr=lr)
-    g_explore = core.torch_generator(explore_seq)
-    g_sample = core.torch_generator(sample_seq)
+    g_explore = base.torch_generator(explore_seq)
+    g_sample = base.torch_generator(sample_seq)
     use_state = mixer is not None and bool(getattr(mixer, "needs_state", True))
     state = env.global_state() if use_state else None
     state_size = state.shape[-1] if state is not None else 0
-    buffer = core.ReplayBuffer(config.buffer_size, n, d, state_size)
-    tracker = core.EpisodeTracker(b, agents)
+    buffer = buffers.ReplayBuffer(config.buffer_size, n, d, state_size)
+    tracker = base.EpisodeTracker(b, agents)
     losses: dict[str, list[float]] = {"td": [], "q_mean": [], "epsilon": []}
     done_steps = updates = batched_steps = 0
     resolved = {
@@ -215,7 +215,7 @@ def train_dqn(
 
     def checkpoint() -> None:
         assert out_dir is not None
-        core.save_checkpoint(
+        base.save_checkpoint(
             out_dir,
             {
                 "algo": algo,
@@ -233,7 +233,7 @@ def train_dqn(
                 "config": resolved,
             },
         )
-        core.emit(callbacks, core.Event("checkpoint", done_steps))
+        base.emit(callbacks, base.Event("checkpoint", done_steps))
 
     env_seed = int(env_seq.generate_state(updates + 1)[-1])
     obs, _ = env.reset(seed=env_seed)
@@ -281,7 +281,7 @@ def train_dqn(
         for ep in closed:
             scal = {f"train/agent/{ag}/return": r for ag, r in ep.items()}
             scal["train/episode_return_mean"] = float(np.mean(list(ep.values())))
-            core.emit(callbacks, core.Event("episode", done_steps, scal))
+            base.emit(callbacks, base.Event("episode", done_steps, scal))
         obs, state = next_obs, next_state
 
         # ---- learn
@@ -317,9 +317,9 @@ def train_dqn(
         losses["q_mean"].append(q_taken.mean().item())
         losses["epsilon"].append(eps)
         if updates % 50 == 0:
-            core.emit(
+            base.emit(
                 callbacks,
-                core.Event(
+                base.Event(
                     "update",
                     done_steps,
                     {f"train/loss/{k}": float(np.mean(v[-50:])) for k, v in losses.items()}
@@ -330,7 +330,7 @@ def train_dqn(
             checkpoint()
     if out_dir is not None:
         checkpoint()
-    result = core.train_result(
+    result = base.train_result(
         algo,
         tracker,
         steps=done_steps,
@@ -352,9 +352,9 @@ def split_seed(seed: int) -> list[np.random.SeedSequence]:
 
 def learner(
     algo: str,
-    make_mixer: Callable[[core.BatchEnv, DQNConfig], Mixer] | None,
+    make_mixer: Callable[[base.BatchEnv, DQNConfig], Mixer] | None,
     doc: str,
-) -> core.Learner[DQNConfig]:
+) -> base.Learner[DQNConfig]:
     """A Q-learner's ``train``: the mixer (if any) built from the run's seed, then train_dqn.
 
     Args:
@@ -363,12 +363,12 @@ def learner(
         doc: the ``train`` docstring.
     """
 
-    def run(env: core.BatchEnv, cfg: DQNConfig, options: core.RunOptions) -> core.TrainResult:
+    def run(env: base.BatchEnv, cfg: DQNConfig, options: base.RunOptions) -> base.TrainResult:
         mixer = (
-            core.build_seeded(split_seed(options.seed)[2], lambda: make_mixer(env, cfg))
+            base.build_seeded(split_seed(options.seed)[2], lambda: make_mixer(env, cfg))
             if make_mixer is not None
             else None
         )
         return train_dqn(env, cfg, mixer=mixer, algo=algo, run=options)
 
-    return core.Learner(run, DQNConfig, doc)
+    return base.Learner(run, DQNConfig, doc)

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from fleetmind.rl.neural import core
+from fleetmind.rl.neural import base
 from fleetmind.rl.neural.ppo import PPOConfig, learner
 
 __all__ = ["LocalCritic", "PPOConfig", "train"]
@@ -34,11 +34,11 @@ class LocalCritic(nn.Module):
         super().__init__()
         self.n_agents = n_agents
         self.agent_id = agent_id
-        self.net = core.mlp(obs_size + (n_agents if agent_id else 0), 1, hidden)
+        self.net = base.mlp(obs_size + (n_agents if agent_id else 0), 1, hidden)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         """Value of each agent's observation."""
-        x = core.with_agent_id(obs, self.n_agents) if self.agent_id else obs
+        x = base.with_agent_id(obs, self.n_agents) if self.agent_id else obs
         out: torch.Tensor = self.net(x)[..., 0]
         return out
 
@@ -49,7 +49,7 @@ train = learner(
     lambda env, cfg: LocalCritic(env.obs_size, env.n_robots, cfg.hidden, cfg.agent_id),
     """Train IPPO on a batched multi-agent env (``make_vector(...)`` or an adapter).
 
-    The result's ``policy`` is the shared actor; see :class:`fleetmind.rl.neural.core.Learner`
+    The result's ``policy`` is the shared actor; see :class:`fleetmind.rl.neural.base.Learner`
     for the arguments.
     """,
 )

@@ -26,6 +26,6 @@ train = learner(
     """Train independent DQN learners on a batched multi-agent env.
 
     The result's ``policy`` is the shared Q-network; see
-    :class:`fleetmind.rl.neural.core.Learner` for the arguments.
+    :class:`fleetmind.rl.neural.base.Learner` for the arguments.
     """,
 )

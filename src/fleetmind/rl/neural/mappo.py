@@ -21,7 +21,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from fleetmind.rl.neural import core
+from fleetmind.rl.neural import base
 from fleetmind.rl.neural.ppo import PPOConfig, learner
 
 __all__ = ["CentralCritic", "PPOConfig", "train"]
@@ -33,12 +33,12 @@ class CentralCritic(nn.Module):
     def __init__(self, state_size: int, n_agents: int, hidden: Sequence[int]) -> None:
         super().__init__()
         self.n_agents = n_agents
-        self.net = core.mlp(state_size + n_agents, 1, hidden)
+        self.net = base.mlp(state_size + n_agents, 1, hidden)
 
     def forward(self, state: torch.Tensor) -> torch.Tensor:
         """Value of the state for each agent."""
         per_agent = state.unsqueeze(-2).expand(*state.shape[:-1], self.n_agents, state.shape[-1])
-        out: torch.Tensor = self.net(core.with_agent_id(per_agent, self.n_agents))[..., 0]
+        out: torch.Tensor = self.net(base.with_agent_id(per_agent, self.n_agents))[..., 0]
         return out
 
 
@@ -48,7 +48,7 @@ train = learner(
     lambda env, cfg: CentralCritic(int(env.global_state().shape[-1]), env.n_robots, cfg.hidden),
     """Train MAPPO on a batched multi-agent env with ``global_state()``.
 
-    The result's ``policy`` is the shared actor; see :class:`fleetmind.rl.neural.core.Learner`
+    The result's ``policy`` is the shared actor; see :class:`fleetmind.rl.neural.base.Learner`
     for the arguments.
     """,
 )

@@ -6,7 +6,7 @@ input is the only difference between the two algorithms: the agent's own observa
 Each agent learns from its own reward (the env's reward mode decides what that is).
 
 Per update: collect ``rollout_len`` batched steps of every world; GAE(lambda) advantages per
-agent (bootstrap on truncation, none on termination; see :func:`fleetmind.rl.neural.core.gae`);
+agent (bootstrap on truncation, none on termination; see :func:`fleetmind.rl.neural.buffers.gae`);
 ``epochs`` passes of clipped-surrogate PPO over ``minibatches`` shuffled minibatches of
 (step, world) pairs, all agents of a pair together.
 
@@ -35,7 +35,7 @@ from torch import nn
 
 from fleetmind.errors import ConfigError
 from fleetmind.rl import hyper
-from fleetmind.rl.neural import core
+from fleetmind.rl.neural import base, buffers
 
 log = logging.getLogger(__name__)
 
@@ -108,13 +108,13 @@ class Actor(nn.Module):
         self.obs_size = obs_size
         self.n_actions = n_actions
         self.hidden = tuple(hidden)
-        self.net = core.mlp(
+        self.net = base.mlp(
             obs_size + (n_agents if agent_id else 0), n_actions, hidden, out_gain=0.01
         )
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         """Logits of every agent."""
-        x = core.with_agent_id(obs, self.n_agents) if self.agent_id else obs
+        x = base.with_agent_id(obs, self.n_agents) if self.agent_id else obs
         out: torch.Tensor = self.net(x)
         return out
 
@@ -155,18 +155,18 @@ def split_seed(seed: int) -> list[np.random.SeedSequence]:
 
 
 def train_ppo(
-    env: core.BatchEnv,
+    env: base.BatchEnv,
     config: PPOConfig,
     *,
     critic: nn.Module,
     critic_kind: CriticKind,
     algo: str,
-    run: core.RunOptions,
-) -> core.TrainResult:
+    run: base.RunOptions,
+) -> base.TrainResult:
     """Run parameter-shared PPO on a batched multi-agent env.
 
     Args:
-        env: the batched env (see :class:`fleetmind.rl.neural.core.BatchEnv`).
+        env: the batched env (see :class:`fleetmind.rl.neural.base.BatchEnv`).
         config: hyperparameters.
         critic: the critic module (``(..., N, D)`` obs or ``(..., S)`` state -> ``(..., N)``),
             built by the caller from ``split_seed(seed)[2]``.
@@ -184,13 +184,13 @@ def train_ppo(
     agents = [f"robot_{i}" for i in range(n)]
     h, lr = resolve_hyper(config, n, env_horizon(env))
     env_seq, actor_seq, _critic_seq, sample_seq, shuffle_seq = split_seed(run.seed)
-    actor = core.build_seeded(actor_seq, lambda: Actor(d, a, n, config.hidden, config.agent_id))
+    actor = base.build_seeded(actor_seq, lambda: Actor(d, a, n, config.hidden, config.agent_id))
     assert isinstance(actor, Actor)
     params = [*actor.parameters(), *critic.parameters()]
     optimizer = torch.optim.Adam(params, lr=lr, eps=1e-5)
-    g_sample = core.torch_generator(sample_seq)
-    g_shuffle = core.torch_generator(shuffle_seq)
-    tracker = core.EpisodeTracker(b, agents)
+    g_sample = base.torch_generator(sample_seq)
+    g_shuffle = base.torch_generator(shuffle_seq)
+    tracker = base.EpisodeTracker(b, agents)
     losses: dict[str, list[float]] = {"policy": [], "value": [], "entropy": [], "approx_kl": []}
     done_steps = updates = 0
     resolved = {
@@ -221,7 +221,7 @@ def train_ppo(
 
     def checkpoint() -> None:
         assert out_dir is not None
-        core.save_checkpoint(
+        base.save_checkpoint(
             out_dir,
             {
                 "algo": algo,
@@ -237,13 +237,13 @@ def train_ppo(
                 "config": resolved,
             },
         )
-        core.emit(callbacks, core.Event("checkpoint", done_steps))
+        base.emit(callbacks, base.Event("checkpoint", done_steps))
 
     # A resumed run starts fresh episodes from a seed that depends on where it resumes.
     env_seed = int(env_seq.generate_state(updates + 1)[-1])
     obs, _ = env.reset(seed=env_seed)
     state = env.global_state() if critic_kind == "global" else None
-    buf = core.RolloutBuffer(
+    buf = buffers.RolloutBuffer(
         config.rollout_len, b, n, d, state.shape[-1] if state is not None else 0
     )
     start_steps = done_steps
@@ -262,7 +262,7 @@ def train_ppo(
         with torch.no_grad():
             for _ in range(config.rollout_len):
                 logits = actor(torch.from_numpy(obs))
-                act = core.sample_categorical(logits, g_sample)
+                act = base.sample_categorical(logits, g_sample)
                 logp = torch.log_softmax(logits, -1).gather(-1, act[..., None])[..., 0]
                 value = values_of(obs, state)
                 next_obs, rewards, term, trunc, info = env.step(act.numpy())
@@ -291,7 +291,7 @@ def train_ppo(
                 for ep in closed:
                     scal = {f"train/agent/{ag}/return": r for ag, r in ep.items()}
                     scal["train/episode_return_mean"] = float(np.mean(list(ep.values())))
-                    core.emit(callbacks, core.Event("episode", done_steps, scal))
+                    base.emit(callbacks, base.Event("episode", done_steps, scal))
                 obs = next_obs
                 state = env.global_state() if critic_kind == "global" else None
             last_value = values_of(obs, state).numpy()
@@ -338,9 +338,9 @@ def train_ppo(
         updates += 1
         for k, v in stats.items():
             losses[k].append(float(np.mean(v)))
-        core.emit(
+        base.emit(
             callbacks,
-            core.Event(
+            base.Event(
                 "update",
                 done_steps,
                 {f"train/loss/{k}": losses[k][-1] for k in losses}
@@ -351,7 +351,7 @@ def train_ppo(
             checkpoint()
     if out_dir is not None:
         checkpoint()
-    result = core.train_result(
+    result = base.train_result(
         algo,
         tracker,
         steps=done_steps,
@@ -369,9 +369,9 @@ def train_ppo(
 def learner(
     algo: str,
     critic_kind: CriticKind,
-    make_critic: Callable[[core.BatchEnv, PPOConfig], nn.Module],
+    make_critic: Callable[[base.BatchEnv, PPOConfig], nn.Module],
     doc: str,
-) -> core.Learner[PPOConfig]:
+) -> base.Learner[PPOConfig]:
     """A PPO learner's ``train``: the critic built from the run's seed, then :func:`train_ppo`.
 
     Args:
@@ -381,8 +381,8 @@ def learner(
         doc: the ``train`` docstring.
     """
 
-    def run(env: core.BatchEnv, cfg: PPOConfig, options: core.RunOptions) -> core.TrainResult:
-        critic = core.build_seeded(split_seed(options.seed)[2], lambda: make_critic(env, cfg))
+    def run(env: base.BatchEnv, cfg: PPOConfig, options: base.RunOptions) -> base.TrainResult:
+        critic = base.build_seeded(split_seed(options.seed)[2], lambda: make_critic(env, cfg))
         return train_ppo(env, cfg, critic=critic, critic_kind=critic_kind, algo=algo, run=options)
 
-    return core.Learner(run, PPOConfig, doc)
+    return base.Learner(run, PPOConfig, doc)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from fleetmind.rl.neural import core
+from fleetmind.rl.neural import base
 from fleetmind.rl.neural.dqn import DQNConfig, learner
 
 __all__ = ["DQNConfig", "QMixer", "train"]
@@ -38,10 +38,10 @@ class QMixer(nn.Module):
         super().__init__()
         self.n_agents = n_agents
         self.embed = embed
-        self.hyper_w1 = core.mlp(state_size, n_agents * embed, (embed,), activation=nn.ReLU)
+        self.hyper_w1 = base.mlp(state_size, n_agents * embed, (embed,), activation=nn.ReLU)
         self.hyper_b1 = nn.Linear(state_size, embed)
-        self.hyper_w2 = core.mlp(state_size, embed, (embed,), activation=nn.ReLU)
-        self.hyper_b2 = core.mlp(state_size, 1, (embed,), activation=nn.ReLU)
+        self.hyper_w2 = base.mlp(state_size, embed, (embed,), activation=nn.ReLU)
+        self.hyper_b2 = base.mlp(state_size, 1, (embed,), activation=nn.ReLU)
 
     def forward(self, q: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
         """``(batch, N)`` chosen Q-values and ``(batch, S)`` states -> ``(batch,)`` ``Q_tot``."""
@@ -61,6 +61,6 @@ train = learner(
     """Train QMIX on a batched multi-agent env with ``global_state()``.
 
     The result's ``policy`` is the shared Q-network; see
-    :class:`fleetmind.rl.neural.core.Learner` for the arguments.
+    :class:`fleetmind.rl.neural.base.Learner` for the arguments.
     """,
 )

@@ -40,6 +40,6 @@ train = learner(
     """Train VDN (the env's ``global_state()`` is stored but unused by the sum).
 
     The result's ``policy`` is the shared Q-network; see
-    :class:`fleetmind.rl.neural.core.Learner` for the arguments.
+    :class:`fleetmind.rl.neural.base.Learner` for the arguments.
     """,
 )

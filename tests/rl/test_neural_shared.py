@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from fleetmind.rl.neural import core
+from fleetmind.rl.neural import base, buffers
 
 torch.set_num_threads(1)
 
@@ -55,14 +55,14 @@ def test_discounted_returns_match_reference() -> None:
     r = rng.normal(size=(12, 3))
     ends = rng.random((12, 3)) < 0.2
     last = rng.normal(size=3)
-    got = core.discounted_returns(r, ends, 0.9, last)
+    got = buffers.discounted_returns(r, ends, 0.9, last)
     for j in range(3):
         want = ref_returns(list(r[:, j]), list(ends[:, j]), 0.9, float(last[j]))
         np.testing.assert_allclose(got[:, j], want, rtol=1e-12)
 
 
 def test_discounted_returns_simple_numbers() -> None:
-    got = core.discounted_returns(np.array([1.0, 1.0, 1.0]), np.array([False] * 3), 0.5, 4.0)
+    got = buffers.discounted_returns(np.array([1.0, 1.0, 1.0]), np.array([False] * 3), 0.5, 4.0)
     # 1 + 0.5 * (1 + 0.5 * (1 + 0.5 * 4))
     np.testing.assert_allclose(got, [2.25, 2.5, 3.0])
 
@@ -82,8 +82,8 @@ def test_gae_matches_reference_with_termination_and_truncation(lam: float) -> No
     trunc[3, 1] = True
     term[15, 2] = True
     trunc[19, 2] = True  # truncated on the very last step
-    nv = core.next_values(v, last, trunc, fv)
-    adv, ret = core.gae(r, v, nv, term, trunc, 0.97, lam)
+    nv = buffers.next_values(v, last, trunc, fv)
+    adv, ret = buffers.gae(r, v, nv, term, trunc, 0.97, lam)
     for bi in range(b):
         for ai in range(n):
             want = ref_gae(
@@ -104,8 +104,8 @@ def test_gae_bootstraps_truncation_but_not_termination() -> None:
     r = np.array([1.0])
     v = np.array([0.5])
     final = np.array([10.0])
-    t_adv, _ = core.gae(r, v, final, np.array([True]), np.array([False]), 0.9, 0.95)
-    c_adv, _ = core.gae(r, v, final, np.array([False]), np.array([True]), 0.9, 0.95)
+    t_adv, _ = buffers.gae(r, v, final, np.array([True]), np.array([False]), 0.9, 0.95)
+    c_adv, _ = buffers.gae(r, v, final, np.array([False]), np.array([True]), 0.9, 0.95)
     assert t_adv[0] == pytest.approx(1.0 - 0.5)
     assert c_adv[0] == pytest.approx(1.0 + 0.9 * 10.0 - 0.5)
 
@@ -114,15 +114,15 @@ def test_gae_lambda_one_equals_bootstrapped_returns() -> None:
     rng = np.random.default_rng(2)
     r = rng.normal(size=10)
     v = rng.normal(size=10)
-    nv = core.next_values(v, np.array(3.0), np.zeros(10, bool), np.zeros(10))
-    _, ret = core.gae(r, v, nv, np.zeros(10, bool), np.zeros(10, bool), 0.9, 1.0)
-    np.testing.assert_allclose(ret, core.discounted_returns(r, np.zeros(10, bool), 0.9, 3.0))
+    nv = buffers.next_values(v, np.array(3.0), np.zeros(10, bool), np.zeros(10))
+    _, ret = buffers.gae(r, v, nv, np.zeros(10, bool), np.zeros(10, bool), 0.9, 1.0)
+    np.testing.assert_allclose(ret, buffers.discounted_returns(r, np.zeros(10, bool), 0.9, 3.0))
 
 
 def test_rollout_buffer_compute_and_minibatches() -> None:
     rng = np.random.default_rng(3)
     t_len, b, n, d = 6, 2, 3, 4
-    buf = core.RolloutBuffer(t_len, b, n, d, state_size=5)
+    buf = buffers.RolloutBuffer(t_len, b, n, d, state_size=5)
     trunc_flags = np.zeros((t_len, b), dtype=bool)
     trunc_flags[2, 1] = True
     for t in range(t_len):
@@ -171,7 +171,7 @@ def test_rollout_buffer_compute_and_minibatches() -> None:
 
 
 def test_replay_buffer_wraps_and_samples_stored_rows() -> None:
-    buf = core.ReplayBuffer(5, n_agents=2, obs_size=3, state_size=4)
+    buf = buffers.ReplayBuffer(5, n_agents=2, obs_size=3, state_size=4)
     for k in range(7):
         buf.add(
             obs=np.full((1, 2, 3), k, np.float32),
@@ -192,17 +192,17 @@ def test_replay_buffer_wraps_and_samples_stored_rows() -> None:
     torch.testing.assert_close(batch["state"][:, 0], ks + 0.5)
     torch.testing.assert_close(batch["terminated"], (ks == 6).float())
     with pytest.raises(IndexError):
-        core.ReplayBuffer(3, 1, 1).sample(1, torch.Generator())
+        buffers.ReplayBuffer(3, 1, 1).sample(1, torch.Generator())
 
 
 def test_agent_id_and_mlp_shapes() -> None:
     x = torch.zeros(4, 3, 7)
-    y = core.with_agent_id(x, 3)
+    y = base.with_agent_id(x, 3)
     assert y.shape == (4, 3, 10)
     torch.testing.assert_close(y[0, :, 7:], torch.eye(3))
     with pytest.raises(ValueError, match="3 agents"):
-        core.with_agent_id(torch.zeros(4, 2, 7), 3)
-    net = core.mlp(10, 5, (16,))
+        base.with_agent_id(torch.zeros(4, 2, 7), 3)
+    net = base.mlp(10, 5, (16,))
     assert net(y).shape == (4, 3, 5)
 
 
@@ -211,30 +211,30 @@ def test_seeding_is_reproducible_and_leaves_global_rng_alone() -> None:
     before = torch.rand(1)
     torch.manual_seed(123)
     seq = np.random.SeedSequence(7)
-    a = core.build_seeded(seq, lambda: core.mlp(4, 2))
+    a = base.build_seeded(seq, lambda: base.mlp(4, 2))
     after = torch.rand(1)
-    b = core.build_seeded(np.random.SeedSequence(7), lambda: core.mlp(4, 2))
-    c = core.build_seeded(np.random.SeedSequence(8), lambda: core.mlp(4, 2))
+    b = base.build_seeded(np.random.SeedSequence(7), lambda: base.mlp(4, 2))
+    c = base.build_seeded(np.random.SeedSequence(8), lambda: base.mlp(4, 2))
     assert torch.equal(before, after)
     for pa, pb in zip(a.parameters(), b.parameters(), strict=True):
         assert torch.equal(pa, pb)
     assert not torch.equal(next(a.parameters()), next(c.parameters()))
     logits = torch.randn(50, 5)
-    s1 = core.sample_categorical(logits, core.torch_generator(np.random.SeedSequence(3)))
-    s2 = core.sample_categorical(logits, core.torch_generator(np.random.SeedSequence(3)))
+    s1 = base.sample_categorical(logits, base.torch_generator(np.random.SeedSequence(3)))
+    s2 = base.sample_categorical(logits, base.torch_generator(np.random.SeedSequence(3)))
     assert torch.equal(s1, s2)
     assert s1.shape == (50,)
 
 
 def test_sample_categorical_follows_probabilities() -> None:
     logits = torch.log(torch.tensor([[0.7, 0.2, 0.1, 0.0, 0.0]]).expand(20000, 5))
-    s = core.sample_categorical(logits, torch.Generator().manual_seed(0))
+    s = base.sample_categorical(logits, torch.Generator().manual_seed(0))
     freq = torch.bincount(s, minlength=5).float() / len(s)
     torch.testing.assert_close(freq, torch.tensor([0.7, 0.2, 0.1, 0.0, 0.0]), atol=0.02, rtol=0)
 
 
 def test_episode_tracker_records_per_agent_returns() -> None:
-    tr = core.EpisodeTracker(2, ["robot_0", "robot_1"])
+    tr = base.EpisodeTracker(2, ["robot_0", "robot_1"])
     tr.update(np.array([[1.0, 2.0], [3.0, 4.0]]), np.array([False, False]), 2)
     closed = tr.update(
         np.array([[1.0, 0.0], [0.0, 1.0]]),
@@ -251,7 +251,7 @@ def test_episode_tracker_records_per_agent_returns() -> None:
 
 
 def test_episode_tracker_keeps_peaks_of_learned_rewards() -> None:
-    tr = core.EpisodeTracker(1, ["robot_0"])
+    tr = base.EpisodeTracker(1, ["robot_0"])
     tr.update(np.array([[-3.0]]), np.array([False]), 1, learned=np.array([[-1.0]]))
     tr.update(np.array([[0.5]]), np.array([True]), 2, learned=np.array([[0.25]]))
     tr.update(np.array([[2.0]]), np.array([True]), 3)

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from fleetmind.llm.budgets import Budgets
-from fleetmind.llm.loop import ToolLoop
 from fleetmind.llm.parse import CallTool, Finish
+from fleetmind.llm.tool_loop import ToolLoop
 from fleetmind.llm.tools import Tool, call_key
 from fleetmind.testing.fake_server import FakeChatServer, Reply
 

@@ -30,7 +30,7 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from fleetmind.llm.budgets import Budgets, Clock, ErrorKind
-from fleetmind.llm.core import CallContext, ChatClient, Message, report_outcome
+from fleetmind.llm.chat import CallContext, ChatClient, Message, report_outcome
 from fleetmind.llm.errors import (
     ActionParseError,
     BudgetExceeded,

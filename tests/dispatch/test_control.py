@@ -6,9 +6,9 @@ import time
 
 import pytest
 
+from fleetmind.dispatch.control import ControlLoop, LoopConfig
 from fleetmind.dispatch.executors import ShortestPathExecutor
 from fleetmind.dispatch.faults import parse_fault
-from fleetmind.dispatch.loop import ControlLoop, LoopConfig
 from fleetmind.dispatch.planners import AssignmentPlanner, GreedyPlanner
 from fleetmind.dispatch.plans import PlanOutcome, Snapshot
 from fleetmind.errors import ConfigError

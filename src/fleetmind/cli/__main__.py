@@ -1,0 +1,5 @@
+"""``python -m fleetmind.cli``: the ``fleetmind`` command."""
+
+from fleetmind.cli import main
+
+main()

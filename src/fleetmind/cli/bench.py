@@ -1,0 +1,198 @@
+"""``fleetmind bench ...``: every benchmark, one command per module of :mod:`fleetmind.bench`."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from fleetmind.cli.common import (
+    JsonFlag,
+    RayAddress,
+    app,
+    err_console,
+    print_json,
+    show,
+)
+
+bench_app = typer.Typer(
+    help="The project's own benchmarks, as a table or JSON.", no_args_is_help=True
+)
+app.add_typer(bench_app, name="bench")
+
+
+@bench_app.command("sim")
+def bench_sim(
+    quick: Annotated[bool, typer.Option(help="Short timing windows (a smoke run).")] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """Simulator speed: env and agent steps/s, single and vector env, against rware."""
+    from fleetmind.bench import sim as bench
+
+    result = bench.run(quick=quick)
+    show(result, as_json=as_json, table=bench.format_table)
+
+
+@bench_app.command("dispatch")
+def bench_dispatch(
+    quick: Annotated[bool, typer.Option(help="Smoke-sized cases (about a minute).")] = False,
+    llm: Annotated[
+        bool, typer.Option("--llm/--no-llm", help="Include the embedded-LLM planners.")
+    ] = True,
+    as_json: JsonFlag = False,
+) -> None:
+    """Dispatch targets: planners on text constraints, RL vs shortest path, latency, scaling."""
+    from fleetmind.bench import dispatch as bench
+
+    result = bench.run(quick=quick, llm=llm)
+    show(result, as_json=as_json)
+
+
+@bench_app.command("learn")
+def bench_learn(
+    quick: Annotated[bool, typer.Option(help="Short runs (a smoke run, under a minute).")] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """Learners: samples/s of each neural learner; time for the nav policy to reach 95%."""
+    from fleetmind.bench import learn as bench
+
+    result = bench.run(quick=quick)
+    show(result, as_json=as_json, table=bench.format_table)
+
+
+@bench_app.command("ray")
+def bench_ray(
+    quick: Annotated[bool, typer.Option(help="Smaller sweeps and rollouts.")] = False,
+    ray_address: RayAddress = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Ray scale-out: sweep wall time and rollout samples/s with 1 and 2 workers."""
+    from fleetmind.bench import ray as bench
+
+    result = bench.run(quick=quick, address=ray_address)
+    show(result, as_json=as_json, table=bench.format_table)
+
+
+@bench_app.command("llm")
+def bench_llm(
+    quick: Annotated[bool, typer.Option(help="Fewer prompts and calls (a smoke run).")] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """LLM runtime: overhead per call, embedded tokens/s, valid-JSON rate."""
+    from fleetmind.bench import llm as bench
+
+    result = bench.run(quick=quick)
+    show(result, as_json=as_json)
+
+
+def _int_list(text: str, option: str) -> list[int]:
+    """Parse a comma-separated list of integers (``0,1,2``) given to ``option``."""
+    from fleetmind.errors import ConfigError
+
+    try:
+        return [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise ConfigError(
+            f"{option}: expected integers separated by commas, got {text!r}"
+        ) from None
+
+
+@bench_app.command("safety")
+def bench_safety(
+    robots: Annotated[str, typer.Option(help="Comma-separated fleet sizes.")] = "10,100,1000",
+    height: Annotated[int, typer.Option(help="Grid rows.")] = 140,
+    width: Annotated[int, typer.Option(help="Grid columns.")] = 500,
+    ticks: Annotated[int, typer.Option(help="Ticks timed per fleet size.")] = 50,
+    seed: Annotated[int, typer.Option(help="Seed of placements, goals and tie-breaks.")] = 0,
+    as_json: JsonFlag = False,
+) -> None:
+    """Shield: milliseconds per tick of conflict resolution for 10 to 1,000 robots."""
+    from fleetmind.bench import safety as bench
+
+    sizes = _int_list(robots, "--robots")
+    result = bench.run(sizes, height=height, width=width, ticks=ticks, seed=seed)
+    show(result, as_json=as_json, table=bench.format_table)
+
+
+@bench_app.command("free-riding")
+def bench_free_riding(
+    robots: Annotated[int, typer.Option(help="Fleet size.")] = 2,
+    modes: Annotated[
+        str, typer.Option(help="Comma-separated reward modes.")
+    ] = "shared,individual,mixed(0.5),difference",
+    seeds: Annotated[str, typer.Option(help="Comma-separated root seeds, one run each.")] = "0,1,2",
+    episodes: Annotated[int, typer.Option(help="Training episodes per run.")] = 1000,
+    episode_len: Annotated[int, typer.Option(help="Ticks per episode.")] = 200,
+    order_rate: Annotated[
+        float | None, typer.Option(help="Poisson orders per tick. [default: lifelong]")
+    ] = None,
+    eval_episodes: Annotated[int, typer.Option(help="Greedy episodes after training.")] = 5,
+    eps_start: Annotated[float, typer.Option(help="Exploration rate of the first episode.")] = 1.0,
+    eps_min: Annotated[float, typer.Option(help="Exploration floor.")] = 0.05,
+    eps_reach: Annotated[
+        float, typer.Option(help="Share of training after which epsilon reaches the floor.")
+    ] = 0.6,
+    baseline: Annotated[float, typer.Option(help="Constant added to every learner reward.")] = 0.0,
+    map_name: Annotated[str, typer.Option("--map", help="Map preset or file.")] = "warehouse-tiny",
+    workers: Annotated[int, typer.Option(help="Processes running runs in parallel.")] = 1,
+    out: Annotated[
+        Path | None, typer.Option(help="Write metrics.json, curves.csv and curves.png here.")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print metrics.json.")] = False,
+) -> None:
+    """Free-riding under reward modes on warehouse-tiny (FIELD-NOTES §5.2); -v shows progress."""
+    from fleetmind.bench import free_riding as bench
+
+    metrics = bench.free_riding(
+        robots=robots,
+        modes=[m.strip() for m in modes.split(",") if m.strip()],
+        seeds=_int_list(seeds, "--seeds"),
+        episodes=episodes,
+        episode_len=episode_len,
+        order_rate=order_rate,
+        out_dir=out,
+        eval_episodes=eval_episodes,
+        eps_start=eps_start,
+        eps_min=eps_min,
+        eps_reach=eps_reach,
+        baseline=baseline,
+        map_name=map_name,
+        workers=workers,
+    )
+    if as_json:
+        print_json(metrics)
+    else:
+        sys.stdout.write(bench.format_table(metrics) + "\n")
+
+
+@bench_app.command("lorr")
+def bench_lorr(
+    instances: Annotated[
+        str, typer.Option(help="Comma-separated instances.")
+    ] = "2024/warehouse_large_5000,2024/sortation_large_2000",
+    levers: Annotated[
+        str, typer.Option(help="Comma-separated lever sets.")
+    ] = "plain,highway,highway+task-length,highway+trade",
+    steps: Annotated[int | None, typer.Option(help="Steps. [default: best-known's]")] = None,
+    time_limit: Annotated[float, typer.Option(help="Seconds per step (0: none).")] = 1.0,
+    curves: Annotated[bool, typer.Option(help="Also the 2023 team-size curves.")] = True,
+    curve_steps: Annotated[int, typer.Option(help="Steps of each 2023 run.")] = 1000,
+    quick: Annotated[bool, typer.Option(help="A 200-step smoke run.")] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """LoRR: 2024 instances against their best-known results, per lever set; 2023 curves."""
+    from fleetmind.bench import lorr as bench
+
+    result = bench.run(
+        instances=[s for s in instances.split(",") if s],
+        lever_sets=[s for s in levers.split(",") if s],
+        steps=steps,
+        time_limit=time_limit or None,
+        curves=curves,
+        curve_steps=curve_steps,
+        quick=quick,
+        progress=None if as_json else lambda line: err_console.print(line, markup=False),
+    )
+    show(result, as_json=as_json, table=bench.format_table)

@@ -1,0 +1,162 @@
+"""What every command shares: the Typer app, the consoles, shared options, printing helpers."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+app = typer.Typer(
+    name="fleetmind",
+    help="Run a warehouse robot fleet with a planner, an executor and a shield.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+console = Console()
+err_console = Console(stderr=True)
+state: dict[str, bool] = {"debug": False}
+
+EXIT_BAD_INPUT = 2
+
+# Options several commands share, declared once.
+LLMBaseUrl = Annotated[
+    str | None, typer.Option(help="OpenAI-compatible base URL (default: the embedded model).")
+]
+LLMModel = Annotated[str | None, typer.Option(help="Model name to request.")]
+LLMApiKey = Annotated[str | None, typer.Option(help="API key (never recorded).")]
+RayAddress = Annotated[
+    str | None, typer.Option(help="Ray cluster address (default: start a local Ray).")
+]
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print the result as JSON.")]
+DEMO_OUT = Path("runs/demo")
+TRAIN_OUT = Path("runs/train")
+
+
+@app.callback()
+def _main(
+    debug: Annotated[
+        bool, typer.Option("--debug", help="Show tracebacks instead of one-line errors.")
+    ] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log at INFO level.")] = False,
+) -> None:
+    """fleetmind: planner (LLM or solver), executor (RL or shortest path), shield (rules)."""
+    state["debug"] = debug
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
+
+
+def print_json(data: Any) -> None:
+    """Print ``data`` as indented JSON on stdout (for scripts)."""
+    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+
+
+def show(result: Any, *, as_json: bool, table: Any = None) -> None:
+    """Print a benchmark result: JSON for scripts, else its Rich table (or pretty JSON)."""
+    if as_json:
+        print_json(result)
+    elif table is not None:
+        console.print(table(result))
+    else:
+        console.print_json(data=result, default=str)
+
+
+def progress_run(
+    cfg: Any,
+    out: Path | None,
+    *,
+    label: str,
+    quiet: bool,
+    client: Any = None,
+    overwrite: bool = False,
+) -> dict[str, Any]:
+    """Run one strategy with a Rich progress bar (ETA) unless quiet."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from fleetmind.eval.runner import execute
+
+    if quiet:
+        return execute(cfg, out, client=client, overwrite=overwrite)
+    with Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total} ticks"),
+        TimeRemainingColumn(),
+        console=err_console,
+        transient=True,
+    ) as bar:
+        task = bar.add_task(label, total=cfg.steps)
+        return execute(
+            cfg,
+            out,
+            progress=lambda k: bar.update(task, completed=k),
+            client=client,
+            overwrite=overwrite,
+        )
+
+
+KPI_ROWS = (
+    ("tasks_completed", "tasks completed"),
+    ("throughput", "throughput (tasks/tick)"),
+    ("on_time_rate", "on-time rate"),
+    ("priority_weighted_throughput", "priority-weighted throughput"),
+    ("constraint_violations", "constraint violations (structured/text)"),
+    ("orders_stranded", "orders stranded (undelivered, past due)"),
+    ("notes_needs_review", "notes sent to review"),
+    ("collisions", "collisions executed"),
+    ("shield_interventions", "shield interventions"),
+    ("step_latency_ms", "step latency p50/p99 ms"),
+    ("planner_calls", "planner calls"),
+    ("llm_tokens", "LLM tokens (prompt+completion)"),
+    ("planner_fallbacks", "planner fallbacks"),
+)
+
+
+def _kpi(m: dict[str, Any], key: str) -> str:
+    if key not in m and key != "llm_tokens":
+        return "-"
+    if key == "constraint_violations":
+        v = m[key]
+        return f"{v['structured']}/{v['text_only']}"
+    if key == "step_latency_ms":
+        return f"{m[key]['p50']:.2f}/{m[key]['p99']:.2f}"
+    if key == "llm_tokens":
+        return str(m["llm_tokens_prompt"] + m["llm_tokens_completion"])
+    value = m[key]
+    return f"{value:.4f}" if isinstance(value, float) else str(value)
+
+
+def kpi_table(results: dict[str, dict[str, Any]], title: str = "KPIs") -> Table:
+    """A Rich table of the headline KPIs, one column per run."""
+    table = Table(title=title)
+    table.add_column("metric")
+    for name in results:
+        table.add_column(name, justify="right")
+    for key, label in KPI_ROWS:
+        table.add_row(label, *(_kpi(m, key) for m in results.values()))
+    return table
+
+
+def ray_runner(address: str | None, max_retries: int, workers: int) -> Any:
+    """A ``run_many`` for :func:`fleetmind.eval.compare.compare` on Ray."""
+    from fleetmind.scale.backend import check_backend
+    from fleetmind.scale.jobs import dispatch_job, run_jobs
+
+    check_backend("ray", address)
+
+    def run_many(pairs: list[tuple[Any, Path]]) -> list[dict[str, Any]]:
+        jobs = [dispatch_job(cfg, path) for cfg, path in pairs]
+        results: list[dict[str, Any]] = run_jobs(
+            jobs, backend="ray", address=address, max_retries=max_retries, workers=workers
+        )
+        return results
+
+    return run_many

@@ -1,0 +1,168 @@
+"""``fleetmind notes ...``: read order notes into constraints and score readers."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from fleetmind.cli.common import (
+    JsonFlag,
+    LLMApiKey,
+    LLMBaseUrl,
+    LLMModel,
+    app,
+    console,
+    err_console,
+    print_json,
+)
+
+notes_app = typer.Typer(
+    help="Read order notes into constraints; score readers on a labelled set.",
+    no_args_is_help=True,
+)
+app.add_typer(notes_app, name="notes")
+
+
+NoteReaderOption = Annotated[
+    str | None,
+    typer.Option(
+        "--reader", help="template, rules, rules-review, llm or rules+llm. [default: rules]"
+    ),
+]
+
+
+@contextlib.contextmanager
+def _reader_clients(
+    names: list[str], base_url: str | None, model: str | None, api_key: str | None
+) -> Iterator[list[Any]]:
+    """The readers named, sharing one LLM client (the embedded server unless a URL is given)."""
+    from fleetmind.dispatch.notes.readers import MODEL_READERS, make_reader
+    from fleetmind.eval.runner import DEFAULT_READER, RunConfig, llm_client
+
+    names = names or [DEFAULT_READER]
+    model_reader = next((n for n in names if n in MODEL_READERS), names[0])
+    cfg = RunConfig(
+        planner="llm-notes",
+        note_reader=model_reader,
+        llm_base_url=base_url,
+        llm_model=model,
+        llm_api_key=api_key,
+    )
+    with llm_client(cfg, None) as client:
+        yield [make_reader(n, client) for n in names]
+
+
+@notes_app.command("read")
+def notes_read(
+    file: Annotated[Path, typer.Argument(help="JSON lines: note, arrival_tick, robots.")],
+    reader: NoteReaderOption = None,
+    out: Annotated[
+        Path | None, typer.Option(help="Write the predictions here (default: stdout).")
+    ] = None,
+    llm_base_url: LLMBaseUrl = None,
+    llm_model: LLMModel = None,
+    llm_api_key: LLMApiKey = None,
+) -> None:
+    """One prediction line per input note, in order: constraints, status, latency_ms."""
+    from fleetmind.sim.notes import load_inputs
+
+    items = load_inputs(file)
+    with _reader_clients([reader] if reader else [], llm_base_url, llm_model, llm_api_key) as (
+        chosen,
+    ):
+        lines = [
+            json.dumps(
+                chosen.read(i.note, arrival_tick=i.arrival_tick, robots=i.robots).as_line(),
+                ensure_ascii=False,
+            )
+            for i in items
+        ]
+    text = "\n".join(lines) + ("\n" if lines else "")
+    if out is None:
+        sys.stdout.write(text)
+    else:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text, encoding="utf-8")
+        err_console.print(f"{len(lines)} predictions: {out}")
+
+
+def _pct(value: Any) -> str:
+    return "-" if value is None else f"{100 * value:.1f}%"
+
+
+def notes_table(results: list[dict[str, Any]]) -> Table:
+    """Readers side by side: accuracy, precision/recall per kind and language, cost."""
+    table = Table(title=f"note readers on {results[0]['notes']} notes")
+    table.add_column("metric")
+    for r in results:
+        table.add_column(r["reader"], justify="right")
+    rows: list[tuple[str, Any]] = [
+        ("exact accuracy", lambda r: _pct(r["exact_accuracy"])),
+        *(
+            (
+                f"exact accuracy ({lang})",
+                lambda r, lang=lang: _pct(r["per_lang"].get(lang, {}).get("exact_accuracy")),
+            )
+            for lang in ("en", "zh")
+        ),
+        ("precision", lambda r: _pct(r["precision"])),
+        ("recall", lambda r: _pct(r["recall"])),
+        *(
+            (
+                f"{kind} P/R",
+                lambda r, kind=kind: (
+                    f"{_pct(r['per_kind'][kind]['precision'])}/"
+                    f"{_pct(r['per_kind'][kind]['recall'])}"
+                ),
+            )
+            for kind in ("only_robot", "not_robot", "deadline", "hold")
+        ),
+        ("false constraints (plain notes)", lambda r: _pct(r["false_constraint_rate"])),
+        ("review rate", lambda r: _pct(r["review_rate"])),
+        (
+            "latency p50/p95 ms",
+            lambda r: f"{r['latency_ms']['p50']:.2f}/{r['latency_ms']['p95']:.2f}",
+        ),
+        ("model calls", lambda r: str(r["calls"])),
+        ("tokens", lambda r: str(r["tokens"])),
+    ]
+    for label, cell in rows:
+        table.add_row(label, *(cell(r) for r in results))
+    return table
+
+
+@notes_app.command("eval")
+def notes_eval(
+    file: Annotated[
+        Path, typer.Argument(help="A labelled set (note, arrival_tick, robots, lang, constraints).")
+    ],
+    reader: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--reader",
+            help="Reader to score (repeatable: side by side). [default: rules]",
+        ),
+    ] = None,
+    llm_base_url: LLMBaseUrl = None,
+    llm_model: LLMModel = None,
+    llm_api_key: LLMApiKey = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Exact-match accuracy, per kind and language precision/recall, false constraints, cost."""
+    from fleetmind.eval.notes import evaluate
+    from fleetmind.sim.notes import load_labelled
+
+    items = load_labelled(file)
+    with _reader_clients(list(reader or []), llm_base_url, llm_model, llm_api_key) as readers:
+        results = [evaluate(r, items)[0] for r in readers]
+    if as_json:
+        print_json({"file": str(file), "readers": results})
+        return
+    console.print(notes_table(results))

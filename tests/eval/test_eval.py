@@ -17,7 +17,9 @@ import pytest
 from fleetmind.dispatch.executors import ShortestPathExecutor
 from fleetmind.errors import ConfigError
 from fleetmind.eval.compare import compare, confidence
-from fleetmind.eval.replay import counterfactual, decision_replay, rl_replay, strict_replay
+from fleetmind.eval.decisions import counterfactual, decision_replay
+from fleetmind.eval.offpolicy import rl_replay
+from fleetmind.eval.replay import strict_replay
 from fleetmind.eval.report import SECTIONS, build_report
 from fleetmind.eval.runner import RunConfig, execute
 from fleetmind.eval.signals import recovery_costs

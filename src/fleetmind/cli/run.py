@@ -425,13 +425,15 @@ def replay(
     """
     from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
-    from fleetmind.eval import replay as rp
+    from fleetmind.eval.decisions import decision_replay
+    from fleetmind.eval.offpolicy import rl_replay
+    from fleetmind.eval.replay import strict_replay
 
     result: dict[str, Any] = {}
     if strict:
         target = out or run_dir.with_name(run_dir.name + "-replay")
         # DIR-replay is the replay's own folder (rebuilt from DIR at will): a rerun replaces it.
-        res = rp.strict_replay(run_dir, target, overwrite=overwrite or out is None)
+        res = strict_replay(run_dir, target, overwrite=overwrite or out is None)
         result["strict"] = {
             "identical": res.identical,
             "episode_rows": res.episode_rows,
@@ -474,7 +476,7 @@ def replay(
             disable=as_json,
         ) as bar:
             task = bar.add_task("replay", total=None)
-            result["decisions"] = rp.decision_replay(
+            result["decisions"] = decision_replay(
                 run_dir,
                 planner=planner,
                 horizon=horizon,
@@ -484,7 +486,7 @@ def replay(
                 progress=lambda k, n: bar.update(task, completed=k, total=n),
             )
         if rl:
-            result["rl"] = rp.rl_replay(run_dir)
+            result["rl"] = rl_replay(run_dir)
     if as_json:
         print_json(result)
         return

@@ -158,7 +158,7 @@ def _fig_shield(runs: list[_Run]) -> str:
 
 
 def _reward_curves(run: _Run, window: int = 25) -> dict[str, np.ndarray[Any, Any]]:
-    from fleetmind.eval.replay import reward_curves
+    from fleetmind.eval.offpolicy import reward_curves
 
     return reward_curves(run.episode, window)
 

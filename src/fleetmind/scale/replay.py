@@ -15,11 +15,12 @@ from fleetmind.scale.backend import map_runs
 
 def replay_part(item: tuple[str, str, dict[str, Any]]) -> dict[str, Any]:
     """Run one part: ``("decisions" | "rl", run_dir, options)``."""
-    from fleetmind.eval import replay as rp
+    from fleetmind.eval.decisions import decision_replay
+    from fleetmind.eval.offpolicy import rl_replay
 
     kind, run_dir, options = item
     if kind == "rl":
-        result: dict[str, Any] = rp.rl_replay(run_dir)
+        result: dict[str, Any] = rl_replay(run_dir)
         return result
     client = None
     if options.get("llm_base_url"):
@@ -31,7 +32,7 @@ def replay_part(item: tuple[str, str, dict[str, Any]]) -> dict[str, Any]:
                 base_url=options["llm_base_url"], model=options.get("llm_model"), api_key=None
             )
         )
-    decisions: dict[str, Any] = rp.decision_replay(
+    decisions: dict[str, Any] = decision_replay(
         run_dir,
         planner=options.get("planner"),
         horizon=int(options.get("horizon", 50)),

@@ -344,6 +344,7 @@ class NoteWriter:
         self.config = config
         self.rng = rng
         self._level = _LEVELS[config.difficulty]
+        self._fleet_seen: tuple[tuple[str, ...], int] | None = None
 
     def plain(self, *, tick: int, robots: Sequence[str]) -> str:
         """A note that states no constraint (filler, or in ``realistic`` style a distractor).
@@ -426,9 +427,12 @@ class NoteWriter:
     ) -> tuple[str, tuple[Constraint, ...]]:
         lv = self._level
         lang = self._lang()
-        only_pool = list(capable)
-        # Never exclude the last capable robot (an empty ``capable`` means an empty fleet).
-        not_pool = [r for r in robots if set(capable) - {r}]
+        only_pool = capable
+        # Never exclude the last capable robot (an empty ``capable`` means an empty fleet). With
+        # two or more capable robots none is the last: the pool is the fleet, never copied (the
+        # fleet may be thousands of robots and every note would pay for it).
+        several = any(r != capable[0] for r in capable)  # stops at the first other robot
+        not_pool = robots if several else [r for r in robots if set(capable) - {r}]
         feasible = {"only_robot": bool(only_pool), "not_robot": bool(not_pool)}
         kinds: tuple[ConstraintKind, ...]
         if self._chance(lv.two_fact):
@@ -625,17 +629,20 @@ class NoteWriter:
     ) -> list[_Seg] | None:
         """A sentence that mentions robots or numbers but constrains nothing (None: none fits)."""
         pool = _SAFE_DISTRACTORS[lang] + (() if safe_only else _PLAIN_DISTRACTORS[lang])
-        fleet = list(robots)
-        usable = [
-            p
-            for p in pool
-            if ("{r}" not in p or fleet) and ("{r2}" not in p or len(set(fleet)) >= 2)
-        ]
+        fleet, distinct = self._fleet_of(robots)
+        two = distinct >= 2
+        usable = [p for p in pool if ("{r}" not in p or fleet) and ("{r2}" not in p or two)]
         if not usable:
             return None
         phrase = self._pick(usable)
-        first = self._pick(fleet) if fleet else ""
-        second = self._pick([r for r in fleet if r != first] or [first])
+        k = int(self.rng.integers(len(fleet))) if fleet else -1
+        first = fleet[k] if fleet else ""
+        if distinct == len(fleet) and len(fleet) >= 2:
+            # The same draw as picking from the fleet without ``first``, without building it.
+            j = int(self.rng.integers(len(fleet) - 1))
+            second = fleet[j if j < k else j + 1]
+        else:
+            second = self._pick([r for r in fleet if r != first] or [first])
         b = int(self.rng.integers(2, 61))
         a = int(self.rng.integers(1, b + 1))
         past = max(0, tick - int(self.rng.integers(1, 61)))
@@ -648,6 +655,16 @@ class NoteWriter:
             "past": partial(self._tick_text, past, lang),
         }
         return self._fill(phrase, slots, protect=False)
+
+    def _fleet_of(self, robots: Sequence[str]) -> tuple[Sequence[str], int]:
+        """The fleet and how many distinct ids it has (kept for the last tuple seen)."""
+        if isinstance(robots, tuple):
+            # A tuple cannot change: the order stream passes the same one for every order.
+            if self._fleet_seen is None or self._fleet_seen[0] is not robots:
+                self._fleet_seen = (robots, len(set(robots)))
+            return robots, self._fleet_seen[1]
+        fleet = list(robots)
+        return fleet, len(set(fleet))
 
     def _decorate(self, segs: list[_Seg], lang: Lang) -> list[_Seg]:
         """Maybe a greeting before and / or a "thanks" after."""

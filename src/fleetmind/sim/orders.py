@@ -128,6 +128,15 @@ class OrderStream:
         self.grid = grid
         self.robot_ids = list(robot_ids)
         self.capabilities = list(capabilities)
+        # The fleet and, per capability, the robots that have it: built once, since a note
+        # reads them and the fleet may be thousands of robots (no per-robot work per order).
+        self._fleet = tuple(self.robot_ids)
+        self._capable: dict[str, tuple[str, ...]] = {
+            cap: tuple(
+                rid for rid, caps in zip(self._fleet, self.capabilities, strict=True) if cap in caps
+            )
+            for cap in CAPABILITIES
+        }
         self.config = config
         self.rng = rng
         self._pickups = np.argwhere(grid.pickups).astype(np.int32)
@@ -155,16 +164,16 @@ class OrderStream:
         constraints: tuple[Constraint, ...] = ()
         if rng.random() < cfg.text_share:
             # Named robots must be able to serve the order (capability), or the note is absurd.
-            capable = [
-                rid
-                for rid, caps in zip(self.robot_ids, self.capabilities, strict=True)
-                if capability is None or capability in caps
-            ] or self.robot_ids
+            capable = (
+                self._capable.get(capability) or self._fleet
+                if capability is not None
+                else self._fleet
+            )
             note, constraints = self.writer.constrained(
-                tick=tick, due=due, distance=distance, capable=capable, robots=self.robot_ids
+                tick=tick, due=due, distance=distance, capable=capable, robots=self._fleet
             )
         else:
-            note = self.writer.plain(tick=tick, robots=self.robot_ids)
+            note = self.writer.plain(tick=tick, robots=self._fleet)
         order = Order(
             id=f"o{self._next_id}",
             tick=tick,

@@ -20,7 +20,8 @@ plan is being computed (a planner wake-up included) stay pending for the next ca
 At the end of a run the loop does not wait for a plan still being computed: the call is
 abandoned (its thread is a daemon: it never holds the process), counted in
 ``planner_fallbacks`` and ``plans_abandoned`` with the time it took so far, and a planner that
-can say what it spent (``abandon()``, e.g. the LLM planner's calls and tokens) adds that.
+can say what it spent (``abandon()``, e.g. the LLM planner's calls and tokens) adds that: LLM
+calls still in flight count in ``llm_calls`` and, apart, in ``llm_calls_abandoned``.
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from fleetmind.dispatch.executors import Executor
-from fleetmind.dispatch.faults import Fault
+from fleetmind.dispatch.faults import Fault, resolve_robot
+from fleetmind.dispatch.incidents import DeskConfig, DeskWorker, IncidentHost
 from fleetmind.dispatch.planners import Planner, priority_of
 from fleetmind.dispatch.plans import PlanOutcome, Snapshot, percentiles
 from fleetmind.errors import ConfigError
@@ -105,6 +107,7 @@ class LoopStats:
     planner_failures: int = 0
     planner_fallbacks: int = 0
     llm_calls: int = 0
+    llm_calls_abandoned: int = 0
     llm_tokens_prompt: int = 0
     llm_tokens_completion: int = 0
     plans_stale: int = 0
@@ -140,6 +143,8 @@ class ControlLoop:
         config: loop settings.
         faults: faults to inject.
         sink: optional recorder of ticks and events.
+        desk: incident handling (default: incidents tracked, nobody acts).
+        desk_worker: the LLM desk (``desk.mode == "llm"``), run on its own thread.
     """
 
     def __init__(
@@ -151,6 +156,8 @@ class ControlLoop:
         config: LoopConfig | None = None,
         faults: list[Fault] | None = None,
         sink: TickSink | None = None,
+        desk: DeskConfig | None = None,
+        desk_worker: DeskWorker | None = None,
     ) -> None:
         if world.config.auto_assign and world.config.orders.rate is not None:
             raise ConfigError("control loop: turn the world's auto_assign off; the planner assigns")
@@ -181,6 +188,28 @@ class ControlLoop:
         n = len(world.robot_ids)
         self._waiting = np.zeros(n, dtype=np.int64)
         self._fault_log: list[dict[str, Any]] = []
+        self.desk = IncidentHost(
+            world,
+            desk or DeskConfig(),
+            worker=desk_worker,
+            base_forbidden=self.config.forbidden,
+            set_forbidden=self._set_forbidden,
+            emit=self._emit,
+            wake=lambda: self._pending.add("idle"),
+        )
+        attach = getattr(desk_worker, "attach", None)
+        if callable(attach):
+            attach(self.desk)
+
+    def _set_forbidden(self, cells: list[tuple[int, int]]) -> None:
+        """Closed cells changed (a block fault, the desk): the shield and the executor learn."""
+        self.shield.set_forbidden(cells)
+        reroute = getattr(self.executor, "reroute", None)
+        if callable(reroute):
+            reroute(cells)
+            shared = getattr(self.executor, "oracle", None)
+            if isinstance(shared, DistanceOracle):
+                self._oracle = shared
 
     # ------------------------------------------------------------------ events and planning
     def _emit(self, kind: str, **fields: Any) -> None:
@@ -343,18 +372,22 @@ class ControlLoop:
                     {"spec": f.spec, "kind": f.kind, "start": f.start, "end": f.end, **cut}
                 )
                 self._emit("fault_start", fault=f.spec, **cut)
-                if f.kind == "breakdown" and f.robot is not None:
-                    w.break_robot(f.robot, f.length)
+                if f.kind in ("breakdown", "battery", "block"):
+                    robot = resolve_robot(f, w) if f.robot is not None else None
+                    self.desk.inject(f, robot)
                     self._pending.add("fault")
                 elif f.kind == "surge":
                     orders = [w.stream.make(t) for _ in range(f.count)]
                     ids = w.inject(orders)
                     self._emit("orders", ids=ids)
                     self._note_orders()
+                    self.desk.surge(ids)
             if f.end == t and f.kind != "surge":
                 self._emit("fault_end", fault=f.spec)
                 if f.kind == "breakdown":
                     self._pending.add("repair")
+                elif f.kind == "block":
+                    self.desk.lift(f)
 
     def _note_orders(self) -> None:
         self._pending.add("orders")
@@ -374,6 +407,9 @@ class ControlLoop:
         for rid, boost in self._boosts.items():
             if rid in w.robot_ids:
                 pr[w.robot_ids.index(rid)] += boost
+        if self.desk.boosts:
+            for i, rid in enumerate(w.robot_ids):
+                pr[i] += self.desk.boost_of(rid)
         return pr
 
     def _dist_to_target(self) -> NDArray[np.int64]:
@@ -393,11 +429,13 @@ class ControlLoop:
             self.sink.snapshot(w.tick, w.snapshot(), reason="periodic")
         self._poll()
         self._inject_faults()
+        self.desk.tick_start()
         self._maybe_plan()
         if self.config.planner_mode == "sync":
             self._poll()
         pos = w.pos.copy()
-        active = w.has_task & ~w.broken
+        frozen = w.frozen
+        active = w.has_task & ~frozen
         t1 = time.perf_counter()
         ranking = self.executor.rank(pos, w.goal, active, w.carrying, w.tick)
         t2 = time.perf_counter()
@@ -407,7 +445,7 @@ class ControlLoop:
                 pos,
                 ranking,
                 priorities=self._priorities(),
-                broken=w.broken,
+                broken=frozen,
                 dist_to_target=self._dist_to_target(),
                 active=active,
             )
@@ -420,6 +458,7 @@ class ControlLoop:
                 s.deadlocks_reported += len(decision.stuck)
                 self._pending.add("deadlock")
                 self._emit("deadlock", robots=list(self._stuck))
+                self.desk.deadlock(self._stuck)
         else:
             actions = proposed
             intervened = np.zeros(len(proposed), dtype=bool)
@@ -455,8 +494,12 @@ class ControlLoop:
                     "conflict": res.conflict.copy(),
                 },
             )
+        self.desk.tick_end(res)
         if res.arrived:
             self._emit("orders", ids=list(res.arrived))
+            self._note_orders()
+        if res.released:
+            self._emit("orders_released", ids=list(res.released))
             self._note_orders()
         if res.delivered:
             self._emit("delivered", ids=list(res.delivered))
@@ -499,10 +542,14 @@ class ControlLoop:
         abandon = getattr(self.planner, "abandon", None)
         spent = abandon() if callable(abandon) else None
         if isinstance(spent, PlanOutcome):
-            # The planner's own work in flight (e.g. LLM calls made so far), stopped now.
+            # The planner's own work in flight (e.g. LLM calls made so far, those still
+            # running included), stopped now.
             s.llm_calls += spent.calls
+            s.llm_calls_abandoned += spent.calls_abandoned
             s.llm_tokens_prompt += spent.tokens_prompt
             s.llm_tokens_completion += spent.tokens_completion
+            s.notes_read += spent.notes_read
+            s.notes_unreadable += spent.notes_unreadable
             if spent.fallback and future is None:
                 s.planner_fallbacks += 1
                 s.plans_abandoned += 1
@@ -515,6 +562,7 @@ class ControlLoop:
 
     def close(self) -> None:
         """Stop a planner's own background work (never waits for a plan in flight)."""
+        self.desk.finish()
         close = getattr(self.planner, "close", None)
         if callable(close):
             close()
@@ -542,6 +590,7 @@ class ControlLoop:
                 "planner_failures": s.planner_failures,
                 "planner_fallbacks": s.planner_fallbacks,
                 "llm_calls": s.llm_calls,
+                "llm_calls_abandoned": s.llm_calls_abandoned,
                 "llm_tokens_prompt": s.llm_tokens_prompt,
                 "llm_tokens_completion": s.llm_tokens_completion,
                 "plans_stale": s.plans_stale,
@@ -561,6 +610,11 @@ class ControlLoop:
                 "faults": list(self._fault_log),
             }
         )
+        desk = self.desk.metrics()
+        m.update(desk)
+        m["llm_calls"] += desk["desk_calls"]
+        m["llm_tokens_prompt"] += desk["desk_tokens_prompt"]
+        m["llm_tokens_completion"] += desk["desk_tokens_completion"]
         stats = getattr(self.executor, "stats", None)
         if callable(stats):
             ex = stats()

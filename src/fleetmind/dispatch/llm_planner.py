@@ -46,16 +46,9 @@ from fleetmind.dispatch.planners import (
 )
 from fleetmind.dispatch.plans import Assignment, Plan, PlanOutcome, Snapshot, validate
 from fleetmind.llm.budgets import Budgets
-from fleetmind.llm.chat import (
-    CallContext,
-    ChatClient,
-    ChatOptions,
-    ChatResult,
-    ChatWrapper,
-    Message,
-)
-from fleetmind.llm.errors import BudgetExceeded, LLMConnectionError
+from fleetmind.llm.chat import CallContext, ChatClient, Message
 from fleetmind.llm.structured import StructuredOutcome, structured
+from fleetmind.llm.usage import CallTally, TalliedClient
 from fleetmind.sim.grid import GridMap
 
 PROMPT_VERSION = "planner-v1"
@@ -95,47 +88,6 @@ def _order_line(o: Any, tick: int) -> str:
     if o.note:
         parts.append(f'note: "{o.note}"')
     return "; ".join(parts)
-
-
-class _Usage:
-    """Calls and tokens spent and not yet reported in a plan outcome (thread-safe)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._counts = [0, 0, 0]  # calls, prompt tokens, completion tokens
-
-    def add(self, result: ChatResult | None) -> None:
-        with self._lock:
-            self._counts[0] += 1
-            if result is not None:
-                self._counts[1] += result.usage.prompt_tokens
-                self._counts[2] += result.usage.completion_tokens
-
-    def drain(self) -> tuple[int, int, int]:
-        with self._lock:
-            calls, prompt, completion = self._counts
-            self._counts = [0, 0, 0]
-        return calls, prompt, completion
-
-
-class _Metered(ChatWrapper):
-    """Counts every call into a :class:`_Usage`; refuses calls once ``stop`` is set."""
-
-    def __init__(self, inner: ChatClient, usage: _Usage, stop: threading.Event) -> None:
-        super().__init__(inner)
-        self.usage = usage
-        self.stop = stop
-
-    def respond(self, messages: list[Message], options: ChatOptions) -> ChatResult:
-        if self.stop.is_set():
-            raise BudgetExceeded("the decision was abandoned (late, or the run ended)")
-        try:
-            result = options.send(self.inner, messages)
-        except LLMConnectionError:
-            self.usage.add(None)
-            raise
-        self.usage.add(result)
-        return result
 
 
 @dataclass
@@ -211,7 +163,7 @@ class LLMPlanner:
         self.deadline_ticks = deadline_ticks
         self.backoff_ticks = backoff_ticks
         self.backoff_max_ticks = backoff_max_ticks
-        self._usage = _Usage()
+        self._usage = CallTally()
         self._stopped = threading.Event()  # the run ended: no more calls
         self._question: _Question | None = None
         self._news = threading.Event()
@@ -301,7 +253,7 @@ class LLMPlanner:
 
     def _decide(self, snapshot: Snapshot, stop: threading.Event) -> _Decision:
         """Ask the model (arbitration, then assignments) for one snapshot."""
-        client = _Metered(self.client, self._usage, stop)
+        client = TalliedClient(self.client, self._usage, stop)
         boosts, arb = self.arbitrate(snapshot, client)
         arb_errors = tuple(arb.errors) if arb else ()
         if not snapshot.idle_robots or not snapshot.orders:
@@ -357,14 +309,16 @@ class LLMPlanner:
         fallback: bool = False,
         failure: str | None = None,
         errors: tuple[str, ...] = (),
+        abandoned: bool = False,
     ) -> PlanOutcome:
-        calls, prompt, completion = self._usage.drain()
+        spent = self._usage.abandon() if abandoned else self._usage.drain()
         return PlanOutcome(
             plan=plan,
             latency_s=time.perf_counter() - start,
-            calls=calls,
-            tokens_prompt=prompt,
-            tokens_completion=completion,
+            calls=spent.calls,
+            tokens_prompt=spent.tokens_prompt,
+            tokens_completion=spent.tokens_completion,
+            calls_abandoned=spent.abandoned,
             fallback=fallback,
             failure=failure,
             errors=errors,
@@ -517,7 +471,11 @@ class LLMPlanner:
 
     # ------------------------------------------------------------------ end of run
     def abandon(self) -> PlanOutcome:
-        """Stop any question in flight; what it cost so far (``fallback``: one was in flight)."""
+        """Stop any question in flight; what it cost so far (``fallback``: one was in flight).
+
+        The calls still running count in ``calls`` and ``calls_abandoned`` (their answer, if it
+        ever comes, is not counted again).
+        """
         self._stopped.set()
         question, self._question = self._question, None
         in_flight = question is not None and not question.counted
@@ -525,7 +483,9 @@ class LLMPlanner:
             question.stop.set()
         plan = Plan(tick=-1, assignments=(), source=self.name)
         failure = "run ended with the model's answer pending" if in_flight else None
-        return self._outcome(plan, time.perf_counter(), fallback=in_flight, failure=failure)
+        return self._outcome(
+            plan, time.perf_counter(), fallback=in_flight, failure=failure, abandoned=True
+        )
 
     def close(self) -> None:
         """Stop asking the model (never waits for a call in flight)."""

@@ -169,7 +169,7 @@ class PlanOutcome:
     Attributes:
         plan: the plan to apply.
         latency_s: wall-clock seconds of the planner call.
-        calls: LLM calls made.
+        calls: LLM calls made (those in flight when the run ended included).
         tokens_prompt: prompt tokens used.
         tokens_completion: completion tokens used.
         fallback: the LLM's answer was replaced by the solver's.
@@ -178,6 +178,7 @@ class PlanOutcome:
         reviews: ``(order, reason)`` of notes the reader sent to review (served as plain).
         notes_read: notes read for this outcome (model or rules; cache hits excluded).
         notes_unreadable: notes the model could not read (outage), answered by the fallback.
+        calls_abandoned: of ``calls``, those still in flight when the run ended (no answer).
     """
 
     plan: Plan
@@ -191,6 +192,7 @@ class PlanOutcome:
     reviews: tuple[tuple[str, str], ...] = ()
     notes_read: int = 0
     notes_unreadable: int = 0
+    calls_abandoned: int = 0
 
 
 def validate(plan_pairs: list[tuple[str, str]], snapshot: Snapshot) -> list[str]:

@@ -222,3 +222,117 @@ class MeteredClient(ChatWrapper):
             raise
         self.usage.charge(context, result, result.latency_s)
         return result
+
+
+@dataclass(frozen=True)
+class CallCounts:
+    """What a :class:`CallTally` counted.
+
+    Attributes:
+        calls: calls made (answered, failed on the network, or in flight when abandoned).
+        tokens_prompt: prompt tokens of the answered calls.
+        tokens_completion: completion tokens of the answered calls.
+        abandoned: of ``calls``, those still in flight when the work was abandoned (no answer,
+            tokens unknown).
+    """
+
+    calls: int = 0
+    tokens_prompt: int = 0
+    tokens_completion: int = 0
+    abandoned: int = 0
+
+
+class CallTally:
+    """Calls and tokens of one piece of work, including calls still in flight (thread-safe).
+
+    A call counts when it ends (answered, or failed on the network: the server saw it). When
+    the work is abandoned (:meth:`abandon`, e.g. the run ended), calls still in flight count
+    then, as ``abandoned``, and their later end is ignored, so no call counts twice or never.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts = [0, 0, 0]  # calls, prompt tokens, completion tokens
+        self._open: set[int] = set()
+        self._next = 0
+        self.closed = False  # abandoned: no further calls
+
+    def begin(self) -> int:
+        """A call starts; the ticket to end it with."""
+        with self._lock:
+            self._next += 1
+            self._open.add(self._next)
+            return self._next
+
+    def end(self, ticket: int, result: ChatResult | None, *, counted: bool = True) -> None:
+        """A call ended (``result`` None: failed; ``counted`` False: it never reached a server)."""
+        with self._lock:
+            if ticket not in self._open:
+                return  # counted when the work was abandoned
+            self._open.discard(ticket)
+            if counted:
+                self._counts[0] += 1
+            if result is not None:
+                self._counts[1] += result.usage.prompt_tokens
+                self._counts[2] += result.usage.completion_tokens
+
+    @property
+    def in_flight(self) -> int:
+        """Calls started and not ended."""
+        with self._lock:
+            return len(self._open)
+
+    def drain(self) -> CallCounts:
+        """The calls ended since the last drain (calls in flight stay open)."""
+        with self._lock:
+            calls, prompt, completion = self._counts
+            self._counts = [0, 0, 0]
+        return CallCounts(calls, prompt, completion)
+
+    def abandon(self) -> CallCounts:
+        """Close the tally: the calls ended since the last drain plus those in flight now."""
+        with self._lock:
+            self.closed = True
+            calls, prompt, completion = self._counts
+            abandoned = len(self._open)
+            self._counts = [0, 0, 0]
+            self._open.clear()
+        return CallCounts(calls + abandoned, prompt, completion, abandoned)
+
+
+class TalliedClient(ChatWrapper):
+    """A ChatClient that counts every call of an inner client into a :class:`CallTally`.
+
+    Args:
+        inner: the backend.
+        tally: where calls count.
+        stop: when set (or the tally is closed), further calls are refused.
+    """
+
+    def __init__(
+        self, inner: ChatClient, tally: CallTally, stop: threading.Event | None = None
+    ) -> None:
+        super().__init__(inner)
+        self.tally = tally
+        self.stop = stop
+
+    def respond(self, messages: list[Message], options: ChatOptions) -> ChatResult:
+        """Call the inner client, counted.
+
+        Raises:
+            BudgetExceeded: the work was abandoned (late, or the run ended); nothing is called.
+            LLMConnectionError: re-raised from the inner client after counting it.
+        """
+        if self.tally.closed or (self.stop is not None and self.stop.is_set()):
+            raise BudgetExceeded("abandoned (late, or the run ended)")
+        ticket = self.tally.begin()
+        try:
+            result = options.send(self.inner, messages)
+        except LLMConnectionError:
+            self.tally.end(ticket, None)
+            raise
+        except BaseException:
+            self.tally.end(ticket, None, counted=False)
+            raise
+        self.tally.end(ticket, result)
+        return result

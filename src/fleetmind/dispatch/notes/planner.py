@@ -32,7 +32,8 @@ from dataclasses import replace
 
 from fleetmind.dispatch.notes.readers import NoteReader, Reading, RulesReader
 from fleetmind.dispatch.planners import AssignmentPlanner
-from fleetmind.dispatch.plans import PlanOutcome, Snapshot
+from fleetmind.dispatch.plans import Plan, PlanOutcome, Snapshot
+from fleetmind.llm.usage import CallCounts
 from fleetmind.sim.grid import GridMap
 from fleetmind.sim.notes import Constraint
 from fleetmind.sim.orders import Order
@@ -197,6 +198,35 @@ class NoteReaderPlanner:
             reviews=reviews,
             notes_read=read,
             notes_unreadable=unreadable,
+        )
+
+    def abandon(self) -> PlanOutcome:
+        """The run ended: what was spent since the last plan, readings in progress included.
+
+        A reading still in progress is stopped (its model makes no further call); its calls so
+        far count, those in flight in ``calls_abandoned`` too, and the note it was reading
+        counts as a fallback (``fallback``: the order was served without the model's reading).
+        """
+        in_flight = self._busy()
+        spent = getattr(self.reader, "abandon", None)
+        counts = spent() if callable(spent) else None
+        with self._lock:
+            calls, tok_p, tok_c, read, unreadable = self._usage
+            self._usage = [0, 0, 0, 0, 0]
+        if isinstance(counts, CallCounts):
+            calls += counts.calls
+            tok_p += counts.tokens_prompt
+            tok_c += counts.tokens_completion
+        return PlanOutcome(
+            plan=Plan(tick=-1, assignments=(), source=self.name),
+            calls=calls,
+            tokens_prompt=tok_p,
+            tokens_completion=tok_c,
+            calls_abandoned=counts.abandoned if isinstance(counts, CallCounts) else 0,
+            notes_read=read,
+            notes_unreadable=unreadable,
+            fallback=in_flight,
+            failure="run ended with a note being read" if in_flight else None,
         )
 
     def close(self) -> None:

@@ -41,6 +41,7 @@ from fleetmind.errors import ConfigError
 from fleetmind.llm.budgets import Budgets
 from fleetmind.llm.chat import CallContext, ChatClient, Message
 from fleetmind.llm.structured import structured
+from fleetmind.llm.usage import CallCounts, CallTally, TalliedClient
 from fleetmind.sim.notes import Constraint, canonical
 
 Status = Literal["ok", "needs_review"]
@@ -363,16 +364,20 @@ class LLMReader:
             retries={"parse": 1, "validation": 1, "network": 1, "timeout": 0}, deadline_s=10.0
         )
         self.max_questions = max_questions
+        self._reading: set[CallTally] = set()  # the calls of each reading in progress
+        self._lock = threading.Lock()
         self._prefix = [Message.system(_SYSTEM)]
         for q, a in _EXAMPLES:
             self._prefix += [Message.user(q), Message.assistant(f'"{a}"')]
 
-    def _ask(self, note: str, q: _Question, usage: _Usage, tick: int | None) -> str | None:
+    def _ask(
+        self, note: str, q: _Question, usage: _Usage, tally: CallTally, tick: int | None
+    ) -> str | None:
         m = q.mention
         about = m.robot if isinstance(m, RobotMention) else str(m.value)
         model = _ROBOT_ANSWER if isinstance(m, RobotMention) else _TIME_ANSWER
         out = structured(
-            self.client,
+            TalliedClient(self.client, tally),
             [*self._prefix, Message.user(f'Note: "{note}"\nAbout: {about}')],
             model,
             budgets=self.budgets,
@@ -385,9 +390,10 @@ class LLMReader:
             temperature=0.0,
             max_tokens=6,
         )
-        usage.calls += out.attempts
-        usage.tokens_prompt += sum(r.usage.prompt_tokens for r in out.results)
-        usage.tokens_completion += sum(r.usage.completion_tokens for r in out.results)
+        spent = tally.drain()
+        usage.calls += spent.calls
+        usage.tokens_prompt += spent.tokens_prompt
+        usage.tokens_completion += spent.tokens_completion
         usage.errors.extend(out.errors)
         if out.value is None:
             if out.errors and out.errors[-1] in ("network", "timeout"):
@@ -419,6 +425,39 @@ class LLMReader:
         self, note: str, *, arrival_tick: int, robots: Sequence[str], tick: int | None = None
     ) -> Reading:
         """Ask about the candidates; review when the model cannot answer."""
+        tally = CallTally()
+        with self._lock:
+            self._reading.add(tally)
+        try:
+            return self._read(note, arrival_tick, robots, tick, tally)
+        finally:
+            with self._lock:
+                self._reading.discard(tally)
+
+    def abandon(self) -> CallCounts:
+        """Stop the readings in progress (no further calls); what their calls cost so far.
+
+        Their calls still in flight count in ``calls`` and ``abandoned``; a reading stopped
+        here makes no further call and its later answer is not counted again.
+        """
+        with self._lock:
+            tallies, self._reading = list(self._reading), set()
+        spent = [t.abandon() for t in tallies]
+        return CallCounts(
+            calls=sum(c.calls for c in spent),
+            tokens_prompt=sum(c.tokens_prompt for c in spent),
+            tokens_completion=sum(c.tokens_completion for c in spent),
+            abandoned=sum(c.abandoned for c in spent),
+        )
+
+    def _read(
+        self,
+        note: str,
+        arrival_tick: int,
+        robots: Sequence[str],
+        tick: int | None,
+        tally: CallTally,
+    ) -> Reading:
         start = time.perf_counter()
         c = extract(note, robots)
         questions = _judge(c, arrival_tick)
@@ -432,7 +471,7 @@ class LLMReader:
         found: list[tuple[int, Constraint, bool]] = []
         for q in questions:
             if q in asked:
-                answer = self._ask(note, q, usage, tick)
+                answer = self._ask(note, q, usage, tally, tick)
                 if answer is None:
                     if usage.errors and usage.errors[-1] in ("network", "timeout"):
                         why = f"model unreachable ({usage.errors[-1]})"
@@ -538,6 +577,12 @@ class CachedReader:
     def degraded(self) -> bool:
         """Whether the inner reader's model is in an outage (no answer since it failed)."""
         return bool(getattr(self.inner, "degraded", False))
+
+    def abandon(self) -> CallCounts:
+        """The inner reader's :meth:`LLMReader.abandon` (nothing for a reader without a model)."""
+        abandon = getattr(self.inner, "abandon", None)
+        spent = abandon() if callable(abandon) else None
+        return spent if isinstance(spent, CallCounts) else CallCounts()
 
     def needs_model(self, note: str, robots: Sequence[str]) -> bool:
         """False for a cached note, else the inner reader's answer."""

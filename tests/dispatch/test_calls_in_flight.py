@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
@@ -57,6 +58,11 @@ def test_the_note_readers_call_in_flight_at_the_end_counts(small) -> None:
     assert m["llm_calls_abandoned"] == 1
     assert m["plans_abandoned"] == 1
     assert m["planner_fallbacks"] == 1  # the note being read when the run ended
+    # The hung reading never holds the process at exit (the interpreter joins only
+    # non-daemon threads, as it does a ThreadPoolExecutor's).
+    readers = [t for t in threading.enumerate() if t.name.startswith("note-reader")]
+    assert readers
+    assert all(t.daemon for t in readers)
 
 
 def test_a_call_abandoned_in_flight_counts_once() -> None:

@@ -25,9 +25,11 @@ A ``needs_review`` reading serves the order as a plain order and is reported (an
 
 from __future__ import annotations
 
+import queue
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import replace
 
 from fleetmind.dispatch.notes.readers import NoteReader, Reading, RulesReader
@@ -39,6 +41,45 @@ from fleetmind.sim.notes import Constraint
 from fleetmind.sim.orders import Order
 
 UNREAD = "unread"
+
+
+class _Worker:
+    """One daemon thread that runs readings in turn.
+
+    Not a ``ThreadPoolExecutor``: the interpreter joins its threads at exit, so a reading hung
+    on a dead model would hold the process for the call's whole time limit after the run ended.
+    """
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[tuple[Future[Reading], Callable[[], Reading]] | None] = (
+            queue.SimpleQueue()
+        )
+        self._queued: list[Future[Reading]] = []
+        threading.Thread(target=self._serve, name="note-reader", daemon=True).start()
+
+    def _serve(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            future, work = job
+            if not future.set_running_or_notify_cancel():
+                continue  # cancelled by shutdown
+            try:
+                future.set_result(work())
+            except BaseException as exc:  # handed to whoever reads the future
+                future.set_exception(exc)
+
+    def submit(self, work: Callable[[], Reading]) -> Future[Reading]:
+        """Queue ``work``; its future."""
+        future: Future[Reading] = Future()
+        self._queued = [f for f in self._queued if not f.done()]
+        self._queued.append(future)
+        self._jobs.put((future, work))
+        return future
+
+    def shutdown(self) -> None:
+        """Cancel what has not started and stop after the reading in progress (never waits)."""
+        for future in self._queued:
+            future.cancel()
+        self._jobs.put(None)
 
 
 class NoteReaderPlanner:
@@ -69,11 +110,7 @@ class NoteReaderPlanner:
         self._lock = threading.Lock()
         self._news = threading.Event()
         self._usage = [0, 0, 0, 0, 0]  # calls, prompt, completion tokens, notes read, unreadable
-        self._pool = (
-            ThreadPoolExecutor(max_workers=1, thread_name_prefix="note-reader")
-            if background
-            else None
-        )
+        self._pool = _Worker() if background else None
 
     def has_news(self) -> bool:
         """Whether a background reading arrived since the last plan (the loop re-plans)."""
@@ -232,4 +269,4 @@ class NoteReaderPlanner:
     def close(self) -> None:
         """Stop the background reader without waiting for a reading in flight."""
         if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool.shutdown()

@@ -12,7 +12,8 @@ import torch
 
 from fleetmind.envs import make_vector
 from fleetmind.errors import ConfigError
-from fleetmind.rl import nav
+from fleetmind.rl import nav, nav_env, nav_train
+from fleetmind.rl.neural.ppo import PPOConfig
 from fleetmind.sim.maps import load_map
 
 torch.set_num_threads(1)
@@ -96,7 +97,7 @@ def test_shortest_path_baseline_picks_lowest_heuristic() -> None:
 @pytest.mark.slow
 def test_training_reaches_the_baseline(tmp_path: Path) -> None:
     """IPPO from scratch (seed 1, which collapsed to waiting with ent_coef 0.01) reaches 95%."""
-    policy, result = nav.train_nav("warehouse-small", 4, steps=300_000, seed=1)
+    policy, result = nav_train.train_nav("warehouse-small", 4, steps=300_000, seed=1)
     kw = {"seeds": (5, 6), "num_envs": 4, "ticks": 300}
     mine = nav.evaluate(policy.act, "warehouse-small", 4, **kw)
     base = nav.evaluate(nav.shortest_path_actions, "warehouse-small", 4, **kw)
@@ -105,7 +106,7 @@ def test_training_reaches_the_baseline(tmp_path: Path) -> None:
 
 
 def test_fallback_env_executes_heuristic_fallbacks_without_conflicts() -> None:
-    env = nav.FallbackVectorEnv("warehouse-small", 24, 2, seed=0, override_penalty=-0.1)
+    env = nav_env.FallbackVectorEnv("warehouse-small", 24, 2, seed=0, override_penalty=-0.1)
     plain = make_vector("warehouse-small", 24, 2, seed=0)
     obs, _ = env.reset()
     plain_obs, _ = plain.reset()
@@ -139,7 +140,7 @@ def test_fallback_env_executes_heuristic_fallbacks_without_conflicts() -> None:
 
 
 def test_fallback_env_progress_reward_and_errors() -> None:
-    env = nav.FallbackVectorEnv("warehouse-small", 4, 1, seed=2, progress=0.05)
+    env = nav_env.FallbackVectorEnv("warehouse-small", 4, 1, seed=2, progress=0.05)
     with pytest.raises(ConfigError, match="reset"):
         env.step(np.zeros((1, 4), np.int64))
     obs, _ = env.reset()
@@ -149,14 +150,14 @@ def test_fallback_env_progress_reward_and_errors() -> None:
     assert (gained > 0).any()
     np.testing.assert_allclose(rew, -0.01 + 0.05 * gained, atol=1e-6)
     with pytest.raises(ConfigError, match="override_penalty"):
-        nav.FallbackVectorEnv("warehouse-small", 4, 1, override_penalty=0.5)
+        nav_env.FallbackVectorEnv("warehouse-small", 4, 1, override_penalty=0.5)
     with pytest.raises(ConfigError, match="fallback=True"):
-        nav.train_nav("warehouse-small", 2, steps=10, progress=0.1)
+        nav_train.train_nav("warehouse-small", 2, steps=10, progress=0.1)
 
 
 def test_train_nav_warm_starts_from_a_policy(policy: nav.NavPolicy) -> None:
-    cfg = nav.PPOConfig(agent_id=False, hidden=(128, 128), ent_coef=0.0, lr=1e-5)
-    tuned, result = nav.train_nav(
+    cfg = PPOConfig(agent_id=False, hidden=(128, 128), ent_coef=0.0, lr=1e-5)
+    tuned, result = nav_train.train_nav(
         "warehouse-small", 4, steps=128, num_envs=2, fallback=True, init=policy, config=cfg
     )
     obs, _ = make_vector("warehouse-small", 16, 4, seed=7).reset()
@@ -169,10 +170,48 @@ def test_train_nav_warm_starts_from_a_policy(policy: nav.NavPolicy) -> None:
     assert tuned.metadata["train_env"] == "fallback"
     assert result.steps >= 128
     with pytest.raises(ConfigError, match="hidden"):
-        nav.train_nav(
+        nav_train.train_nav(
             "warehouse-small",
             2,
             steps=10,
             init=policy,
-            config=nav.PPOConfig(agent_id=False, hidden=(32,)),
+            config=PPOConfig(agent_id=False, hidden=(32,)),
         )
+
+
+def test_nav_commands_train_and_score_a_policy(tmp_path: Path) -> None:
+    """`fleetmind nav train` saves a loadable policy; `nav eval` scores it beside shortest paths."""
+
+    from typer.testing import CliRunner
+
+    from fleetmind.cli import app
+
+    runner = CliRunner()
+    out = tmp_path / "p.pt"
+    res = runner.invoke(
+        app,
+        [
+            "nav",
+            "train",
+            "--out",
+            str(out),
+            "--robots",
+            "2",
+            "--steps",
+            "2048",
+            "--num-envs",
+            "2",
+            "--json",
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    trained = json.loads(res.stdout)
+    assert set(trained["eval"]) == set(trained["eval_baseline"])
+    assert nav.NavPolicy.load(out).metadata["eval"] == trained["eval"]
+    res = runner.invoke(app, ["nav", "eval", str(out), "--robots", "2", "--json"])
+    assert res.exit_code == 0, res.output
+    scored = json.loads(res.stdout)
+    assert scored["policy"] == trained["eval"]
+    assert scored["shortest_path"] == trained["eval_baseline"]
+    bad = runner.invoke(app, ["nav", "train", "--out", str(out), "--algo", "qmix"])
+    assert bad.exit_code != 0

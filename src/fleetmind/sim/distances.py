@@ -1,24 +1,35 @@
 """True shortest-path distances on a grid, cached per target cell.
 
 A distance map of a target holds, for every cell, the number of moves to reach the target while
-avoiding blocked cells (robots ignored); unreachable cells hold :data:`UNREACHABLE`. Maps are
-computed in C by :func:`scipy.sparse.csgraph.shortest_path` (unweighted, so breadth-first), many
-targets per call, and kept in a bounded cache (least recently used).
+avoiding blocked cells (robots ignored); unreachable cells hold :data:`UNREACHABLE`. A map is one
+breadth-first search in C (:func:`scipy.sparse.csgraph.breadth_first_order`) and a few numpy
+passes over its tree (:func:`bfs_distances`, about 1 ms on a 140 x 500 map).
+
+Maps are kept in one slab, a row per target (``uint16`` when the map has fewer than 65,535 free
+cells, else ``int32``), least recently used out first, so that many robots' distances are read in
+one numpy gather (:meth:`DistanceOracle.lookup`): nothing per robot runs in Python. Maps can be
+asked for ahead of need (:meth:`DistanceOracle.request`, e.g. an order's station when a robot is
+given it): a background thread computes them while the control thread goes on. A map that is not
+there when needed is computed on the spot, to the same values, so results never depend on timing.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
+import queue
+import threading
 from collections.abc import Iterable
 
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 from scipy.sparse import coo_matrix, csr_matrix
-from scipy.sparse.csgraph import shortest_path
+from scipy.sparse.csgraph import breadth_first_order
 
 from fleetmind.sim.grid import DELTAS, Cell, GridMap
 
 UNREACHABLE = np.iinfo(np.int32).max // 2
+
+_U16_NONE = np.iinfo(np.uint16).max  # "unreachable" in a uint16 slab
+_IDLE_EXIT_S = 2.0  # a background worker with nothing to do for this long stops
 
 
 def adjacency(blocked: NDArray[np.bool_]) -> csr_matrix:
@@ -40,13 +51,37 @@ def adjacency(blocked: NDArray[np.bool_]) -> csr_matrix:
     return coo_matrix((data, (src, dst)), shape=(h * w, h * w)).tocsr()
 
 
+def bfs_distances(graph: csr_matrix, source: int) -> NDArray[np.int32]:
+    """``(V,)`` moves between ``source`` and every node of an undirected unweighted graph.
+
+    One breadth-first search in C gives the visiting order and each node's parent; the depths
+    follow by pointer doubling over that tree (``log2(depth)`` numpy passes), never a Python loop
+    per node or per level. Nodes not reached hold :data:`UNREACHABLE`.
+    """
+    order, pred = breadth_first_order(graph, source, directed=True, return_predecessors=True)
+    n = graph.shape[0]
+    m = len(order)
+    where = np.empty(n, dtype=np.int64)
+    where[order] = np.arange(m)
+    up = np.zeros(m, dtype=np.int64)  # (m,) position of each visited node's ancestor
+    up[1:] = where[pred[order[1:]]]
+    depth = np.ones(m, dtype=np.int32)  # (m,) moves from each node to ``up``
+    depth[0] = 0
+    while up.any():
+        depth += depth[up]
+        up = up[up]
+    out = np.full(n, UNREACHABLE, dtype=np.int32)
+    out[order] = depth
+    return out
+
+
 class DistanceOracle:
     """Cached distance maps for one grid.
 
     Args:
         grid: the map.
-        max_cached: the most distance maps kept (each ``H * W`` int32); default: as many as fit
-            in ``memory_mb``, at most 4096.
+        max_cached: the most distance maps kept; default: as many as fit in ``memory_mb``, at
+            most 4096. :meth:`reserve` raises it (a fleet needs one map per robot target).
         memory_mb: the cache's memory budget when ``max_cached`` is not given.
     """
 
@@ -55,41 +90,178 @@ class DistanceOracle:
     ) -> None:
         self.grid = grid
         self.shape = grid.shape
-        self._graph = adjacency(grid.blocked)
-        self._cache: OrderedDict[int, NDArray[np.int32]] = OrderedDict()
+        # float64 weights: the csgraph routines take them without a conversion copy per call.
+        self._graph = adjacency(grid.blocked).astype(np.float64)
         h, w = grid.shape
-        per_map = h * w * 4
+        self._cells = h * w
+        # A path never has more moves than there are free cells.
+        small = int((~grid.blocked).sum()) < _U16_NONE
+        self._dtype = np.dtype(np.uint16 if small else np.int32)
+        self._none = _U16_NONE if small else UNREACHABLE
+        per_map = self._cells * self._dtype.itemsize
         self.max_cached = max_cached or max(16, min(4096, (memory_mb << 20) // per_map))
+        self._slab: NDArray[np.generic] | None = None  # (max_cached, H * W), on first store
+        self._slot_of = np.full(self._cells, -1, dtype=np.int64)  # (H * W,) slot of a target
+        self._target_of = np.full(self.max_cached, -1, dtype=np.int64)  # (max_cached,)
+        self._used = np.zeros(self.max_cached, dtype=np.int64)  # (max_cached,) last use
+        self._clock = 1
+        self._filled = 0
+        self.computed = 0  # maps computed on the caller's thread
+        self.computed_ahead = 0  # maps computed by the background worker
         self._table: tuple[bytes, NDArray[np.int64], NDArray[np.int32]] | None = None
+        self._lock = threading.Lock()
+        self._ready: dict[int, NDArray[np.int32]] = {}
+        self._queued: set[int] = set()
+        self._requests: queue.SimpleQueue[int] = queue.SimpleQueue()
+        self._worker: threading.Thread | None = None
+
+    # ------------------------------------------------------------------ storage
+    @property
+    def cached(self) -> int:
+        """How many maps are held."""
+        return self._filled
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the maps held."""
+        return self._filled * self._cells * self._dtype.itemsize
+
+    def reserve(self, count: int) -> None:
+        """Keep room for at least ``count`` maps (e.g. one per robot target)."""
+        if count <= self.max_cached:
+            return
+        grow = count - self.max_cached
+        if self._slab is not None:
+            slab = np.empty((count, self._cells), dtype=self._dtype)
+            slab[: self._filled] = self._slab[: self._filled]
+            self._slab = slab
+        self._target_of = np.concatenate([self._target_of, np.full(grow, -1, dtype=np.int64)])
+        self._used = np.concatenate([self._used, np.zeros(grow, dtype=np.int64)])
+        self.max_cached = count
 
     def _flat(self, cell: Cell) -> int:
         return int(cell[0]) * self.shape[1] + int(cell[1])
 
-    def prefetch(self, targets: Iterable[Cell]) -> None:
-        """Compute the maps of many targets in one call."""
-        missing = sorted({self._flat(t) for t in targets} - self._cache.keys())
-        for start in range(0, len(missing), 256):
-            chunk = missing[start : start + 256]
-            dist = shortest_path(self._graph, method="D", unweighted=True, indices=chunk)
-            dist = np.where(np.isinf(dist), UNREACHABLE, dist).astype(np.int32)
-            for flat, row in zip(chunk, dist, strict=True):
-                self._store(flat, row.reshape(self.shape))
+    def _store(self, flat: int, dist: NDArray[np.int32]) -> None:
+        """Put the ``(H * W,)`` map of ``flat`` in a free slot, or in the least recently used."""
+        if self._slot_of[flat] >= 0:
+            return
+        if self._slab is None:
+            self._slab = np.empty((self.max_cached, self._cells), dtype=self._dtype)
+        if self._filled < self.max_cached:
+            slot = self._filled
+            self._filled += 1
+        else:
+            slot = int(np.argmin(self._used))
+            self._slot_of[self._target_of[slot]] = -1
+        row = np.where(dist >= UNREACHABLE, self._none, dist) if self._none != UNREACHABLE else dist
+        self._slab[slot] = row
+        self._target_of[slot] = flat
+        self._slot_of[flat] = slot
+        self._used[slot] = self._clock
 
-    def _store(self, flat: int, dmap: NDArray[np.int32]) -> None:
-        self._cache[flat] = dmap
-        self._cache.move_to_end(flat)
-        while len(self._cache) > self.max_cached:
-            self._cache.popitem(last=False)
+    def _absorb(self) -> None:
+        """Move maps the background worker finished into the slab (caller's thread only)."""
+        if not self._ready:
+            return
+        with self._lock:
+            ready, self._ready = self._ready, {}
+            self._queued.difference_update(ready)
+        for flat, dist in ready.items():
+            self._store(flat, dist)
+
+    def _ensure(self, flats: NDArray[np.int64], *, keep_all: bool) -> None:
+        """Make sure the maps of the distinct targets ``flats`` are held.
+
+        With ``keep_all`` the cache grows to hold them all at once (they are read together).
+        """
+        self._absorb()
+        if keep_all:
+            self.reserve(len(flats))
+        have = self._slot_of[flats]
+        self._clock += 1
+        # Touch what is there first, so that storing the missing maps never evicts them.
+        self._used[have[have >= 0]] = self._clock
+        for flat in flats[have < 0].tolist():
+            self._store(flat, bfs_distances(self._graph, flat))
+            self.computed += 1
+
+    # ------------------------------------------------------------------ reading
+    def prefetch(self, targets: Iterable[Cell]) -> None:
+        """Compute the maps of many targets now."""
+        flats = np.unique(np.array([self._flat(t) for t in targets], dtype=np.int64))
+        self._ensure(flats, keep_all=False)
+
+    def request(self, targets: Iterable[Cell]) -> None:
+        """Have the maps of ``targets`` computed in the background (they are needed later).
+
+        Returns at once. The maps go into the cache at the next read; one not finished by the
+        time it is read is computed then, to the same values.
+        """
+        flats = {self._flat(t) for t in targets}
+        with self._lock:
+            fresh = [f for f in flats if self._slot_of[f] < 0 and f not in self._queued]
+            if not fresh:
+                return
+            self._queued.update(fresh)
+            for f in sorted(fresh):
+                self._requests.put(f)
+            if self._worker is None:
+                self._worker = threading.Thread(
+                    target=self._work, name="distance-maps", daemon=True
+                )
+                self._worker.start()
+
+    def _work(self) -> None:
+        while True:
+            try:
+                flat = self._requests.get(timeout=_IDLE_EXIT_S)
+            except queue.Empty:
+                with self._lock:
+                    if self._requests.empty():
+                        self._worker = None
+                        return
+                continue
+            dist = bfs_distances(self._graph, flat)
+            with self._lock:
+                self._ready[flat] = dist
+                self.computed_ahead += 1
+
+    def lookup(self, targets: ArrayLike, cells: ArrayLike) -> NDArray[np.int64]:
+        """Distances from many cells to many targets in one gather.
+
+        Args:
+            targets: ``(M,)`` flat target cells ``row * W + col``.
+            cells: ``(M,)`` or ``(M, K)`` flat cells, each row read in its target's map; ``-1``
+                (a move off the grid, say) reads :data:`UNREACHABLE`.
+
+        Returns:
+            ``cells``-shaped int64 moves (:data:`UNREACHABLE` where there is no path).
+        """
+        tgt = np.asarray(targets, dtype=np.int64).reshape(-1)
+        at = np.asarray(cells, dtype=np.int64)
+        if at.shape[:1] != tgt.shape:
+            raise ValueError(f"cells: expected {len(tgt)} rows, got shape {at.shape}")
+        if tgt.size == 0:
+            return np.zeros(at.shape, dtype=np.int64)
+        self._ensure(np.unique(tgt), keep_all=True)
+        assert self._slab is not None
+        slots = self._slot_of[tgt].reshape(tgt.shape + (1,) * (at.ndim - 1))
+        raw = self._slab[slots, np.maximum(at, 0)]
+        out = raw.astype(np.int64)
+        out[(raw == self._none) | (at < 0)] = UNREACHABLE
+        return out
 
     def to(self, target: Cell) -> NDArray[np.int32]:
-        """``(H, W)`` moves from every cell to ``target``."""
+        """``(H, W)`` moves from every cell to ``target`` (a fresh array)."""
         flat = self._flat(target)
-        dmap = self._cache.get(flat)
-        if dmap is None:
-            self.prefetch([target])
-            dmap = self._cache[flat]
-        else:
-            self._cache.move_to_end(flat)
+        self._ensure(np.array([flat], dtype=np.int64), keep_all=True)
+        assert self._slab is not None
+        row = self._slab[self._slot_of[flat]]
+        out = row.astype(np.int32)
+        if self._none != UNREACHABLE:
+            out[row == self._none] = UNREACHABLE
+        dmap: NDArray[np.int32] = out.reshape(self.shape)
         return dmap
 
     def table(
@@ -106,19 +278,17 @@ class DistanceOracle:
         if self._table is not None and self._table[0] == key:
             return self._table[1], self._table[2]
         flat = np.flatnonzero(targets.ravel())
-        cells = self.shape[0] * self.shape[1]
-        if len(flat) == 0 or len(flat) * cells * 4 > max_bytes:
+        if len(flat) == 0 or len(flat) * self._cells * 4 > max_bytes:
             return None
-        dist = np.empty((len(flat), cells), dtype=np.int32)
-        for start in range(0, len(flat), 256):
-            chunk = flat[start : start + 256]
-            d = shortest_path(self._graph, method="D", unweighted=True, indices=chunk)
-            dist[start : start + len(chunk)] = np.where(np.isinf(d), UNREACHABLE, d)
-        row_of = np.full(cells, -1, dtype=np.int64)
+        dist = np.empty((len(flat), self._cells), dtype=np.int32)
+        for k, f in enumerate(flat.tolist()):
+            dist[k] = bfs_distances(self._graph, f)
+        row_of = np.full(self._cells, -1, dtype=np.int64)
         row_of[flat] = np.arange(len(flat))
         self._table = (key, row_of, dist)
         return row_of, dist
 
     def between(self, a: Cell, b: Cell) -> int:
         """Moves from ``a`` to ``b`` (``UNREACHABLE`` when there is no path)."""
-        return int(self.to(b)[a])
+        flat_a = np.array([self._flat(a)], dtype=np.int64)
+        return int(self.lookup(np.array([self._flat(b)]), flat_a)[0])

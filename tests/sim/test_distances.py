@@ -1,0 +1,101 @@
+"""The distance oracle against scipy's own shortest paths, on random grids."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from numpy.typing import NDArray
+from scipy.sparse.csgraph import shortest_path
+
+from fleetmind.sim.distances import UNREACHABLE, DistanceOracle, adjacency, bfs_distances
+from fleetmind.sim.grid import GridMap
+
+
+def _grid(blocked: NDArray[np.bool_]) -> GridMap:
+    none = np.zeros_like(blocked)
+    return GridMap(name="random", blocked=blocked, pickups=none, stations=none, chargers=none)
+
+
+@st.composite
+def grids(draw: st.DrawFn) -> GridMap:
+    h = draw(st.integers(1, 9))
+    w = draw(st.integers(1, 9))
+    seed = draw(st.integers(0, 2**31 - 1))
+    density = draw(st.sampled_from([0.0, 0.2, 0.4, 0.6]))
+    blocked = np.random.default_rng(seed).random((h, w)) < density
+    return _grid(blocked)
+
+
+def _reference(grid: GridMap, flat: int) -> NDArray[np.int64]:
+    d = shortest_path(adjacency(grid.blocked), method="D", unweighted=True, indices=[flat])[0]
+    return np.where(np.isinf(d), UNREACHABLE, d).astype(np.int64)
+
+
+@settings(max_examples=60, deadline=None)
+@given(grids(), st.data())
+def test_breadth_first_distances_equal_scipy_shortest_paths(
+    grid: GridMap, data: st.DataObject
+) -> None:
+    cells = grid.shape[0] * grid.shape[1]
+    flat = data.draw(st.integers(0, cells - 1))
+    got = bfs_distances(adjacency(grid.blocked), flat)
+    assert got.dtype == np.int32
+    assert np.array_equal(got, _reference(grid, flat))
+
+
+@settings(max_examples=40, deadline=None)
+@given(grids(), st.data(), st.integers(16, 20))
+def test_lookup_reads_the_same_maps_as_to_even_when_the_cache_evicts(
+    grid: GridMap, data: st.DataObject, cached: int
+) -> None:
+    cells = grid.shape[0] * grid.shape[1]
+    oracle = DistanceOracle(grid, max_cached=cached)
+    most = cached
+    for _ in range(3):
+        m = data.draw(st.integers(1, 40))
+        targets = np.array(data.draw(st.lists(st.integers(0, cells - 1), min_size=m, max_size=m)))
+        at = np.array(
+            data.draw(st.lists(st.integers(-1, cells - 1), min_size=5 * m, max_size=5 * m))
+        ).reshape(m, 5)
+        got = oracle.lookup(targets, at)
+        want = np.array(
+            [
+                [_reference(grid, int(t))[c] if c >= 0 else UNREACHABLE for c in row]
+                for t, row in zip(targets, at, strict=True)
+            ]
+        )
+        assert np.array_equal(got, want)
+        # The cache grew to hold every target of one read at once, and no more than needed.
+        most = max(most, len(set(targets.tolist())))
+        assert oracle.cached <= oracle.max_cached == most
+        w = grid.shape[1]
+        t0 = int(targets[0])
+        assert np.array_equal(oracle.to((t0 // w, t0 % w)).ravel(), _reference(grid, t0))
+
+
+def test_maps_asked_for_ahead_are_computed_in_the_background_to_the_same_values() -> None:
+    rng = np.random.default_rng(3)
+    grid = _grid(rng.random((30, 40)) < 0.3)
+    free = np.flatnonzero(~grid.blocked.ravel())
+    targets = free[:25]
+    oracle = DistanceOracle(grid)
+    oracle.request([(int(f) // 40, int(f) % 40) for f in targets])
+    deadline = time.monotonic() + 30
+    while oracle.computed_ahead < len(targets) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert oracle.computed_ahead == len(targets)
+    got = oracle.lookup(targets, np.tile(free[:7], (len(targets), 1)))
+    assert oracle.computed == 0  # every map came from the worker
+    for t, row in zip(targets, got, strict=True):
+        assert np.array_equal(row, _reference(grid, int(t))[free[:7]])
+
+
+def test_a_long_map_keeps_exact_distances_past_the_uint16_range_check() -> None:
+    # A 1 x 70,000 corridor: more free cells than a uint16 can count, so the slab is int32.
+    grid = _grid(np.zeros((1, 70_000), dtype=bool))
+    oracle = DistanceOracle(grid, max_cached=2)
+    assert int(oracle.lookup(np.array([0]), np.array([[69_999]]))[0, 0]) == 69_999
+    assert oracle.between((0, 5), (0, 69_000)) == 68_995

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fleetmind.safety import VerifyInputError, conflicts
-from fleetmind.sim.grid import DOWN, LEFT, RIGHT, UP, WAIT
+from fleetmind.safety.verify import count_conflicts
+from fleetmind.sim.grid import DOWN, LEFT, RIGHT, UP, WAIT, GridMap
 
 from .layouts import parse
 
@@ -72,3 +75,35 @@ def test_shapes_are_checked() -> None:
         conflicts(s.grid, s.positions, np.array([1, 2]))
     with pytest.raises(VerifyInputError, match="positions"):
         conflicts(s.grid, np.array([0, 0]), np.array([1]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_the_fast_count_equals_the_reference_on_random_joint_moves(data: st.DataObject) -> None:
+    h = data.draw(st.integers(1, 6))
+    w = data.draw(st.integers(1, 6))
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**31 - 1)))
+    grid = GridMap(
+        name="random",
+        blocked=rng.random((h, w)) < 0.25,
+        pickups=np.zeros((h, w), dtype=bool),
+        stations=np.zeros((h, w), dtype=bool),
+        chargers=np.zeros((h, w), dtype=bool),
+    )
+    n = data.draw(st.integers(0, 12))
+    # Any cells, walls, repeats and cells off the map included; any action ids, bad ones too.
+    cells = st.tuples(st.integers(-1, h), st.integers(-1, w))
+    pos = np.array(data.draw(st.lists(cells, min_size=n, max_size=n)), dtype=np.int64)
+    pos = pos.reshape(n, 2)
+    act = np.array(data.draw(st.lists(st.integers(-1, 5), min_size=n, max_size=n)), dtype=np.int64)
+    banned = data.draw(st.lists(cells, max_size=4))
+    want = len(conflicts(grid, pos, act, forbidden=banned))
+    assert count_conflicts(grid, pos, act, forbidden=banned) == want
+
+
+def test_the_fast_count_sees_each_rule() -> None:
+    s = parse("AB.#\nC...")
+    # A and B swap, C walks off the map.
+    assert count_conflicts(s.grid, s.positions, [RIGHT, LEFT, LEFT]) == 2
+    assert count_conflicts(s.grid, s.positions, [WAIT, WAIT, WAIT]) == 0
+    assert count_conflicts(s.grid, s.positions, [WAIT, DOWN, RIGHT]) == 1  # both on (1, 1)

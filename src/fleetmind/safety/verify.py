@@ -17,6 +17,10 @@ Rules checked (the simulator's collision semantics):
 A robot whose move is illegal (the first four rules) is taken to stay where it is for the vertex
 and swap checks, as the simulator would leave it. Following a robot that moves away, and rotations
 of three or more robots, are not conflicts.
+
+:func:`conflicts` is the reference: plain Python, one robot at a time. :func:`count_conflicts`
+gives the same count with numpy over the whole fleet (the control loop counts executed and
+commanded conflicts every tick with it); the tests hold the two equal on random joint moves.
 """
 
 from __future__ import annotations
@@ -130,3 +134,73 @@ def conflicts(
         if j is not None and j > i and ends[j] == start:
             found.append(Conflict("swap", (i, j), start))
     return found
+
+
+def count_conflicts(
+    grid: GridMap,
+    positions: ArrayLike,
+    actions: ArrayLike,
+    *,
+    forbidden: Iterable[Cell] = (),
+) -> int:
+    """``len(conflicts(...))`` computed over the fleet at once (numpy; no loop per robot).
+
+    Args:
+        grid: the map.
+        positions: ``(N, 2)`` integer cells ``(row, col)``, one per robot.
+        actions: ``(N,)`` action ids, one per robot.
+        forbidden: cells no robot may enter this tick.
+
+    Returns:
+        How many conflicts :func:`conflicts` lists for the same joint move.
+
+    Raises:
+        VerifyInputError: when the shapes do not match.
+    """
+    pos = np.asarray(positions)
+    act = np.asarray(actions)
+    if pos.ndim != 2 or pos.shape[1] != 2:
+        raise VerifyInputError(f"positions: expected shape (N, 2), got {pos.shape}")
+    if act.shape != (pos.shape[0],):
+        raise VerifyInputError(f"actions: expected shape ({pos.shape[0]},), got {act.shape}")
+    n = pos.shape[0]
+    if n == 0:
+        return 0
+    height, width = grid.shape
+    pos = pos.astype(np.int64)
+    act = act.astype(np.int64)
+    offsets = np.array([_OFFSETS[a] for a in sorted(_OFFSETS)], dtype=np.int64)  # (5, 2)
+    valid = (act >= 0) & (act < len(offsets))
+    end = pos + offsets[np.where(valid, act, 0)]
+    inside = (end[:, 0] >= 0) & (end[:, 0] < height) & (end[:, 1] >= 0) & (end[:, 1] < width)
+    # Waiting is never illegal (the reference checks nothing for it, wherever the robot is).
+    moving = valid & inside & (act != 0)
+    moving[moving] = ~grid.blocked[end[moving, 0], end[moving, 1]]
+    banned = {(int(r), int(c)) for r, c in forbidden}
+    banned = {(r, c) for r, c in banned if 0 <= r < height and 0 <= c < width}
+    if banned:
+        mask = np.zeros((height, width), dtype=bool)
+        mask[tuple(np.array(sorted(banned)).T)] = True
+        moving[moving] = ~mask[end[moving, 0], end[moving, 1]]
+    legal = moving | (act == 0)
+    illegal = int(n - legal.sum())
+    final = np.where(legal[:, None], end, pos)  # (N, 2) where each robot ends the tick
+    # Cells as distinct numbers (starts may lie anywhere; ends are starts or cells of the map).
+    low = np.minimum(pos.min(axis=0), final.min(axis=0))
+    span = int(max(pos[:, 1].max(), final[:, 1].max()) - low[1] + 1)
+    start_key = (pos[:, 0] - low[0]) * span + (pos[:, 1] - low[1])
+    end_key = (final[:, 0] - low[0]) * span + (final[:, 1] - low[1])
+    _, counts = np.unique(end_key, return_counts=True)
+    vertex = int((counts > 1).sum())
+    # A swap: robot i ends where j started and j ends where i started. Like the reference, j is
+    # the last robot starting on that cell, and each pair counts once (from its lower index).
+    order = np.argsort(start_key, kind="stable")
+    sorted_starts = start_key[order]
+    k = np.searchsorted(sorted_starts, end_key, side="right") - 1
+    found = k >= 0
+    k = np.maximum(k, 0)
+    j = order[k]
+    moved = end_key != start_key
+    hit = found & moved & (sorted_starts[k] == end_key) & (j > np.arange(n))
+    swap = int((hit & (end_key[j] == start_key)).sum())
+    return illegal + vertex + swap

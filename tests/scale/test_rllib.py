@@ -16,7 +16,7 @@ from fleetmind.sim.maps import load_map
 
 pytest.importorskip("ray.rllib")
 
-from fleetmind.scale.rllib import RLlibExecutor, env_creator, train_rllib
+from fleetmind.scale.rllib import RLlibExecutor, env_creator
 
 
 def test_env_creator_wraps_make_parallel_with_per_copy_seeds() -> None:
@@ -38,9 +38,23 @@ def test_env_creator_wraps_make_parallel_with_per_copy_seeds() -> None:
 
 @pytest.fixture(scope="module")
 def rllib_run(ray_instance: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """Two iterations through `fleetmind rllib train`, on the session's Ray instance."""
+    from types import SimpleNamespace
+
+    from typer.testing import CliRunner
+
+    from fleetmind.cli import app
+
     out = tmp_path_factory.mktemp("rllib")
-    return train_rllib(
-        "warehouse-tiny", 2, iterations=2, out_dir=out, seed=0, num_env_runners=1, max_steps=50
+    args = ["rllib", "train", "--map", "warehouse-tiny", "--robots", "2", "--iterations", "2"]
+    args += ["--max-steps", "50", "--seed", "0", "--out", str(out), "--json"]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    return SimpleNamespace(
+        out_dir=Path(data["out_dir"]),
+        module_dir=Path(data["module_dir"]),
+        iterations=data["iterations"],
     )
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import sys
 
 # Importing the command modules registers their commands on ``app``, in help order.
-from fleetmind.cli import bench, lorr, nav, notes, run, serve, train  # noqa: F401
+from fleetmind.cli import bench, lorr, nav, notes, rllib, run, serve, train  # noqa: F401
 from fleetmind.cli.common import EXIT_BAD_INPUT, app, kpi_table, state
 from fleetmind.errors import FleetmindError
 

@@ -18,16 +18,13 @@ this installed module, so remote env runners can import them.
 
 Example (``docs/ray.md``)::
 
-    python -m fleetmind.scale.rllib --map warehouse-tiny --robots 2 --iterations 5 \
-        --out runs/rllib
+    fleetmind rllib train --map warehouse-tiny --robots 2 --iterations 5 --out runs/rllib
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
-import sys
 import time
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
@@ -310,34 +307,3 @@ class RLlibExecutor(PolicyExecutor):
             out = self.module.forward_inference({"obs": torch.from_numpy(obs)})
         logits: NDArray[np.float32] = out["action_dist_inputs"].numpy()
         return logits
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m fleetmind.scale.rllib``: the documented RLlib example."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0] if __doc__ else None)
-    parser.add_argument("--map", default="warehouse-tiny")
-    parser.add_argument("--robots", type=int, default=2)
-    parser.add_argument("--iterations", type=int, default=5)
-    parser.add_argument("--env-runners", type=int, default=1)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--ray-address", default=None)
-    parser.add_argument("--out", default="runs/rllib")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING)
-    run = train_rllib(
-        args.map,
-        args.robots,
-        iterations=args.iterations,
-        out_dir=args.out,
-        seed=args.seed,
-        num_env_runners=args.env_runners,
-        address=args.ray_address,
-    )
-    for row in run.iterations:
-        sys.stdout.write(json.dumps(row) + "\n")
-    sys.stdout.write(f"module: {run.module_dir}\n")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

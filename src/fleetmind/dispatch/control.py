@@ -408,8 +408,7 @@ class ControlLoop:
             if rid in w.robot_ids:
                 pr[w.robot_ids.index(rid)] += boost
         if self.desk.boosts:
-            for i, rid in enumerate(w.robot_ids):
-                pr[i] += self.desk.boost_of(rid)
+            pr += np.array([self.desk.boost_of(rid) for rid in w.robot_ids])
         return pr
 
     def _dist_to_target(self) -> NDArray[np.int64]:

@@ -69,6 +69,23 @@ class ShortestPathExecutor:
         self._padded_blocked = np.pad(grid.blocked, 1, constant_values=True)
         self._shape = (h, w)
 
+    def reroute(self, closed: list[tuple[int, int]]) -> None:
+        """Route around closed cells (a blocked aisle): distances on the map with them as walls.
+
+        A robot standing on a closed cell still ranks the moves off it by their distance.
+        """
+        import dataclasses
+
+        base = getattr(self, "_base_grid", self.grid)
+        self._base_grid = base
+        blocked = base.blocked.copy()
+        for r, c in closed:
+            blocked[r, c] = True
+        grid = dataclasses.replace(base, blocked=blocked) if closed else base
+        self.grid = grid
+        self.oracle = DistanceOracle(grid)
+        self._padded_blocked = np.pad(grid.blocked, 1, constant_values=True)
+
     def distances(self, pos: NDArray[np.int32], goal: NDArray[np.int32]) -> NDArray[np.int64]:
         """``(N, 5)`` distance to target after each action (UNREACHABLE for blocked moves)."""
         n = len(pos)

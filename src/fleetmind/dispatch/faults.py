@@ -6,7 +6,16 @@ Faults are given as short specs (flags ``--fault``, repeatable, or a config list
 - ``llm-outage@T+K``: every LLM call for ticks ``T .. T+K-1`` fails as a connection error;
 - ``malformed@T+K``: every LLM reply for ticks ``T .. T+K-1`` is garbage text;
 - ``surge@T:N``: ``N`` extra orders arrive at tick ``T`` (at most :data:`MAX_SURGE`: a larger
-  surge is cut to it, the cut recorded in the ``fault_start`` event and the run's ``faults``).
+  surge is cut to it, the cut recorded in the ``fault_start`` event and the run's ``faults``);
+- ``block:R1,C1-R2,C2@T+K``: the cells of rows ``R1..R2`` and columns ``C1..C2`` (cells are
+  ``(row, col)``) are closed to robots for ticks ``T .. T+K-1`` (an aisle blocked: the shield
+  keeps robots out, shortest-path executors route around it);
+- ``battery:ROBOT@T``: robot ``ROBOT``'s battery runs low at tick ``T``: its charge becomes the
+  moves to the nearest charger plus :data:`BATTERY_MARGIN`, so it makes the charger only if it
+  heads there soon (an empty robot stands still until recharged, which it cannot do alone).
+
+``ROBOT`` is an id (``robot_3``), an index (``3``), or ``busy``: at the fault's tick, the
+lowest-id robot carrying a load, else the lowest-id robot with a task, else ``robot_0``.
 
 Ticks and lengths are at most :data:`MAX_TICKS`. :func:`check_faults` checks every fault against
 the world before tick 0 (a breakdown names a robot of the fleet) and says which faults cannot
@@ -22,8 +31,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import numpy as np
+
 from fleetmind.errors import ConfigError, LLMConnectionError
 from fleetmind.llm.chat import CallContext, ChatClient, ChatResult, Message
+from fleetmind.sim.grid import GridMap
+from fleetmind.sim.warehouse import Warehouse
 
 log = logging.getLogger(__name__)
 
@@ -32,14 +45,27 @@ MAX_TICKS = 10**9
 MAX_SURGE = 1000
 """The most orders one surge injects (a larger surge is cut to this, and the cut recorded)."""
 
-FaultKind = Literal["breakdown", "llm-outage", "malformed", "surge"]
+BATTERY_MARGIN = 6
+"""Moves of charge a ``battery`` fault leaves beyond the way to the nearest charger."""
+MAX_ZONE_CELLS = 400
+"""The most cells one ``block`` fault may close."""
+
+FaultKind = Literal["breakdown", "llm-outage", "malformed", "surge", "block", "battery"]
 
 _PATTERNS = {
     "breakdown": re.compile(r"^breakdown:(?P<robot>[\w-]+)@(?P<start>\d+)\+(?P<length>\d+)$"),
     "llm-outage": re.compile(r"^llm-outage@(?P<start>\d+)\+(?P<length>\d+)$"),
     "malformed": re.compile(r"^malformed@(?P<start>\d+)\+(?P<length>\d+)$"),
     "surge": re.compile(r"^surge@(?P<start>\d+):(?P<count>\d+)$"),
+    "block": re.compile(
+        r"^block:(?P<r1>\d+),(?P<c1>\d+)-(?P<r2>\d+),(?P<c2>\d+)@(?P<start>\d+)\+(?P<length>\d+)$"
+    ),
+    "battery": re.compile(r"^battery:(?P<robot>[\w-]+)@(?P<start>\d+)$"),
 }
+FORMS = (
+    "breakdown:ROBOT@T+K, llm-outage@T+K, malformed@T+K, surge@T:N, block:R1,C1-R2,C2@T+K or "
+    "battery:ROBOT@T"
+)
 
 
 @dataclass(frozen=True)
@@ -47,10 +73,11 @@ class Fault:
     """One injected fault.
 
     Attributes:
-        kind: ``breakdown``, ``llm-outage``, ``malformed`` or ``surge``.
+        kind: ``breakdown``, ``llm-outage``, ``malformed``, ``surge``, ``block`` or
+            ``battery``.
         start: first tick.
-        length: ticks it lasts (1 for a surge).
-        robot: the robot of a breakdown.
+        length: ticks it lasts (1 for a surge or a battery fault).
+        robot: the robot of a breakdown or battery fault (``busy``: chosen at the fault's tick).
         count: orders of a surge (after the cut to :data:`MAX_SURGE`).
         spec: the text it was parsed from.
         cut: orders of a surge dropped by the cut (0 if none).
@@ -63,6 +90,16 @@ class Fault:
     count: int = 0
     spec: str = ""
     cut: int = 0
+    zone: tuple[tuple[int, int], ...] = ()
+
+    @property
+    def zone_box(self) -> tuple[int, int, int, int] | None:
+        """``(r1, c1, r2, c2)`` of a block fault's zone (None for other kinds)."""
+        if not self.zone:
+            return None
+        rows = [r for r, _ in self.zone]
+        cols = [c for _, c in self.zone]
+        return min(rows), min(cols), max(rows), max(cols)
 
     @property
     def end(self) -> int:
@@ -86,7 +123,7 @@ def parse_fault(spec: str) -> Fault:
         m = pattern.match(text)
         if m is None:
             continue
-        numbers = {k: v for k, v in m.groupdict().items() if k != "robot"}
+        numbers = {k: v for k, v in m.groupdict().items() if k != "robot" and v is not None}
         for name, digits in numbers.items():
             # Check the digits before int(): a 10,000-digit number is slow to convert.
             if len(digits) > 10 or int(digits) > MAX_TICKS:
@@ -106,21 +143,44 @@ def parse_fault(spec: str) -> Fault:
                     asked - count,
                 )
             return Fault("surge", start, 1, count=count, spec=text, cut=asked - count)
+        if kind == "battery":
+            return Fault("battery", start, 1, robot=_robot_id(m["robot"]), spec=text)
         length = int(m["length"])
         if length < 1:
             raise ConfigError(f"--fault {spec!r}: length must be at least 1 tick")
+        if kind == "block":
+            r1, c1, r2, c2 = (int(m[k]) for k in ("r1", "c1", "r2", "c2"))
+            if r1 > r2 or c1 > c2:
+                raise ConfigError(
+                    f"--fault {spec!r}: the zone's first cell ({r1},{c1}) must be above and left "
+                    f"of its last ({r2},{c2})"
+                )
+            if (r2 - r1 + 1) * (c2 - c1 + 1) > MAX_ZONE_CELLS:
+                raise ConfigError(f"--fault {spec!r}: a zone closes at most {MAX_ZONE_CELLS} cells")
+            zone = tuple((r, c) for r in range(r1, r2 + 1) for c in range(c1, c2 + 1))
+            return Fault("block", start, length, spec=text, zone=zone)
         robot = m.groupdict().get("robot")
-        if robot is not None and robot.isdigit():
-            robot = f"robot_{robot}"
-        return Fault(kind, start, length, robot=robot, spec=text)  # type: ignore[arg-type]
-    raise ConfigError(
-        f"--fault {spec!r}: expected breakdown:ROBOT@T+K, llm-outage@T+K, malformed@T+K or "
-        "surge@T:N"
-    )
+        return Fault(
+            kind,  # type: ignore[arg-type]
+            start,
+            length,
+            robot=None if robot is None else _robot_id(robot),
+            spec=text,
+        )
+    raise ConfigError(f"--fault {spec!r}: expected {FORMS}")
+
+
+def _robot_id(text: str) -> str:
+    return f"robot_{text}" if text.isdigit() else text
 
 
 def check_faults(
-    faults: Sequence[Fault], *, robots: Sequence[str], steps: int, uses_llm: bool
+    faults: Sequence[Fault],
+    *,
+    robots: Sequence[str],
+    steps: int,
+    uses_llm: bool,
+    grid: GridMap | None = None,
 ) -> list[str]:
     """Check faults against the world before tick 0; returns warnings (also logged).
 
@@ -129,13 +189,18 @@ def check_faults(
         robots: the fleet's robot ids.
         steps: ticks of the run.
         uses_llm: whether a tier calls an LLM (LLM faults do nothing otherwise).
+        grid: the map (checks block zones and chargers when given).
 
     Raises:
-        ConfigError: a breakdown names a robot that is not in the fleet (names ``--fault``).
+        ConfigError: a breakdown or battery fault names a robot that is not in the fleet, a
+            block zone leaves the map, covers no free cell or closes a station, or a battery
+            fault comes on a map without a charger (names ``--fault``).
     """
     warnings: list[str] = []
     for f in faults:
-        if f.kind == "breakdown" and f.robot not in robots:
+        if grid is not None:
+            _check_on_grid(f, grid)
+        if f.kind in ("breakdown", "battery") and f.robot != "busy" and f.robot not in robots:
             last = f"robot_0..{robots[-1]}" if robots else "no robots"
             raise ConfigError(
                 f"--fault {f.spec!r}: no robot {f.robot!r} in a fleet of {len(robots)} ({last})"
@@ -152,6 +217,38 @@ def check_faults(
     for w in warnings:
         log.warning("%s", w)
     return warnings
+
+
+def resolve_robot(fault: Fault, world: Warehouse) -> str:
+    """The robot a breakdown or battery fault strikes (``busy`` chosen now, see the docstring)."""
+    if fault.robot != "busy":
+        return str(fault.robot)
+    for mask in (world.carrying & ~world.broken, world.has_task & ~world.broken):
+        idx = np.flatnonzero(mask)
+        if len(idx):
+            return world.robot_ids[int(idx[0])]
+    return world.robot_ids[0]
+
+
+def _check_on_grid(f: Fault, grid: GridMap) -> None:
+    h, w = grid.shape
+    box = f.zone_box
+    if box is not None:
+        r1, c1, r2, c2 = box
+        if r2 >= h or c2 >= w:
+            raise ConfigError(
+                f"--fault {f.spec!r}: the zone reaches ({r2},{c2}), off the {h}x{w} map "
+                f"{grid.name!r}"
+            )
+        cells = grid.blocked[r1 : r2 + 1, c1 : c2 + 1]
+        if cells.all():
+            raise ConfigError(f"--fault {f.spec!r}: the zone covers no free cell (all walls)")
+        if grid.stations[r1 : r2 + 1, c1 : c2 + 1].any():
+            raise ConfigError(
+                f"--fault {f.spec!r}: the zone closes a station; block an aisle instead"
+            )
+    if f.kind == "battery" and not grid.chargers.any():
+        raise ConfigError(f"--fault {f.spec!r}: map {grid.name!r} has no charger")
 
 
 class FaultyClient:

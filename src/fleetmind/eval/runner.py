@@ -24,6 +24,7 @@ from fleetmind.dispatch.executors import (
     ShortestPathExecutor,
 )
 from fleetmind.dispatch.faults import Fault, FaultyClient, check_faults, parse_fault
+from fleetmind.dispatch.incidents import DeskConfig
 from fleetmind.dispatch.llm_planner import LLMPlanner
 from fleetmind.dispatch.notes.planner import NoteReaderPlanner
 from fleetmind.dispatch.notes.readers import MODEL_READERS, READERS, make_reader
@@ -85,6 +86,11 @@ class RunConfig(BaseModel):
     replay_calls: str | None = None
     flush_every: int = Field(50, ge=1)
     snapshot_every: int = Field(100, ge=0)
+    # The incident desk (dispatch/incidents.py, dispatch/desk.py): off, rules, or the LLM pair
+    # with the rules as fallback past either deadline.
+    desk: Literal["off", "rules", "llm"] = "off"
+    desk_deadline_s: float = Field(20.0, gt=0)
+    desk_deadline_ticks: int = Field(100, ge=1)
 
     @model_validator(mode="after")
     def _resolve_mode(self) -> RunConfig:
@@ -110,6 +116,7 @@ class RunConfig(BaseModel):
             self.planner == "llm"
             or (self.planner == "llm-notes" and self.note_reader in MODEL_READERS)
             or self.executor == "llm-direct"
+            or self.desk == "llm"
         )
 
 
@@ -318,7 +325,7 @@ def prepare(cfg: RunConfig) -> Prepared:
     faults: list[Fault] = [parse_fault(f) for f in cfg.faults]
     world = make_world(cfg, grid)
     warnings = check_faults(
-        faults, robots=list(world.robot_ids), steps=cfg.steps, uses_llm=cfg.needs_llm
+        faults, robots=list(world.robot_ids), steps=cfg.steps, uses_llm=cfg.needs_llm, grid=grid
     )
     warnings += check_fleet(cfg, world)
     from fleetmind.safety.shield import Shield
@@ -390,6 +397,12 @@ def execute(
             client = None
         planner = make_planner(cfg, grid, client)
         executor = ready.executor or make_executor(cfg, grid, client)
+        desk_worker = None
+        if cfg.desk == "llm":
+            from fleetmind.dispatch.desk import LLMDesk
+
+            assert client is not None
+            desk_worker = LLMDesk(client, deadline_s=cfg.desk_deadline_s, seed=cfg.seed)
         loop = ControlLoop(
             world,
             planner,
@@ -404,6 +417,12 @@ def execute(
             ),
             faults=faults,
             sink=recorder,
+            desk=DeskConfig(
+                mode=cfg.desk,
+                deadline_s=cfg.desk_deadline_s,
+                deadline_ticks=cfg.desk_deadline_ticks,
+            ),
+            desk_worker=desk_worker,
         )
         if recorder is not None:
             recorder.attach(world, faults=faults, stats=loop.stats, metrics=loop.metrics)

@@ -124,6 +124,7 @@ class StepResult:
         arrived: ids of orders that arrived this tick.
         idle: indices of robots that became idle this tick.
         truncated: the time limit was reached.
+        released: ids of parked orders that came back to the open list this tick.
     """
 
     rewards: NDArray[np.float32]
@@ -136,6 +137,7 @@ class StepResult:
     arrived: tuple[str, ...]
     idle: tuple[int, ...]
     truncated: bool
+    released: tuple[str, ...] = ()
 
 
 class Warehouse:
@@ -188,6 +190,8 @@ class Warehouse:
         self.carrying = np.zeros(n, dtype=bool)
         self.order_of = np.full(n, -1, dtype=np.int64)  # index into self.records
         self.broken_until = np.full(n, -1, dtype=np.int64)
+        # Robots on a service errand (going to or charging at a charger): a task without an order.
+        self.errand = np.zeros(n, dtype=bool)
         self.battery = np.full(
             n, self.config.battery.capacity if self.config.battery else np.inf, dtype=np.float64
         )
@@ -204,6 +208,9 @@ class Warehouse:
         # a gated order's pickup waits instead of loading (a note not read yet, a hold).
         self.gates: dict[int, tuple[int | None, str]] = {}
         self.gates_expired: dict[str, int] = {}
+        # Parked orders: record index -> tick they come back to the open list (a hold that
+        # takes the order away from planners, e.g. while its pickup is in a closed zone).
+        self.parked: dict[int, int] = {}
         self.stream = OrderStream(
             self.grid,
             self.robot_ids,
@@ -321,7 +328,7 @@ class Warehouse:
     def unassign(self, robot: int | str) -> str | None:
         """Take back a robot's order if it is not loaded yet; returns the order id."""
         r = self.robot_index(robot)
-        if not self.has_task[r] or self.carrying[r]:
+        if not self.has_task[r] or self.carrying[r] or self.errand[r]:
             return None
         rec_idx = int(self.order_of[r])
         rec = self.records[rec_idx]
@@ -345,6 +352,36 @@ class Warehouse:
         rec_idx = self.index[order_id]
         if self.records[rec_idx].picked_tick < 0:
             self.gates[rec_idx] = (until, reason)
+
+    def park(self, order_id: str, until: int) -> None:
+        """Take an unloaded order off the open list until tick ``until`` (no planner sees it).
+
+        An order a robot was sent for goes back from that robot first.
+
+        Raises:
+            ConfigError: unknown order, or one already loaded or delivered.
+        """
+        if order_id not in self.index:
+            raise ConfigError(f"park: unknown order {order_id!r}")
+        rec_idx = self.index[order_id]
+        rec = self.records[rec_idx]
+        if rec.picked_tick >= 0 or rec.delivered_tick >= 0:
+            raise ConfigError(f"park: order {order_id!r} is already loaded")
+        if rec.robot >= 0:
+            self.unassign(rec.robot)
+        if rec_idx in self.open:
+            self.open.remove(rec_idx)
+        self.parked[rec_idx] = int(until)
+
+    def unpark(self, order_id: str) -> bool:
+        """Put a parked order back on the open list now; False if it was not parked."""
+        rec_idx = self.index.get(order_id)
+        if rec_idx is None or rec_idx not in self.parked:
+            return False
+        del self.parked[rec_idx]
+        self.open.append(rec_idx)
+        self.open.sort()
+        return True
 
     def ungate(self, order_id: str) -> None:
         """Lift the load gate of an order (no-op when it has none)."""
@@ -382,6 +419,91 @@ class Warehouse:
         """``(N,)`` robots currently out of order."""
         return self.broken_until >= self.tick
 
+    @property
+    def frozen(self) -> NDArray[np.bool_]:
+        """``(N,)`` robots that cannot move this tick: broken, or out of battery."""
+        return self.broken | (self.battery <= 0)
+
+    def battery_model(self) -> BatteryConfig | None:
+        """The battery model in force: the config's, or the default once a battery is finite.
+
+        A world without a battery model has infinite charge; a fault that sets one robot's
+        charge (:meth:`set_battery`) turns the default model on for the robots with a finite
+        charge only.
+        """
+        if self.config.battery is not None:
+            return self.config.battery
+        return BatteryConfig() if np.isfinite(self.battery).any() else None
+
+    def set_battery(self, robot: int | str, level: float) -> None:
+        """Fault injection: set a robot's charge (it drains by the battery model from now)."""
+        r = self.robot_index(robot)
+        self.battery[r] = max(0.0, float(level))
+
+    def drop_load(self, robot: int | str) -> Cell:
+        """Set a loaded robot's load down on a free neighbouring cell, for another to collect.
+
+        The order goes back to the open list with that cell as its pickup (a robot that broke
+        down or runs out of charge carrying a load hands it over this way).
+
+        Returns:
+            The cell the load now waits on.
+
+        Raises:
+            ConfigError: the robot carries nothing, or no free neighbouring cell exists.
+        """
+        from fleetmind.sim.grid import DELTAS
+
+        r = self.robot_index(robot)
+        if not self.carrying[r]:
+            raise ConfigError(f"drop_load: {self.robot_ids[r]} carries nothing")
+        here = self.cell_of(r)
+        taken = {self.cell_of(i) for i in range(len(self.robot_ids)) if i != r}
+        h, w = self.grid.shape
+        cells = [(here[0] + int(d[0]), here[1] + int(d[1])) for d in DELTAS[1:]]
+        free = [
+            c
+            for c in cells
+            if 0 <= c[0] < h and 0 <= c[1] < w and not self.grid.blocked[c] and c not in taken
+        ]
+        if not free:
+            raise ConfigError(f"drop_load: no free cell beside {self.robot_ids[r]} at {here}")
+        cell = free[0]
+        rec_idx = int(self.order_of[r])
+        rec = self.records[rec_idx]
+        rec.order = replace(rec.order, pickup=cell)
+        rec.robot = -1
+        rec.assigned_tick = -1
+        rec.picked_tick = -1
+        self.open.append(rec_idx)
+        self.open.sort()
+        self.order_of[r] = -1
+        self.has_task[r] = False
+        self.carrying[r] = False
+        self.goal[r] = self.pos[r]
+        return cell
+
+    def send_to(self, robot: int | str, cell: Cell) -> str | None:
+        """Send a robot without a load on a service errand to ``cell`` (e.g. a charger).
+
+        Its unloaded order, if any, goes back to the open list (returned). On a charger the
+        robot stays until its battery is full, then becomes idle.
+
+        Raises:
+            ConfigError: the robot is loaded, or the cell is blocked or off the grid.
+        """
+        r = self.robot_index(robot)
+        if self.carrying[r]:
+            raise ConfigError(f"send_to: {self.robot_ids[r]} is carrying a load")
+        h, w = self.grid.shape
+        if not (0 <= cell[0] < h and 0 <= cell[1] < w) or self.grid.blocked[cell]:
+            raise ConfigError(f"send_to: cell {cell} is not a free cell")
+        back = None if self.errand[r] else self.unassign(r)
+        self.has_task[r] = True
+        self.errand[r] = True
+        self.goal[r] = cell
+        return back
+
     def open_orders(self) -> list[Order]:
         """Unassigned orders, oldest first."""
         return [self.records[i].order for i in self.open]
@@ -402,12 +524,12 @@ class Warehouse:
         """Pure part of a tick over ``B`` action variants: moves, pickups and deliveries."""
         acts = np.asarray(actions).reshape(1, -1) if variants is None else variants
         n_var = acts.shape[0]
-        frozen = self.broken | (self.battery <= 0)
+        frozen = self.frozen
         pos = np.broadcast_to(self.pos, (n_var, *self.pos.shape))
         res = resolve_moves(
             pos, acts, self.grid.blocked, tick=self.tick, frozen=np.broadcast_to(frozen, acts.shape)
         )
-        at_goal = (res.pos == self.goal).all(axis=-1) & self.has_task
+        at_goal = (res.pos == self.goal).all(axis=-1) & self.has_task & ~self.errand
         picked = at_goal & ~self.carrying
         if self.gates:
             picked &= ~self.gated()
@@ -443,12 +565,14 @@ class Warehouse:
         picked_m, delivered_m = picked_m[0], delivered_m[0]
         conflict, wall_bump, moved = res.conflict[0], res.wall_bump[0], res.moved[0]
         self.pos = res.pos[0]
-        if self.config.battery is not None:
-            b = self.config.battery
+        b = self.battery_model()
+        if b is not None:
+            # Only finite batteries take part (inf stays inf without a battery model).
+            finite = np.isfinite(self.battery)
             self.battery -= b.drain_per_move * moved
-            on_charger = self.grid.chargers[self.pos[:, 0], self.pos[:, 1]]
-            self.battery = np.minimum(self.battery + b.recharge_per_tick * on_charger, b.capacity)
-            self.battery = np.maximum(self.battery, 0.0)
+            on_charger = self.grid.chargers[self.pos[:, 0], self.pos[:, 1]] & finite
+            charged = np.minimum(self.battery + b.recharge_per_tick * on_charger, b.capacity)
+            self.battery = np.where(finite, np.maximum(charged, 0.0), self.battery)
         picked: list[str] = []
         for r in np.flatnonzero(picked_m):
             rec_idx = int(self.order_of[r])
@@ -462,6 +586,15 @@ class Warehouse:
             picked.append(rec.order.id)
         delivered: list[str] = []
         idle: list[int] = []
+        if self.errand.any():
+            full = b.capacity if b is not None else np.inf
+            for r in np.flatnonzero(self.errand):
+                arrived_at = bool((self.pos[r] == self.goal[r]).all())
+                charging = bool(self.grid.chargers[self.pos[r, 0], self.pos[r, 1]])
+                if arrived_at and (not charging or self.battery[r] >= full):
+                    self.errand[r] = False
+                    self.has_task[r] = False
+                    idle.append(int(r))
         for r in np.flatnonzero(delivered_m):
             rec = self.records[int(self.order_of[r])]
             rec.delivered_tick = self.tick + 1
@@ -484,6 +617,11 @@ class Warehouse:
         self.collision_attempts += int(conflict.sum())
         self.wall_bumps += int(wall_bump.sum())
         self.tick += 1
+        released = [
+            self.records[i].order.id for i, until in self.parked.items() if until <= self.tick
+        ]
+        for oid in released:
+            self.unpark(oid)
         arrived = self._arrive(self.tick)
         self._refill()
         return StepResult(
@@ -497,6 +635,7 @@ class Warehouse:
             arrived=tuple(arrived),
             idle=tuple(idle),
             truncated=self.tick >= self.config.max_steps,
+            released=tuple(released),
         )
 
     # ------------------------------------------------------------------ snapshots

@@ -29,12 +29,12 @@ import logging
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 
 from fleetmind.errors import ConfigError, LLMConnectionError
-from fleetmind.llm.chat import CallContext, ChatClient, ChatResult, Message
+from fleetmind.llm.chat import ChatClient, ChatOptions, ChatResult, ChatWrapper, Message
 from fleetmind.sim.grid import GridMap
 from fleetmind.sim.warehouse import Warehouse
 
@@ -251,44 +251,24 @@ def _check_on_grid(f: Fault, grid: GridMap) -> None:
         raise ConfigError(f"--fault {f.spec!r}: map {grid.name!r} has no charger")
 
 
-class FaultyClient:
+class FaultyClient(ChatWrapper):
     """A ChatClient that fails or garbles calls whose tick falls in a fault window.
 
     The tick comes from the call's :class:`~fleetmind.llm.chat.CallContext` (the snapshot tick).
     """
 
     def __init__(self, inner: ChatClient, faults: list[Fault]) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.outages = [f for f in faults if f.kind == "llm-outage"]
         self.garbles = [f for f in faults if f.kind == "malformed"]
 
-    @property
-    def model(self) -> str:
-        """The inner model name."""
-        return self.inner.model
-
-    def chat(
-        self,
-        messages: list[Message],
-        *,
-        temperature: float = 0.2,
-        max_tokens: int = 256,
-        json_schema: dict[str, Any] | None = None,
-        timeout_s: float | None = None,
-        context: CallContext | None = None,
-    ) -> ChatResult:
+    def respond(self, messages: list[Message], options: ChatOptions) -> ChatResult:
         """Forward the call unless a fault window covers its tick."""
+        context = options.context
         tick = context.tick if context is not None and context.tick is not None else -1
         if any(f.active(tick) for f in self.outages):
             raise LLMConnectionError(f"injected LLM outage at tick {tick}")
-        result = self.inner.chat(
-            messages,
-            temperature=temperature,
-            max_tokens=max_tokens,
-            json_schema=json_schema,
-            timeout_s=timeout_s,
-            context=context,
-        )
+        result = options.send(self.inner, messages)
         if any(f.active(tick) for f in self.garbles):
             return ChatResult(
                 text='{"assignments": [ {robot: ??? ' + "#" * 20,

@@ -27,10 +27,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
-from numpy.typing import ArrayLike
+from numpy.typing import ArrayLike, NDArray
 
 from fleetmind.errors import FleetmindError
 from fleetmind.sim.grid import Cell, GridMap
@@ -62,6 +62,17 @@ class Conflict:
     cell: Cell
 
 
+def _joint_move(positions: ArrayLike, actions: ArrayLike) -> tuple[NDArray[Any], NDArray[Any]]:
+    """``(N, 2)`` positions and ``(N,)`` actions as arrays, or one line naming the bad shape."""
+    pos = np.asarray(positions)
+    act = np.asarray(actions)
+    if pos.ndim != 2 or pos.shape[1] != 2:
+        raise VerifyInputError(f"positions: expected shape (N, 2), got {pos.shape}")
+    if act.shape != (pos.shape[0],):
+        raise VerifyInputError(f"actions: expected shape ({pos.shape[0]},), got {act.shape}")
+    return pos, act
+
+
 def conflicts(
     grid: GridMap,
     positions: ArrayLike,
@@ -84,12 +95,7 @@ def conflicts(
     Raises:
         VerifyInputError: when the shapes do not match.
     """
-    pos = np.asarray(positions)
-    act = np.asarray(actions)
-    if pos.ndim != 2 or pos.shape[1] != 2:
-        raise VerifyInputError(f"positions: expected shape (N, 2), got {pos.shape}")
-    if act.shape != (pos.shape[0],):
-        raise VerifyInputError(f"actions: expected shape ({pos.shape[0]},), got {act.shape}")
+    pos, act = _joint_move(positions, actions)
     height, width = grid.shape
     banned = {(int(r), int(c)) for r, c in forbidden}
     starts: list[Cell] = [(int(r), int(c)) for r, c in pos.tolist()]
@@ -157,12 +163,7 @@ def count_conflicts(
     Raises:
         VerifyInputError: when the shapes do not match.
     """
-    pos = np.asarray(positions)
-    act = np.asarray(actions)
-    if pos.ndim != 2 or pos.shape[1] != 2:
-        raise VerifyInputError(f"positions: expected shape (N, 2), got {pos.shape}")
-    if act.shape != (pos.shape[0],):
-        raise VerifyInputError(f"actions: expected shape ({pos.shape[0]},), got {act.shape}")
+    pos, act = _joint_move(positions, actions)
     n = pos.shape[0]
     if n == 0:
         return 0

@@ -11,8 +11,9 @@ resume=False) -> TrainResult`` on a batched multi-agent env (:class:`base.BatchE
 - :mod:`.vdn`: value decomposition, ``Q_tot = sum_i Q_i``;
 - :mod:`.qmix`: monotonic mixing network conditioned on the global state.
 
-Shared pieces (returns, GAE, buffers, networks, seeding, curves) live once in :mod:`.buffers` and :mod:`.base`; the
-two training loops in :mod:`.ppo` and :mod:`.dqn`. torch is imported only when a learner is.
+Shared pieces (returns, GAE, buffers, networks, seeding, curves) live once in :mod:`.buffers`
+and :mod:`.base`; the two training loops in :mod:`.ppo` and :mod:`.dqn`. torch is imported only
+when a learner is.
 """
 
 from __future__ import annotations

@@ -41,11 +41,11 @@ from numpy.typing import NDArray
 from fleetmind.dispatch.executors import Executor
 from fleetmind.dispatch.faults import Fault, resolve_robot
 from fleetmind.dispatch.incidents import DeskConfig, DeskWorker, IncidentHost
-from fleetmind.dispatch.planners import Planner, priority_of
+from fleetmind.dispatch.planners import Planner, task_priorities
 from fleetmind.dispatch.plans import PlanOutcome, Snapshot, percentiles
 from fleetmind.errors import ConfigError
 from fleetmind.safety.shield import Shield
-from fleetmind.safety.verify import conflicts
+from fleetmind.safety.verify import count_conflicts
 from fleetmind.sim.distances import UNREACHABLE, DistanceOracle
 from fleetmind.sim.warehouse import Warehouse
 
@@ -188,6 +188,21 @@ class ControlLoop:
         n = len(world.robot_ids)
         self._waiting = np.zeros(n, dtype=np.int64)
         self._fault_log: list[dict[str, Any]] = []
+        # Per order record (the world's records, in order): what the tick needs of each, as
+        # arrays, so that nothing per robot runs in Python (filled as records arrive).
+        self._synced = 0
+        self._rec_urgent = np.zeros(0, dtype=bool)
+        self._rec_due = np.zeros(0, dtype=np.int64)
+        self._rec_noted = np.zeros(0, dtype=np.float64)  # the planner's priority, once assigned
+        self._rec_ids = np.zeros(1, dtype="<U1")  # order ids; the slot past the last holds ""
+        self._robot_at = {rid: i for i, rid in enumerate(world.robot_ids)}
+        g = world.grid
+        self._width = g.shape[1]
+        # Room for a map per robot target, and the pickup maps made before the first tick (a
+        # new robot target is then a station, asked for in the background at assignment).
+        self._oracle.reserve(n + int(g.pickups.sum()) + 64)
+        if g.pickups.sum() <= self._oracle.max_cached // 2:
+            self._oracle.prefetch((int(r), int(c)) for r, c in np.argwhere(g.pickups))
         self.desk = IncidentHost(
             world,
             desk or DeskConfig(),
@@ -272,6 +287,9 @@ class ControlLoop:
                 continue
             s.assignments_applied += 1
             self._order_priority[a.order] = a.priority
+            self._sync_records()
+            self._rec_noted[w.index[a.order]] = a.priority
+            self._oracle.request([w.order(a.order).order.station])
             self._emit("assign", robot=a.robot, order=a.order, snapshot_tick=plan.tick)
         self._boosts = dict(plan.boosts)
         if plan.wake_at is not None:
@@ -395,18 +413,51 @@ class ControlLoop:
             self._orders_since = self.world.tick
 
     # ------------------------------------------------------------------ ticking
+    def _sync_records(self) -> None:
+        """Extend the per-record arrays to the world's records (Python per new order only)."""
+        recs = self.world.records
+        if len(recs) < self._synced:  # the world was restored to an earlier state
+            self._synced = 0
+        new = recs[self._synced :]
+        if not new:
+            return
+        total = len(recs)
+        if total > len(self._rec_due):
+            cap = max(64, 2 * total)
+            grow = cap - len(self._rec_due)
+            self._rec_urgent = np.concatenate([self._rec_urgent, np.zeros(grow, dtype=bool)])
+            self._rec_due = np.concatenate([self._rec_due, np.zeros(grow, dtype=np.int64)])
+            self._rec_noted = np.concatenate([self._rec_noted, np.zeros(grow)])
+        ids = np.array([r.order.id for r in new])
+        if ids.dtype.itemsize > self._rec_ids.dtype.itemsize or len(self._rec_ids) < total + 1:
+            kind = max(ids.dtype, self._rec_ids.dtype, key=lambda d: d.itemsize)
+            wider = np.zeros(max(len(self._rec_due) + 1, total + 1), dtype=kind)
+            wider[: self._synced] = self._rec_ids[: self._synced]
+            self._rec_ids = wider
+        k = slice(self._synced, total)
+        self._rec_urgent[k] = [r.order.priority == "urgent" for r in new]
+        self._rec_due[k] = [r.order.due for r in new]
+        self._rec_noted[k] = [self._order_priority.get(r.order.id, 0.0) for r in new]
+        self._rec_ids[k] = ids
+        self._rec_ids[total:] = ""
+        self._synced = total
+
     def _priorities(self) -> NDArray[np.float64]:
         w = self.world
+        self._sync_records()
         pr = np.zeros(len(w.robot_ids), dtype=np.float64)
-        for i in np.flatnonzero(w.has_task):
-            order = w.task_of(int(i))
-            if order is not None:
-                # The planner may know more (a note deadline): the higher of the two counts.
-                pr[i] = max(priority_of(order, w.tick), self._order_priority.get(order.id, 0.0))
+        rec = w.order_of
+        serving = w.has_task & (rec >= 0)
+        idx = rec[serving]
+        # The planner may know more (a note deadline): the higher of the two counts.
+        pr[serving] = np.maximum(
+            task_priorities(self._rec_urgent[idx], self._rec_due[idx], w.tick),
+            self._rec_noted[idx],
+        )
         pr += 0.5 * w.carrying + 0.01 * self._waiting
         for rid, boost in self._boosts.items():
-            if rid in w.robot_ids:
-                pr[w.robot_ids.index(rid)] += boost
+            if rid in self._robot_at:
+                pr[self._robot_at[rid]] += boost
         if self.desk.boosts:
             pr += np.array([self.desk.boost_of(rid) for rid in w.robot_ids])
         return pr
@@ -414,8 +465,10 @@ class ControlLoop:
     def _dist_to_target(self) -> NDArray[np.int64]:
         w = self.world
         d = np.zeros(len(w.robot_ids), dtype=np.int64)
-        for i in np.flatnonzero(w.has_task):
-            d[i] = int(self._oracle.to((int(w.goal[i, 0]), int(w.goal[i, 1])))[w.cell_of(int(i))])
+        idx = np.flatnonzero(w.has_task)
+        goal, pos = w.goal[idx].astype(np.int64), w.pos[idx].astype(np.int64)
+        width = self._width
+        d[idx] = self._oracle.lookup(goal[:, 0] * width + goal[:, 1], pos[:, 0] * width + pos[:, 1])
         return np.minimum(d, UNREACHABLE)
 
     def step(self) -> None:
@@ -465,18 +518,18 @@ class ControlLoop:
         # Executed collisions: conflicts in the joint move as sent to the robots. Commanded
         # conflicts: those in the executor's first choices, before the shield (the same moves
         # without it, which the simulator then refuses).
-        executed = len(conflicts(w.grid, pos, actions))
+        executed = count_conflicts(w.grid, pos, actions)
         s.collisions += executed
         s.conflicts_commanded += (
-            len(conflicts(w.grid, pos, proposed)) if self.config.shield else executed
+            count_conflicts(w.grid, pos, proposed) if self.config.shield else executed
         )
         res = w.step(actions)
         t4 = time.perf_counter()
         self._waiting = np.where(res.moved | ~active, 0, self._waiting + 1)
         if self.sink is not None:
-            order_ids = np.array(
-                [(o.id if (o := w.task_of(i)) is not None else "") for i in range(len(w.robot_ids))]
-            )
+            self._sync_records()
+            # Record -1 (no order) reads the "" kept past the last record.
+            order_ids = self._rec_ids[np.where(w.order_of >= 0, w.order_of, self._synced)]
             self.sink.on_tick(
                 w.tick - 1,
                 {

@@ -31,6 +31,7 @@ from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 import numpy as np
+from numpy.typing import NDArray
 from scipy.optimize import linear_sum_assignment
 
 from fleetmind.dispatch.plans import Assignment, Plan, PlanOutcome, RobotView, Snapshot
@@ -80,6 +81,15 @@ def priority_of(order: Order, tick: int) -> float:
     """The shield priority of a task: urgent orders and late orders first."""
     late = max(0, tick - order.due)
     return (URGENT_WEIGHT - 1.0) * (order.priority == "urgent") + 0.01 * late
+
+
+def task_priorities(
+    urgent: NDArray[np.bool_], due: NDArray[np.int64], tick: int
+) -> NDArray[np.float64]:
+    """:func:`priority_of` of many tasks at once (``(M,)`` urgent flags and due ticks)."""
+    late = np.maximum(0, tick - due)
+    out: NDArray[np.float64] = (URGENT_WEIGHT - 1.0) * urgent + 0.01 * late
+    return out
 
 
 class _Distances:

@@ -32,7 +32,7 @@ def test_samples_averaged_and_clamped() -> None:
     assert v == pytest.approx(1.0)  # 7 clamped to 1
     assert len(srv.requests) == 3
     body = srv.requests[0].body
-    assert body["temperature"] == 0.0
+    assert 0.0 < body["temperature"] <= 0.7  # samples can differ (see llm/reward.py)
     assert body["max_tokens"] <= 12
     assert "0 = no change" in srv.requests[0].messages[0]["content"]
 

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 
 from fleetmind.cli.common import (
     TRAIN_OUT,
+    LLMApiKey,
+    LLMBaseUrl,
+    LLMModel,
     RayAddress,
     app,
     console,
@@ -43,10 +48,27 @@ def train(
     checkpoint_every: Annotated[int, typer.Option(help="Updates between checkpoints.")] = 10,
     num_envs: Annotated[int, typer.Option(help="Batched worlds (neural algorithms).")] = 8,
     as_json: Annotated[bool, typer.Option("--json", help="Print the metrics as JSON.")] = False,
+    reward: Annotated[
+        str,
+        typer.Option(
+            help="env, or an LLM score mixed in: llm[:every=K,weight=W,alone,samples=N,"
+            "temperature=T] (docs/reward.md)."
+        ),
+    ] = "env",
+    llm_base_url: LLMBaseUrl = None,
+    llm_model: LLMModel = None,
+    llm_api_key: LLMApiKey = None,
 ) -> None:
     """Train a learner; writes the policy, config, per-agent curves (CSV, PNG) and metrics."""
+    from fleetmind.errors import ConfigError
+    from fleetmind.rl.reward import RewardSpec
     from fleetmind.rl.train import train as run_train
 
+    spec = RewardSpec.parse(reward)
+    if spec.scored and (seeds > 1 or backend != "local"):
+        raise ConfigError(
+            "reward: an LLM reward trains one seed on the local backend; drop --seeds/--backend"
+        )
     if seeds > 1 or backend != "local":
         _train_many(
             map_name,
@@ -63,20 +85,24 @@ def train(
             as_json=as_json,
         )
         return
-    result = run_train(
-        map_name,
-        robots,
-        algo,
-        reward_mode=reward_mode,
-        steps=steps,
-        seed=seed,
-        out_dir=out,
-        resume=resume,
-        backend=backend,
-        checkpoint_every=checkpoint_every,
-        num_envs=num_envs,
-        progress=not as_json,
-    )
+    with _scorer(spec, out, resume=resume, seed=seed, base_url=llm_base_url,
+                 model=llm_model, api_key=llm_api_key) as scorer:  # fmt: skip
+        result = run_train(
+            map_name,
+            robots,
+            algo,
+            reward_mode=reward_mode,
+            steps=steps,
+            seed=seed,
+            out_dir=out,
+            resume=resume,
+            backend=backend,
+            checkpoint_every=checkpoint_every,
+            num_envs=num_envs,
+            progress=not as_json,
+            reward=spec,
+            scorer=scorer,
+        )
     if as_json:
         print_json(result.metrics)
         return
@@ -89,8 +115,54 @@ def train(
         table.add_row(agent, str(d), f"{m.get('per_agent_reward', {}).get(agent, 0.0):.3f}")
     console.print(table)
     console.print(f"throughput {m.get('throughput', 0.0):.4f}; run folder: {result.out_dir}")
+    if "llm_reward" in m:
+        lr = m["llm_reward"]
+        console.print(
+            f"llm reward ({lr['spec']}): {lr['scored_ticks']} scores, {lr['calls']} model calls, "
+            f"{lr['cache_hits']} cache hits, {lr['parse_fallbacks']} parse and "
+            f"{lr['variance_fallbacks']} variance fallbacks; calls in {result.out_dir}/calls.jsonl"
+        )
     for finding in m.get("diagnostics", []):
         console.print(f"[yellow]doctor[/yellow] {finding['kind']}: {finding['message']}")
+
+
+@contextlib.contextmanager
+def _scorer(
+    spec: Any,
+    out: Path,
+    *,
+    resume: bool,
+    seed: int,
+    base_url: str | None,
+    model: str | None,
+    api_key: str | None,
+) -> Iterator[Any]:
+    """The LLM scorer of a scored ``--reward`` (None for ``env``), recorded to OUT/calls.jsonl."""
+    if not spec.scored:
+        yield None
+        return
+    from fleetmind.llm.reward import recorded_reward, reward_backend
+    from fleetmind.rl.reward import GOAL
+
+    calls = out / "calls.jsonl"
+    if not resume:
+        calls.unlink(missing_ok=True)  # a fresh run's recording holds its own calls only
+    with (
+        reward_backend(base_url=base_url, model=model, api_key=api_key, seed=seed) as (
+            client,
+            secrets,
+        ),
+        recorded_reward(
+            client,
+            calls,
+            goal=GOAL,
+            secrets=secrets,
+            seed=seed,
+            samples=spec.samples,
+            temperature=spec.temperature,
+        ) as scorer,
+    ):
+        yield scorer
 
 
 def _train_many(
@@ -152,7 +224,7 @@ def doctor(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print findings as JSON.")] = False,
 ) -> None:
-    """Diagnose a training log: non-stationarity, free-riding, reward scale (FIELD-NOTES §5)."""
+    """Diagnose a training log: non-stationarity, free-riding, reward scale and drift (§5)."""
     from fleetmind.rl.diagnostics import diagnose
 
     curves = _read_curves(run_dir)
@@ -160,7 +232,17 @@ def doctor(
     # Episode returns sum many steps, so they say nothing about the per-step reward scale;
     # the scale check runs only on per-step peaks, which `train` logs as `<agent>_peak`.
     peaks = _read_curves(run_dir, suffix="_peak", required=False)
-    findings = diagnose(curves, solo=solo_curves, step_rewards=peaks or {a: [0.0] for a in curves})
+    # A run trained on an LLM score logs the score and environment parts (§5.4 drift check).
+    llm_parts = _read_curves(run_dir, suffix="_llm", required=False)
+    env_parts = _read_curves(run_dir, suffix="_env", required=False)
+    findings = diagnose(
+        curves,
+        solo=solo_curves,
+        step_rewards=peaks or {a: [0.0] for a in curves},
+        llm_rewards=llm_parts or None,
+        env_rewards=env_parts or None,
+        scorer=_scorer_counters(run_dir),
+    )
     rows = [
         {"kind": f.kind, "agents": list(f.agents), "evidence": f.evidence, "message": f.message}
         for f in findings
@@ -172,6 +254,25 @@ def doctor(
         console.print("doctor: no finding (per-agent curves look healthy)")
     for r in rows:
         console.print(f"[yellow]{r['kind']}[/yellow] ({', '.join(r['agents'])}): {r['message']}")
+
+
+def _scorer_counters(run_dir: Path) -> dict[str, Any] | None:
+    """The ``llm_reward`` counters of a run folder's ``metrics.json`` (None when absent)."""
+    import json
+
+    from fleetmind.errors import ConfigError, read_input
+
+    path = run_dir / "metrics.json"
+    if not path.is_file():
+        return None
+    try:
+        metrics = json.loads(read_input(path, what="metrics"))
+    except ValueError as exc:
+        raise ConfigError(f"{path}: not valid JSON ({exc})") from None
+    counters = metrics.get("llm_reward") if isinstance(metrics, dict) else None
+    if counters is not None and not isinstance(counters, dict):
+        raise ConfigError(f"{path}: field 'llm_reward' is not an object")
+    return counters
 
 
 def _read_curves(

@@ -1,10 +1,18 @@
 """An LLM as a reward function over a text description of the state (§4.3, §5.4).
 
-Defences against drift and scorer-pleasing: temperature 0, a few tokens, discrete levels with
-anchors in the prompt, ``samples`` answers averaged, the result clamped to [-1, 1] and never NaN.
-It falls back to the previous value when parsing fails, the call fails, or the samples disagree
-(variance above ``variance_threshold``). Scores are cached by state text, and the model is called
-at most once per ``every_k_steps`` steps. :meth:`LLMReward.stats` reports drift statistics.
+Defences against drift and scorer-pleasing: a few tokens, discrete levels with anchors in the
+prompt, ``samples`` answers averaged, the result clamped to [-1, 1] and never NaN. It falls back
+to the previous value when parsing fails, the call fails, or the samples disagree (variance above
+``variance_threshold``). Scores are cached by state text, and the model is called at most once
+per ``every_k_steps`` steps. :meth:`LLMReward.stats` reports drift statistics.
+
+Samples are drawn at a small temperature (default 0.5), not at 0: FIELD-NOTES §4.3 asks for
+temperature 0 and still sees scores differ by up to 0.3 on hosted models, but a local llama.cpp
+model at temperature 0 answers the same prompt identically every time, so three samples would be
+one sample paid three times and the variance guard could never fire. With a temperature the
+samples can differ, their mean is a steadier score, and a state the model is unsure about is
+refused (previous value) instead of scored at random. The server's sampling generator is seeded
+(``EmbeddedServer(seed=...)``), so a run repeats; a replay serves the recorded samples in order.
 
 For slow, describable judgements only (is this placement sensible, every few seconds); never a
 control-loop reward.
@@ -12,10 +20,14 @@ control-loop reward.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
+import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, MutableMapping
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -23,6 +35,8 @@ import numpy as np
 from fleetmind.llm.chat import CallContext, ChatClient, Message, report_outcome
 from fleetmind.llm.errors import BudgetExceeded, LLMConnectionError
 from fleetmind.llm.parse import parse_json
+from fleetmind.llm.record import CallRecorder
+from fleetmind.llm.settings import LLMSettings
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +93,10 @@ class LLMReward:
         use_schema: constrain answers to ``{"score": <level>}`` where the backend can.
         initial: the value returned before any good evaluation.
         context: caller context for recording and accounting.
+        temperature: sampling temperature of every sample (see the module docstring; 0 makes
+            the samples of a local model identical).
+        cache: a state text -> score store to share between scorers (e.g. the runs of one
+            experiment); default a fresh dict.
     """
 
     def __init__(
@@ -94,9 +112,13 @@ class LLMReward:
         use_schema: bool = True,
         initial: float = 0.0,
         context: CallContext | None = None,
+        temperature: float = 0.5,
+        cache: MutableMapping[str, float] | None = None,
     ) -> None:
         if samples < 1:
             raise ValueError(f"samples must be >= 1, got {samples}")
+        if not 0.0 <= temperature <= 2.0:
+            raise ValueError(f"temperature must be in [0, 2], got {temperature}")
         self.client = client
         self.goal = goal
         self.levels = dict(levels or DEFAULT_LEVELS)
@@ -106,8 +128,9 @@ class LLMReward:
         self.max_tokens = max_tokens
         self.use_schema = use_schema
         self.context = context or CallContext(decision_type="reward")
+        self.temperature = temperature
         self.previous = _clamp(initial)
-        self._cache: dict[str, float] = {}
+        self._cache: MutableMapping[str, float] = {} if cache is None else cache
         self._last_step: int | None = None
         self._variances: dict[str, float] = {}
         self.evaluations = 0
@@ -117,6 +140,9 @@ class LLMReward:
         self.fallbacks = 0
         self.parse_failures = 0
         self.high_variance = 0
+        self.call_failures = 0
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
 
     def prompt(self, state_text: str) -> list[Message]:
         """The messages sent for a state."""
@@ -150,53 +176,80 @@ class LLMReward:
         Returns:
             The cached, fresh or previous value.
         """
-        if state_text in self._cache:
-            self.cache_hits += 1
-            self.previous = self._cache[state_text]
-            return self.previous
-        if (
+        if state_text not in self._cache and (
             step is not None
             and self._last_step is not None
             and step - self._last_step < self.every_k_steps
         ):
             self.rate_limited += 1
             return self.previous
-        self._last_step = step
+        if state_text not in self._cache:
+            self._last_step = step
+        value = self.evaluate(state_text, tick=step)
+        if value is None:
+            return self._fallback("no usable score")
+        self.previous = value
+        return value
+
+    def evaluate(self, state_text: str, *, tick: int | None = None) -> float | None:
+        """One evaluation without the previous-value fallback (for callers that keep their own).
+
+        A cached state is answered from the cache; otherwise the model is asked ``samples``
+        times. No rate limit applies here (:meth:`score` applies it).
+
+        Args:
+            state_text: the state described in words.
+            tick: the caller's tick, recorded in the call context.
+
+        Returns:
+            The score in [-1, 1], or None when too few samples parsed (``parse_failures``) or
+            the samples disagreed (``high_variance``); never NaN.
+        """
+        if state_text in self._cache:
+            self.cache_hits += 1
+            return self._cache[state_text]
         self.evaluations += 1
-        values = self._sample(state_text)
+        values = self._sample(state_text, tick)
         need = math.ceil(self.samples / 2)
         if len(values) < need:
             self.parse_failures += 1
-            return self._fallback("too few parsable samples")
+            log.info("llm reward: %d of %d samples parsed", len(values), self.samples)
+            return None
         arr = np.clip(np.asarray(values, dtype=float), -1.0, 1.0)
         variance = float(arr.var())
         self._variances[state_text] = variance
         if variance > self.variance_threshold:
             self.high_variance += 1
-            return self._fallback(f"sample variance {variance:.3f}")
+            log.info(
+                "llm reward: sample variance %.3f over %.3f", variance, self.variance_threshold
+            )
+            return None
         value = _clamp(float(arr.mean()))
         self._cache[state_text] = value
-        self.previous = value
         return value
 
-    def _sample(self, state_text: str) -> list[float]:
+    def _sample(self, state_text: str, tick: int | None) -> list[float]:
         messages = self.prompt(state_text)
         schema = self.schema() if self.use_schema else None
+        context = self.context if tick is None else replace(self.context, tick=tick)
         values: list[float] = []
         for _ in range(self.samples):
             try:
                 result = self.client.chat(
                     messages,
-                    temperature=0.0,
+                    temperature=self.temperature,
                     max_tokens=self.max_tokens,
                     json_schema=schema,
-                    context=self.context,
+                    context=context,
                 )
             except (LLMConnectionError, BudgetExceeded) as exc:
+                self.call_failures += 1
                 log.info("llm reward: call failed: %s", exc)
                 continue
             finally:
                 self.model_calls += 1
+            self.prompt_tokens += result.usage.prompt_tokens
+            self.completion_tokens += result.usage.completion_tokens
             number = parse_score(result.text)
             report_outcome(result, number, None if number is not None else "no number")
             if number is not None:
@@ -207,6 +260,31 @@ class LLMReward:
         self.fallbacks += 1
         log.info("llm reward: fallback to previous value %.3f (%s)", self.previous, why)
         return self.previous
+
+    def summary(self) -> dict[str, Any]:
+        """The counters a training run reports (``metrics.json``'s ``llm_reward``).
+
+        Returns:
+            ``calls`` (model calls), ``cache_hits``, ``parse_fallbacks`` (evaluations with too
+            few parsable answers, failed calls included), ``variance_fallbacks`` (samples that
+            disagreed), ``call_failures``, ``evaluations``, prompt and completion tokens, and the
+            mean and largest sample variance per scored state.
+        """
+        variances = list(self._variances.values())
+        return {
+            "calls": self.model_calls,
+            "cache_hits": self.cache_hits,
+            "parse_fallbacks": self.parse_failures,
+            "variance_fallbacks": self.high_variance,
+            "call_failures": self.call_failures,
+            "evaluations": self.evaluations,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "variance_mean": float(np.mean(variances)) if variances else 0.0,
+            "variance_max": float(np.max(variances)) if variances else 0.0,
+            "temperature": self.temperature,
+            "samples": self.samples,
+        }
 
     def stats(self) -> dict[str, Any]:
         """Drift statistics (metric keys under ``llm/reward/``).
@@ -228,6 +306,9 @@ class LLMReward:
             else 0.0,
             "llm/reward/parse_failures": self.parse_failures,
             "llm/reward/high_variance": self.high_variance,
+            "llm/reward/call_failures": self.call_failures,
+            "llm/reward/prompt_tokens": self.prompt_tokens,
+            "llm/reward/completion_tokens": self.completion_tokens,
             "llm/reward/variance_mean": float(np.mean(variances)) if variances else 0.0,
             "llm/reward/variance_max": float(np.max(variances)) if variances else 0.0,
             "llm/reward/variance_per_state": dict(self._variances),
@@ -238,3 +319,72 @@ def _clamp(value: float) -> float:
     if not math.isfinite(value):
         return 0.0
     return min(1.0, max(-1.0, value))
+
+
+@contextlib.contextmanager
+def reward_backend(
+    *,
+    base_url: str | None = None,
+    model: str | None = None,
+    api_key: str | None = None,
+    gguf: str | Path | None = None,
+    threads: int = 1,
+    seed: int = 0,
+) -> Iterator[tuple[ChatClient, list[str]]]:
+    """The chat backend of an LLM reward and the secrets its recordings must mask.
+
+    With no base URL (flag, ``FLEETMIND_LLM_BASE_URL`` or ``OPENAI_BASE_URL``) the embedded model
+    is started on 127.0.0.1 (``gguf``, else ``FLEETMIND_LLM_GGUF``, else SmolLM2-135M) with its
+    sampling generator seeded by ``seed``, and stopped on exit.
+
+    Raises:
+        ConfigError: a malformed setting, or the embedded model is not installed.
+        LLMConnectionError: the embedded server did not start.
+    """
+    settings = LLMSettings.from_env(base_url=base_url, model=model, api_key=api_key)
+    secrets = [settings.api_key] if settings.api_key else []
+    with contextlib.ExitStack() as stack:
+        client: ChatClient
+        if settings.base_url is None:
+            from fleetmind.llm.embedded import EmbeddedServer
+
+            path = gguf or os.environ.get("FLEETMIND_LLM_GGUF") or None
+            server = stack.enter_context(EmbeddedServer(path, n_threads=threads, seed=seed))
+            client = server.client()
+        else:
+            from fleetmind.llm.client import OpenAICompatClient
+
+            client = stack.enter_context(OpenAICompatClient.from_settings(settings))
+        yield client, secrets
+
+
+@contextlib.contextmanager
+def recorded_reward(
+    client: ChatClient,
+    calls_path: str | Path,
+    *,
+    goal: str,
+    secrets: list[str] | None = None,
+    seed: int | None = None,
+    prompt_version: str = "reward-v1",
+    **options: Any,
+) -> Iterator[LLMReward]:
+    """An :class:`LLMReward` on ``client`` whose every call is recorded to ``calls_path``.
+
+    Args:
+        client: the backend (see :func:`reward_backend`).
+        calls_path: the ``calls.jsonl`` to append to (the format of :mod:`fleetmind.llm.record`).
+        goal: what "better" means, in words.
+        secrets: strings never to write (API keys).
+        seed: the run seed, recorded in each call's context.
+        prompt_version: the prompt's version tag.
+        **options: more :class:`LLMReward` arguments (``samples``, ``temperature``, ``cache``...).
+
+    Yields:
+        The scorer; the recording is flushed and closed on exit.
+    """
+    context = CallContext(
+        caller="rl.reward", decision_type="reward", prompt_version=prompt_version, seed=seed
+    )
+    with CallRecorder(calls_path, secrets=secrets or []) as recorder:
+        yield LLMReward(recorder.wrap(client), goal=goal, context=context, **options)

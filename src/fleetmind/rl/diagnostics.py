@@ -1,4 +1,4 @@
-"""Plain-words diagnostics of multi-agent training curves (FIELD-NOTES §3.3, §5.1, §5.2).
+"""Plain-words diagnostics of multi-agent training curves (FIELD-NOTES §3.3, §5.1, §5.2, §5.4).
 
 Input: per-agent reward curves (agent -> one value per episode), and optionally the same agents
 trained alone (``solo``), per-agent action-entropy curves, the team curve and per-step reward
@@ -25,6 +25,14 @@ How each finding is decided (all thresholds live in :class:`Thresholds`):
 - ``reward_scale`` (§3.3): a reward outside ``[-bound, bound]`` (default ``[-1, 1]``). Checked on
   ``step_rewards`` (per-step rewards or per-episode peaks of ``|r|``) when given, else on the
   curves themselves; long episodes sum many in-range rewards, so pass ``step_rewards`` for them.
+- ``reward_drift`` (§5.4), for runs trained on a scorer's reward (``llm_rewards``: each agent's
+  per-episode score part; ``env_rewards``: its environment part; ``scorer``: the scorer's
+  counters, as in ``metrics.json``'s ``llm_reward``). Two patterns: the policy pleases the scorer
+  (the score part rises by ``z`` standard errors from the first to the last quarter while the
+  environment part does not rise by ``z`` standard errors), or the scorer contradicts itself
+  (of its evaluations at least ``drift_fallback_rate`` had samples that disagreed past the
+  variance threshold, or the mean sample variance of the states it scored is at least
+  ``drift_variance``: FIELD-NOTES §4.3's "scores differ by up to 0.3" is a variance of 0.09).
 """
 
 from __future__ import annotations
@@ -32,14 +40,14 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from fleetmind.errors import ConfigError
 
-FindingKind = Literal["non_stationarity", "free_riding", "reward_scale"]
+FindingKind = Literal["non_stationarity", "free_riding", "reward_scale", "reward_drift"]
 
 
 @dataclass(frozen=True)
@@ -47,7 +55,8 @@ class Finding:
     """One diagnosis.
 
     Attributes:
-        kind: ``"non_stationarity"``, ``"free_riding"`` or ``"reward_scale"``.
+        kind: ``"non_stationarity"``, ``"free_riding"``, ``"reward_scale"`` or
+            ``"reward_drift"``.
         agents: the agents it concerns.
         evidence: the numbers it rests on (name -> value).
         message: an explanation in plain words with the suggested fix.
@@ -73,6 +82,9 @@ class Thresholds:
         entropy_ratio: late entropy at most this share of the others' largest late entropy.
         bound: allowed absolute reward.
         min_episodes: curves shorter than this are not tested for trends or oscillation.
+        drift_fallback_rate: share of a scorer's evaluations refused for disagreeing samples
+            at which its scores count as drifting.
+        drift_variance: mean sample variance per scored state at which they count as drifting.
     """
 
     window: int | None = None
@@ -83,6 +95,8 @@ class Thresholds:
     entropy_ratio: float = 0.3
     bound: float = 1.0
     min_episodes: int = 40
+    drift_fallback_rate: float = 0.2
+    drift_variance: float = 0.09
 
 
 @dataclass(frozen=True)
@@ -158,8 +172,11 @@ def diagnose(
     team: ArrayLike | None = None,
     step_rewards: Mapping[str, ArrayLike] | None = None,
     thresholds: Thresholds | None = None,
+    llm_rewards: Mapping[str, ArrayLike] | None = None,
+    env_rewards: Mapping[str, ArrayLike] | None = None,
+    scorer: Mapping[str, Any] | None = None,
 ) -> list[Finding]:
-    """Detect non-stationarity, free-riding and out-of-range rewards in training curves.
+    """Detect non-stationarity, free-riding, out-of-range rewards and reward drift in curves.
 
     Args:
         rewards: agent -> per-episode own reward (trained together).
@@ -169,9 +186,14 @@ def diagnose(
         step_rewards: agent -> per-step rewards (or per-episode peaks of ``|r|``) for the scale
             check; default the curves themselves.
         thresholds: detection knobs.
+        llm_rewards: agent -> per-episode score part of the return (scored runs).
+        env_rewards: agent -> per-episode environment part of the return (scored runs).
+        scorer: the scorer's counters (``evaluations``, ``variance_fallbacks``,
+            ``variance_mean``), as ``metrics.json``'s ``llm_reward`` holds them.
 
     Returns:
-        Findings, in the order non-stationarity, free-riding, reward scale; empty when healthy.
+        Findings, in the order non-stationarity, free-riding, reward scale, reward drift; empty
+        when healthy.
 
     Raises:
         ConfigError: a curve is not 1-D, holds a non-finite value, or the curves differ in length.
@@ -197,6 +219,7 @@ def diagnose(
         findings += _non_stationarity(curves, solo, window, th)
         findings += _free_riding(curves, team_curve, entropy, th)
     findings += _reward_scale(curves, team_curve, step_rewards, th)
+    findings += _reward_drift(llm_rewards, env_rewards, scorer, th)
     return findings
 
 
@@ -348,3 +371,73 @@ def _reward_scale(
             ),
         )
     ]
+
+
+def _reward_drift(
+    llm_rewards: Mapping[str, ArrayLike] | None,
+    env_rewards: Mapping[str, ArrayLike] | None,
+    scorer: Mapping[str, Any] | None,
+    th: Thresholds,
+) -> list[Finding]:
+    out: list[Finding] = []
+    if llm_rewards is not None and env_rewards is not None:
+        llm = _as_curves(llm_rewards, "llm_rewards")
+        env = _as_curves(env_rewards, "env_rewards")
+        for agent, part in llm.items():
+            if agent not in env or len(part) < th.min_episodes or len(env[agent]) != len(part):
+                continue
+            s_early, s_late, s_se = _quarters(part)
+            e_early, e_late, e_se = _quarters(env[agent])
+            score_rise = s_late - s_early
+            env_rise = e_late - e_early
+            if score_rise <= 0 or score_rise < th.z * s_se or env_rise >= th.z * e_se:
+                continue
+            out.append(
+                Finding(
+                    kind="reward_drift",
+                    agents=(agent,),
+                    evidence={
+                        "score_early": s_early,
+                        "score_late": s_late,
+                        "score_rise_se": score_rise / s_se if s_se > 0 else math.inf,
+                        "env_early": e_early,
+                        "env_late": e_late,
+                        "env_rise_se": env_rise / e_se if e_se > 0 else 0.0,
+                    },
+                    message=(
+                        f"{agent}'s score from the scorer rose from {s_early:.3g} to "
+                        f"{s_late:.3g} per episode while its environment reward went from "
+                        f"{e_early:.3g} to {e_late:.3g}: the policy learns to please the scorer, "
+                        "not to do the task (reward drift, FIELD-NOTES §5.4). Fix the reward "
+                        "(train on the environment reward) and keep the LLM for low-frequency "
+                        "decisions such as ordering tasks (§6)."
+                    ),
+                )
+            )
+    if scorer:
+        evaluations = float(scorer.get("evaluations", 0) or 0)
+        refused = float(scorer.get("variance_fallbacks", 0) or 0)
+        variance = float(scorer.get("variance_mean", 0.0) or 0.0)
+        rate = refused / evaluations if evaluations else 0.0
+        if evaluations and (rate >= th.drift_fallback_rate or variance >= th.drift_variance):
+            out.append(
+                Finding(
+                    kind="reward_drift",
+                    agents=("scorer",),
+                    evidence={
+                        "evaluations": evaluations,
+                        "variance_fallbacks": refused,
+                        "variance_fallback_rate": rate,
+                        "variance_mean": variance,
+                    },
+                    message=(
+                        f"The scorer contradicts itself: {refused:.0f} of {evaluations:.0f} "
+                        f"evaluations ({100 * rate:.0f}%) had samples that disagreed past the "
+                        f"variance threshold, mean sample variance {variance:.3f} per state. "
+                        "Scores jump while the state is the same (reward drift, FIELD-NOTES "
+                        "§5.4): use discrete levels with anchors, average samples, fall back to "
+                        "the previous value, or stop training on this score."
+                    ),
+                )
+            )
+    return out

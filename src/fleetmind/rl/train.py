@@ -9,8 +9,16 @@
       checkpoint.pt    neural: every ``checkpoint_every`` updates and at the end (resume=True)
       curves.csv       per agent and episode: return, deliveries, peak |r| trained on
       curves.png       the same, one line per agent (never only the team total, §3.3)
-      metrics.json     per_agent_deliveries, throughput, per_agent_reward, diagnostics, speed
+      metrics.json     per_agent_deliveries, throughput, per_agent_reward, diagnostics, speed;
+                       with a scored reward also llm_reward (calls, cache_hits, parse_fallbacks,
+                       variance_fallbacks, tokens, ...)
+      calls.jsonl      with an LLM reward: every model call (written by the caller's recorder)
       tb/              TensorBoard scalars: train/..., eval/..., train/agent/robot_i/return
+
+``reward`` (``fleetmind train --reward``) is ``env`` or an LLM score mixed in every K ticks
+(:mod:`fleetmind.rl.reward`); the scorer itself comes from the caller, since this tier imports
+no LLM code. A scored run's curves.csv adds each agent's environment and score parts of its
+return (``<agent>_env``, ``<agent>_llm``), and the diagnostics check them for reward drift.
 
 Algorithms: tabular ``q`` (one robot), ``iql``, ``ctde`` (the race ``race-4x4``: the joint
 table needs a small global state) run :mod:`fleetmind.rl.tabular` / :mod:`fleetmind.rl.ctde`
@@ -41,11 +49,12 @@ from numpy.typing import NDArray
 
 from fleetmind.errors import ConfigError
 from fleetmind.rl import diagnostics, hyper
+from fleetmind.rl.reward import RewardSpec, ScoredParallelEnv, ScoredVectorEnv, Scorer
 
 log = logging.getLogger(__name__)
 
 TABULAR_ALGOS: tuple[str, ...] = ("q", "iql", "ctde")
-NEURAL_ALGOS: tuple[str, ...] = ("ippo", "mappo", "iql-dqn", "vdn", "qmix")
+NEURAL_ALGOS: tuple[str, ...] = ("ippo", "mappo", "iql-dqn", "vdn", "qmix", "maddpg", "mat")
 ALGOS: tuple[str, ...] = TABULAR_ALGOS + NEURAL_ALGOS
 BACKENDS: tuple[str, ...] = ("local", "ray")
 RWARE_ID = re.compile(r"^rware-(tiny|small|medium|large)-\d+ag(-easy|-hard)?-v2$")
@@ -114,6 +123,8 @@ def train(
     overrides: Mapping[str, Any] | None = None,
     eval_ticks: int = 500,
     progress: bool = True,
+    reward: str | RewardSpec = "env",
+    scorer: Scorer | None = None,
 ) -> TrainRun:
     """Train ``algo`` on ``map`` with ``robots`` robots and write the run folder.
 
@@ -134,16 +145,25 @@ def train(
             algorithms; ``alpha``, ``gamma``, ``eps_start``, ``eps_decay``, ``eps_min`` tabular).
         eval_ticks: ticks of the greedy evaluation rollout.
         progress: show a Rich progress bar with ETA.
+        reward: ``env`` or an LLM-scored spec (:class:`~fleetmind.rl.reward.RewardSpec`).
+        scorer: the scorer a scored ``reward`` needs (the greedy evaluation never calls it).
 
     Returns:
         The run folder, its metrics, config and curves.
 
     Raises:
-        ConfigError: a bad algorithm, backend, map/algorithm pairing or hyperparameter name.
+        ConfigError: a bad algorithm, backend, map/algorithm pairing, hyperparameter name or
+            reward spec, or a scored reward on a map that is not a fleetmind warehouse.
     """
     _check(algo, backend, steps, checkpoint_every)
     if robots < 1:
         raise ConfigError(f"robots: must be >= 1, got {robots}")
+    spec = reward if isinstance(reward, RewardSpec) else RewardSpec.parse(reward)
+    if spec.scored:
+        if scorer is None:
+            raise ConfigError("reward: an LLM reward needs a scorer (fleetmind train wires one)")
+        if RWARE_ID.match(map) or map in ("gridworld-4x4", "race-4x4"):
+            raise ConfigError(f"reward: an LLM reward needs a fleetmind warehouse map, got {map!r}")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     if algo in TABULAR_ALGOS:
@@ -152,12 +172,13 @@ def train(
         return _train_tabular(
             map, robots, algo, reward_mode=reward_mode, steps=steps, seed=seed, out=out,
             max_steps=max_steps or 500, overrides=dict(overrides or {}), eval_ticks=eval_ticks,
+            spec=spec, scorer=scorer,
         )  # fmt: skip
     return _train_neural(
         map, robots, algo, reward_mode=reward_mode, steps=steps, seed=seed, out=out,
         resume=resume, checkpoint_every=checkpoint_every, num_envs=num_envs,
         max_steps=max_steps, overrides=dict(overrides or {}), eval_ticks=eval_ticks,
-        progress=progress,
+        progress=progress, spec=spec, scorer=scorer,
     )  # fmt: skip
 
 
@@ -165,10 +186,9 @@ def train(
 
 
 def _config(algo: str, fields: dict[str, Any]) -> Any:
-    from fleetmind.rl.neural.dqn import DQNConfig
-    from fleetmind.rl.neural.ppo import PPOConfig
+    from fleetmind.rl.neural import config_class
 
-    cls = PPOConfig if algo in ("ippo", "mappo") else DQNConfig
+    cls = config_class(algo)
     known = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(fields) - known)
     if unknown:
@@ -215,6 +235,8 @@ def _train_neural(
     overrides: dict[str, Any],
     eval_ticks: int,
     progress: bool,
+    spec: RewardSpec,
+    scorer: Scorer | None,
 ) -> TrainRun:
     import torch
 
@@ -226,9 +248,12 @@ def _train_neural(
     env = _make_env(
         map, robots, num_envs, seed=env_seed, reward_mode=reward_mode, max_steps=max_steps
     )
+    scored = ScoredVectorEnv(env, spec, scorer) if spec.scored else None
+    if scored is not None:
+        env = scored
     fields = {
         "shared_reward": reward_mode.strip() == "shared",
-        "reward_bound": reward_bound(reward_mode, robots),
+        "reward_bound": spec.bound(reward_bound(reward_mode, robots)),
         **overrides,
     }
     cfg = _config(algo, fields)
@@ -280,6 +305,7 @@ def _train_neural(
         "num_envs": num_envs,
         "max_steps": max_steps,
         "backend": "local",
+        "reward": str(spec),
         "resolved": result.config,
     }
     metrics = {
@@ -292,8 +318,12 @@ def _train_neural(
         **ev,
         "final_losses": {k: v[-1] for k, v in result.losses.items() if v},
     }
+    parts: Mapping[str, Mapping[str, Sequence[float]]] = {}
+    if scored is not None:
+        metrics["llm_reward"] = scored.scoring.summary()
+        parts = scored.scoring.curves()
     return _finish(out, config, metrics, result.returns, result.deliveries,
-                   result.episode_end_steps, writer, peaks=result.peaks)  # fmt: skip
+                   result.episode_end_steps, writer, peaks=result.peaks, parts=parts)  # fmt: skip
 
 
 def _evaluate_batch(env: Any, act: Any, ticks: int) -> dict[str, Any]:
@@ -337,6 +367,8 @@ def _train_tabular(
     max_steps: int,
     overrides: dict[str, Any],
     eval_ticks: int,
+    spec: RewardSpec,
+    scorer: Scorer | None,
 ) -> TrainRun:
     from fleetmind.envs import make_gridworld, make_parallel, make_race
     from fleetmind.rl import ctde, tabular
@@ -364,12 +396,13 @@ def _train_tabular(
         shared_reward=reward_mode.strip() == "shared" or map == "race-4x4",
         alpha=overrides.pop("alpha", None),
         gamma=overrides.pop("gamma", None),
-        reward_bound=None if special else reward_bound(reward_mode, robots),
+        reward_bound=None if special else spec.bound(reward_bound(reward_mode, robots)),
     )
     episodes = max(1, steps // horizon)
     t0 = time.perf_counter()
     env: Any
     result: Any
+    scored: ScoredParallelEnv | None = None
     if algo == "q" and map == "gridworld-4x4":
         env = make_gridworld()
         result = tabular.q_learning(
@@ -387,8 +420,18 @@ def _train_tabular(
             env = make_parallel(
                 map, robots, obs="tabular", reward_mode=reward_mode, max_steps=max_steps
             )
+            # Also with the env reward: the wrapper counts each episode's deliveries per robot.
+            # A score mixed in can leave [-1, 1]: the §3.3 rule scales it (hyper.normalise).
+            scored = ScoredParallelEnv(
+                env, spec, scorer, normalise=h.normalise if spec.scored else None
+            )
         kw = {"episodes": episodes, "alpha": h.alpha, "gamma": h.gamma, "seed": seed, **overrides}
-        result = ctde.ctde_q(env, **kw) if algo == "ctde" else tabular.independent_q(env, **kw)
+        learn_env = env if scored is None else scored
+        result = (
+            ctde.ctde_q(learn_env, **kw)
+            if algo == "ctde"
+            else tabular.independent_q(learn_env, **kw)
+        )
         returns = {a: [float(x) for x in v] for a, v in result.returns.items()}
         peaks = {a: [float(x) for x in v] for a, v in result.reward_peak.items()}
         tables = dict(result.q) if result.q else {"joint": result.q_joint}
@@ -410,6 +453,7 @@ def _train_tabular(
         "seed": seed,
         "max_steps": max_steps,
         "backend": "local",
+        "reward": str(spec),
         "resolved": {**h.to_dict(), **overrides},
     }
     metrics = {
@@ -421,8 +465,14 @@ def _train_tabular(
         **ev,
     }
     deliveries = {a: [0] * len(v) for a, v in returns.items()}
+    parts: Mapping[str, Mapping[str, Sequence[float]]] = {}
+    if scored is not None:
+        deliveries = {a: list(v) for a, v in scored.scoring.deliveries.items()}
+        parts = scored.scoring.curves()
+        if spec.scored:
+            metrics["llm_reward"] = scored.scoring.summary()
     ends = list(np.cumsum(getattr(result, "lengths", np.ones(episodes))).astype(int).tolist())
-    return _finish(out, config, metrics, returns, deliveries, ends, None, peaks=peaks)
+    return _finish(out, config, metrics, returns, deliveries, ends, None, peaks=peaks, parts=parts)
 
 
 def _evaluate_parallel(env: Any, policy: Any, ticks: int, *, seed: int) -> dict[str, Any]:
@@ -466,8 +516,10 @@ def _finish(
     writer: Any,
     *,
     peaks: Mapping[str, Sequence[float]] | None = None,
+    parts: Mapping[str, Mapping[str, Sequence[float]]] | None = None,
 ) -> TrainRun:
     curves = {a: [float(x) for x in v] for a, v in returns.items()}
+    parts = parts or {}
     # Episode returns sum many steps; the §3.3 scale check reads per-episode peaks of |r|.
     step_rewards = {a: list(v) for a, v in peaks.items()} if peaks else {a: [0.0] for a in curves}
     findings = []
@@ -475,7 +527,13 @@ def _finish(
         try:
             findings = [
                 {"kind": f.kind, "agents": list(f.agents), "message": f.message}
-                for f in diagnostics.diagnose(curves, step_rewards=step_rewards)
+                for f in diagnostics.diagnose(
+                    curves,
+                    step_rewards=step_rewards,
+                    llm_rewards=parts.get("llm"),
+                    env_rewards=parts.get("env"),
+                    scorer=metrics.get("llm_reward"),
+                )
             ]
         except ConfigError as error:
             log.warning("diagnostics skipped: %s", error)
@@ -484,7 +542,7 @@ def _finish(
     metrics["last_returns_mean"] = {
         a: float(np.mean(v[-10:])) if v else math.nan for a, v in curves.items()
     }
-    _write_csv(out / "curves.csv", curves, deliveries, end_steps, peaks or {})
+    _write_csv(out / "curves.csv", curves, deliveries, end_steps, peaks or {}, parts)
     _plot(out / "curves.png", curves, str(config["algo"]), str(config["map"]))
     (out / "config.json").write_text(json.dumps(config, indent=2, default=str))
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2, default=str))
@@ -506,11 +564,21 @@ def _write_csv(
     deliveries: Mapping[str, Sequence[int]],
     end_steps: Sequence[int],
     peaks: Mapping[str, Sequence[float]],
+    parts: Mapping[str, Mapping[str, Sequence[float]]] | None = None,
 ) -> None:
-    """One row per episode: returns, deliveries and (when known) peak ``|r|`` of every agent."""
+    """One row per episode: returns, deliveries and (when known) peak ``|r|`` of every agent.
+
+    Scored runs add the environment and score parts of each return (``<agent>_env``, ``_llm``).
+    """
     agents = list(curves)
     n = min((len(v) for v in curves.values()), default=0)
     peak_agents = [a for a in agents if len(peaks.get(a, ())) >= n] if peaks else []
+    part_cols = [
+        (f"{a}_{name}", part[a])
+        for name, part in (parts or {}).items()
+        for a in agents
+        if len(part.get(a, ())) >= n
+    ]
 
     def at(seq: Sequence[Any], i: int, default: Any = 0) -> Any:
         return seq[i] if i < len(seq) else default
@@ -519,13 +587,14 @@ def _write_csv(
         w = csv.writer(fh)
         w.writerow(
             ["episode", "end_step", *(f"{a}_return" for a in agents),
-             *(f"{a}_deliveries" for a in agents), *(f"{a}_peak" for a in peak_agents)]
+             *(f"{a}_deliveries" for a in agents), *(f"{a}_peak" for a in peak_agents),
+             *(name for name, _ in part_cols)]
         )  # fmt: skip
         for i in range(n):
             w.writerow(
                 [i, at(end_steps, i, ""), *(curves[a][i] for a in agents),
                  *(at(deliveries.get(a, ()), i) for a in agents),
-                 *(peaks[a][i] for a in peak_agents)]
+                 *(peaks[a][i] for a in peak_agents), *(col[i] for _, col in part_cols)]
             )  # fmt: skip
 
 

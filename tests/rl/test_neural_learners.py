@@ -6,6 +6,7 @@ import importlib
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -28,8 +29,15 @@ def tiny_env(seed: int = 0) -> base.BatchEnv:
     return make_vector("warehouse-tiny", 2, 2, seed=seed, max_steps=40)
 
 
-def config_for(algo: str) -> PPOConfig | DQNConfig:
-    return SMALL_PPO if algo in ON_POLICY else SMALL_DQN
+def config_for(algo: str) -> Any:
+    from fleetmind.rl.neural.maddpg import MADDPGConfig
+    from fleetmind.rl.neural.mat import MATConfig
+
+    small = {
+        "maddpg": MADDPGConfig(buffer_size=500, batch_size=16, learning_starts=32, hidden=(32, 32)),
+        "mat": MATConfig(rollout_len=16, epochs=2, minibatches=2, embed=32),
+    }
+    return small.get(algo, SMALL_PPO if algo in ON_POLICY else SMALL_DQN)
 
 
 @pytest.mark.parametrize("algo", ALGOS)

@@ -27,8 +27,7 @@ import torch
 
 from fleetmind.envs import make_vector
 from fleetmind.rl import nav
-from fleetmind.rl.neural import ALGOS, MODULES, ON_POLICY
-from fleetmind.rl.neural.dqn import DQNConfig
+from fleetmind.rl.neural import ALGOS, MODULES, ON_POLICY, config_class
 from fleetmind.rl.neural.ppo import Actor, PPOConfig
 
 log = logging.getLogger(__name__)
@@ -41,7 +40,7 @@ THRESHOLD = 0.95
 def _speed(algo: str, steps: int) -> dict[str, float]:
     module = importlib.import_module(MODULES[algo])
     env = make_vector(MAP, ROBOTS, 8, seed=0, max_steps=256)
-    cfg: Any = PPOConfig() if algo in ON_POLICY else DQNConfig(learning_starts=256)
+    cfg: Any = config_class(algo)(**({} if algo in ON_POLICY else {"learning_starts": 256}))
     result = module.train(env, cfg, seed=0, steps=steps)
     return {
         "world_steps_per_s": result.samples_per_s,

@@ -233,6 +233,25 @@ def emit(callbacks: Sequence[Callback], event: Event) -> None:
         cb(event)
 
 
+def record_episodes(
+    tracker: EpisodeTracker,
+    callbacks: Sequence[Callback],
+    rewards: NDArray[np.floating],
+    done: NDArray[np.bool_],
+    step: int,
+    info: dict[str, Any],
+    learned: NDArray[np.floating],
+) -> None:
+    """Add one batched step to ``tracker`` and send an ``episode`` event per finished world.
+
+    The event's scalars are ``train/agent/robot_i/return`` and ``train/episode_return_mean``.
+    """
+    for ep in tracker.update(rewards, done, step, info.get("delivered"), learned):
+        scal = {f"train/agent/{ag}/return": r for ag, r in ep.items()}
+        scal["train/episode_return_mean"] = float(np.mean(list(ep.values())))
+        emit(callbacks, Event("episode", step, scal))
+
+
 @dataclass(frozen=True)
 class RunOptions:
     """How far and where one training run goes: the keyword arguments of every ``train``.

@@ -275,13 +275,9 @@ def train_dqn(
         )
         done_steps += b
         batched_steps += 1
-        closed = tracker.update(
-            rewards, term | trunc, done_steps, info.get("delivered"), h.normalise(rewards)
+        base.record_episodes(
+            tracker, callbacks, rewards, term | trunc, done_steps, info, h.normalise(rewards)
         )
-        for ep in closed:
-            scal = {f"train/agent/{ag}/return": r for ag, r in ep.items()}
-            scal["train/episode_return_mean"] = float(np.mean(list(ep.values())))
-            base.emit(callbacks, base.Event("episode", done_steps, scal))
         obs, state = next_obs, next_state
 
         # ---- learn

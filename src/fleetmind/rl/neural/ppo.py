@@ -10,6 +10,11 @@ agent (bootstrap on truncation, none on termination; see :func:`fleetmind.rl.neu
 ``epochs`` passes of clipped-surrogate PPO over ``minibatches`` shuffled minibatches of
 (step, world) pairs, all agents of a pair together.
 
+The loop drives an :class:`ActorCriticModel` (act, value, evaluate): :class:`ActorCritic` for
+IPPO/MAPPO, where agents sample independently, and the Multi-Agent Transformer of
+:mod:`fleetmind.rl.neural.mat`, which decodes agent after agent; the clipped objective is the
+same per-agent one for both.
+
 When a world hits its time limit the env resets it in place. If ``info`` carries
 ``final_obs`` (and ``final_state``), the critic's value of the final state bootstraps the
 truncated step; otherwise the value of the state acted in stands in for it (a one-step-off
@@ -87,13 +92,14 @@ class PPOConfig:
     reward_bound: float | None = None
 
     def __post_init__(self) -> None:
+        cls = type(self).__name__  # MAT's config extends this one
         for name in ("rollout_len", "epochs", "minibatches"):
             if getattr(self, name) < 1:
-                raise ConfigError(f"PPOConfig.{name} must be >= 1, got {getattr(self, name)}")
+                raise ConfigError(f"{cls}.{name} must be >= 1, got {getattr(self, name)}")
         if self.lr is not None and not self.lr > 0:
-            raise ConfigError(f"PPOConfig.lr must be > 0, got {self.lr}")
+            raise ConfigError(f"{cls}.lr must be > 0, got {self.lr}")
         if not 0.0 <= self.lam <= 1.0:
-            raise ConfigError(f"PPOConfig.lam must be in [0, 1], got {self.lam}")
+            raise ConfigError(f"{cls}.lam must be in [0, 1], got {self.lam}")
 
 
 class Actor(nn.Module):
@@ -117,6 +123,103 @@ class Actor(nn.Module):
         x = base.with_agent_id(obs, self.n_agents) if self.agent_id else obs
         out: torch.Tensor = self.net(x)
         return out
+
+
+class ActorCriticModel(nn.Module):
+    """What the PPO loop trains: acts, values and re-scores a batch of worlds' joint actions.
+
+    The loop needs three things of a model (all on ``(..., N, D)`` observations and, when
+    ``needs_state``, ``(..., S)`` global states): :meth:`act` while collecting (sampled actions,
+    their log-probabilities and the values, one per agent), :meth:`value` for bootstraps, and
+    :meth:`evaluate` in the update (log-probabilities and entropies of stored actions, values).
+    :class:`ActorCritic` is IPPO's and MAPPO's (independent per-agent sampling);
+    :class:`fleetmind.rl.neural.mat.MAT` decodes the agents' actions one after another.
+    """
+
+    needs_state: bool = False
+
+    def act(
+        self, obs: torch.Tensor, state: torch.Tensor | None, generator: torch.Generator
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Sample: ``(actions (..., N), log-probs (..., N), values (..., N))``."""
+        raise NotImplementedError
+
+    def value(self, obs: torch.Tensor, state: torch.Tensor | None) -> torch.Tensor:
+        """Values ``(..., N)``."""
+        raise NotImplementedError
+
+    def evaluate(
+        self, obs: torch.Tensor, state: torch.Tensor | None, actions: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(log-probs (M, N), entropies (M, N), values (M, N))`` of stored ``actions (M, N)``."""
+        raise NotImplementedError
+
+    def checkpoint_state(self) -> dict[str, Any]:
+        """State dicts by checkpoint key."""
+        raise NotImplementedError
+
+    def load_checkpoint_state(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`checkpoint_state` saved."""
+        raise NotImplementedError
+
+    def policy(self) -> nn.Module:
+        """The module a :class:`~fleetmind.rl.neural.base.TrainResult` holds: obs -> logits."""
+        raise NotImplementedError
+
+
+class ActorCritic(ActorCriticModel):
+    """The shared :class:`Actor` (agents sample independently) and a critic.
+
+    Args:
+        actor: the policy.
+        critic: ``(..., N, D)`` observations (``"local"``) or ``(..., S)`` states (``"global"``)
+            -> ``(..., N)`` values.
+        critic_kind: what the critic reads.
+    """
+
+    def __init__(self, actor: Actor, critic: nn.Module, critic_kind: CriticKind) -> None:
+        super().__init__()
+        # Registered in this order so parameters() lists the actor's first, as before.
+        self.actor = actor
+        self.critic = critic
+        self.critic_kind = critic_kind
+        self.needs_state = critic_kind == "global"
+
+    def value(self, obs: torch.Tensor, state: torch.Tensor | None) -> torch.Tensor:
+        """The critic on the observations or the global state."""
+        out: torch.Tensor = self.critic(state if self.needs_state else obs)
+        return out
+
+    def act(
+        self, obs: torch.Tensor, state: torch.Tensor | None, generator: torch.Generator
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Every agent samples from its own logits."""
+        logits = self.actor(obs)
+        act = base.sample_categorical(logits, generator)
+        logp = torch.log_softmax(logits, -1).gather(-1, act[..., None])[..., 0]
+        return act, logp, self.value(obs, state)
+
+    def evaluate(
+        self, obs: torch.Tensor, state: torch.Tensor | None, actions: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Log-probs and entropies of each agent's own categorical."""
+        logp_all = torch.log_softmax(self.actor(obs), -1)
+        logp = logp_all.gather(-1, actions[..., None])[..., 0]
+        entropy = -(logp_all.exp() * logp_all).sum(-1)
+        return logp, entropy, self.value(obs, state)
+
+    def checkpoint_state(self) -> dict[str, Any]:
+        """``actor`` and ``critic`` state dicts."""
+        return {"actor": self.actor.state_dict(), "critic": self.critic.state_dict()}
+
+    def load_checkpoint_state(self, state: dict[str, Any]) -> None:
+        """Restore actor and critic."""
+        self.actor.load_state_dict(state["actor"])
+        self.critic.load_state_dict(state["critic"])
+
+    def policy(self) -> nn.Module:
+        """The actor."""
+        return self.actor
 
 
 def resolve_hyper(
@@ -158,35 +261,33 @@ def train_ppo(
     env: base.BatchEnv,
     config: PPOConfig,
     *,
-    critic: nn.Module,
-    critic_kind: CriticKind,
+    model: ActorCriticModel,
     algo: str,
     run: base.RunOptions,
+    describe: dict[str, Any] | None = None,
 ) -> base.TrainResult:
     """Run parameter-shared PPO on a batched multi-agent env.
 
     Args:
         env: the batched env (see :class:`fleetmind.rl.neural.base.BatchEnv`).
         config: hyperparameters.
-        critic: the critic module (``(..., N, D)`` obs or ``(..., S)`` state -> ``(..., N)``),
-            built by the caller from ``split_seed(seed)[2]``.
-        critic_kind: ``"local"`` (critic reads observations) or ``"global"`` (the global state).
+        model: the actor-critic (an :class:`ActorCritic`, or MAT's transformer), built by the
+            caller from ``split_seed(seed)`` (actor stream ``[1]``, critic stream ``[2]``).
         algo: name recorded in results and checkpoints.
         run: seed, steps (world steps to reach in total, resumes included), checkpoint folder
             and cadence, callbacks, resume.
+        describe: extra entries for the resolved config (e.g. ``{"critic": "global"}``).
 
     Returns:
-        Curves, losses, the actor and the resolved config.
+        Curves, losses, ``model.policy()`` and the resolved config.
     """
     t0 = time.perf_counter()
     steps, out_dir, callbacks = run.steps, run.out_dir, run.callbacks
     n, d, a, b = env.n_robots, env.obs_size, env.n_actions, env.num_envs
     agents = [f"robot_{i}" for i in range(n)]
     h, lr = resolve_hyper(config, n, env_horizon(env))
-    env_seq, actor_seq, _critic_seq, sample_seq, shuffle_seq = split_seed(run.seed)
-    actor = base.build_seeded(actor_seq, lambda: Actor(d, a, n, config.hidden, config.agent_id))
-    assert isinstance(actor, Actor)
-    params = [*actor.parameters(), *critic.parameters()]
+    env_seq, _actor_seq, _critic_seq, sample_seq, shuffle_seq = split_seed(run.seed)
+    params = list(model.parameters())
     optimizer = torch.optim.Adam(params, lr=lr, eps=1e-5)
     g_sample = base.torch_generator(sample_seq)
     g_shuffle = base.torch_generator(shuffle_seq)
@@ -204,13 +305,12 @@ def train_ppo(
         "n_agents": n,
         "obs_size": d,
         "n_actions": a,
-        "critic": critic_kind,
+        **(describe or {}),
     }
 
     ck = run.resume_checkpoint(algo)
     if ck is not None:
-        actor.load_state_dict(ck["actor"])
-        critic.load_state_dict(ck["critic"])
+        model.load_checkpoint_state(ck)
         optimizer.load_state_dict(ck["optimizer"])
         g_sample.set_state(ck["g_sample"])
         g_shuffle.set_state(ck["g_shuffle"])
@@ -225,8 +325,7 @@ def train_ppo(
             out_dir,
             {
                 "algo": algo,
-                "actor": actor.state_dict(),
-                "critic": critic.state_dict(),
+                **model.checkpoint_state(),
                 "optimizer": optimizer.state_dict(),
                 "g_sample": g_sample.get_state(),
                 "g_shuffle": g_shuffle.get_state(),
@@ -242,36 +341,27 @@ def train_ppo(
     # A resumed run starts fresh episodes from a seed that depends on where it resumes.
     env_seed = int(env_seq.generate_state(updates + 1)[-1])
     obs, _ = env.reset(seed=env_seed)
-    state = env.global_state() if critic_kind == "global" else None
+    state = env.global_state() if model.needs_state else None
     buf = buffers.RolloutBuffer(
         config.rollout_len, b, n, d, state.shape[-1] if state is not None else 0
     )
     start_steps = done_steps
 
-    def values_of(o: np.ndarray[Any, Any], s: np.ndarray[Any, Any] | None) -> torch.Tensor:
-        x = (
-            torch.from_numpy(s)
-            if critic_kind == "global" and s is not None
-            else torch.from_numpy(o)
-        )
-        out: torch.Tensor = critic(x)
-        return out
+    def tensor(x: np.ndarray[Any, Any] | None) -> torch.Tensor | None:
+        return torch.from_numpy(x) if x is not None else None
 
     while done_steps < steps:
         buf.reset()
         with torch.no_grad():
             for _ in range(config.rollout_len):
-                logits = actor(torch.from_numpy(obs))
-                act = base.sample_categorical(logits, g_sample)
-                logp = torch.log_softmax(logits, -1).gather(-1, act[..., None])[..., 0]
-                value = values_of(obs, state)
+                act, logp, value = model.act(torch.from_numpy(obs), tensor(state), g_sample)
                 next_obs, rewards, term, trunc, info = env.step(act.numpy())
                 final_values = value.numpy()
-                has_final = "final_obs" in info and (
-                    critic_kind == "local" or "final_state" in info
-                )
+                has_final = "final_obs" in info and (not model.needs_state or "final_state" in info)
                 if trunc.any() and has_final:
-                    final_values = values_of(info["final_obs"], info.get("final_state")).numpy()
+                    final_values = model.value(
+                        torch.from_numpy(info["final_obs"]), tensor(info.get("final_state"))
+                    ).numpy()
                 learned = h.normalise(rewards).astype(np.float32)
                 buf.add(
                     obs=obs,
@@ -285,16 +375,12 @@ def train_ppo(
                     final_values=final_values,
                 )
                 done_steps += b
-                closed = tracker.update(
-                    rewards, term | trunc, done_steps, info.get("delivered"), learned
+                base.record_episodes(
+                    tracker, callbacks, rewards, term | trunc, done_steps, info, learned
                 )
-                for ep in closed:
-                    scal = {f"train/agent/{ag}/return": r for ag, r in ep.items()}
-                    scal["train/episode_return_mean"] = float(np.mean(list(ep.values())))
-                    base.emit(callbacks, base.Event("episode", done_steps, scal))
                 obs = next_obs
-                state = env.global_state() if critic_kind == "global" else None
-            last_value = values_of(obs, state).numpy()
+                state = env.global_state() if model.needs_state else None
+            last_value = model.value(torch.from_numpy(obs), tensor(state)).numpy()
         adv_np, ret_np = buf.compute(last_value, h.gamma, config.lam)
 
         t_len = config.rollout_len
@@ -311,10 +397,12 @@ def train_ppo(
             ent_coef += frac * (config.ent_coef_final - config.ent_coef)
         for _ in range(config.epochs):
             for idx in buf.minibatches(config.minibatches, g_shuffle):
-                logits = actor(flat_obs[idx])
-                logp_all = torch.log_softmax(logits, -1)
-                new_logp = logp_all.gather(-1, flat_act[idx][..., None])[..., 0]
-                entropy = -(logp_all.exp() * logp_all).sum(-1).mean()
+                new_logp, entropies, new_values = model.evaluate(
+                    flat_obs[idx], flat_state[idx] if model.needs_state else None, flat_act[idx]
+                )
+                entropy = entropies.mean()
+                # Per-agent ratios and advantages (each agent's own reward and value; MAT's
+                # clipped objective is written per agent too).
                 log_ratio = new_logp - flat_logp[idx]
                 ratio = log_ratio.exp()
                 mb_adv = flat_adv[idx]
@@ -322,11 +410,10 @@ def train_ppo(
                 pg_loss = torch.max(
                     -mb_adv * ratio, -mb_adv * ratio.clamp(1 - config.clip, 1 + config.clip)
                 ).mean()
-                v_in = flat_state[idx] if critic_kind == "global" else flat_obs[idx]
-                v_loss = 0.5 * ((critic(v_in) - flat_ret[idx]) ** 2).mean()
+                v_loss = 0.5 * ((new_values - flat_ret[idx]) ** 2).mean()
                 loss = pg_loss - ent_coef * entropy + config.vf_coef * v_loss
                 optimizer.zero_grad()
-                loss.backward()
+                loss.backward()  # type: ignore[no-untyped-call]
                 nn.utils.clip_grad_norm_(params, config.max_grad_norm)
                 optimizer.step()
                 with torch.no_grad():
@@ -358,7 +445,7 @@ def train_ppo(
         start_steps=start_steps,
         updates=updates,
         losses=losses,
-        policy=actor,
+        policy=model.policy(),
         config=resolved,
         t0=t0,
     )
@@ -372,17 +459,26 @@ def learner(
     make_critic: Callable[[base.BatchEnv, PPOConfig], nn.Module],
     doc: str,
 ) -> base.Learner[PPOConfig]:
-    """A PPO learner's ``train``: the critic built from the run's seed, then :func:`train_ppo`.
+    """A PPO learner's ``train``: actor and critic built from the run's seed, then train_ppo.
 
     Args:
         algo: name recorded in results and checkpoints.
-        critic_kind: what the critic reads (see :func:`train_ppo`).
+        critic_kind: what the critic reads (see :class:`ActorCritic`).
         make_critic: builds the critic for an env and config.
         doc: the ``train`` docstring.
     """
 
     def run(env: base.BatchEnv, cfg: PPOConfig, options: base.RunOptions) -> base.TrainResult:
-        critic = base.build_seeded(split_seed(options.seed)[2], lambda: make_critic(env, cfg))
-        return train_ppo(env, cfg, critic=critic, critic_kind=critic_kind, algo=algo, run=options)
+        seqs = split_seed(options.seed)
+        critic = base.build_seeded(seqs[2], lambda: make_critic(env, cfg))
+        actor = base.build_seeded(
+            seqs[1],
+            lambda: Actor(env.obs_size, env.n_actions, env.n_robots, cfg.hidden, cfg.agent_id),
+        )
+        assert isinstance(actor, Actor)
+        model = ActorCritic(actor, critic, critic_kind)
+        return train_ppo(
+            env, cfg, model=model, algo=algo, run=options, describe={"critic": critic_kind}
+        )
 
     return base.Learner(run, PPOConfig, doc)

@@ -1,0 +1,379 @@
+"""MADDPG for discrete actions (Lowe et al., 2017), the off-policy CTDE actor-critic.
+
+Execution is decentralised: one actor shared by all agents (agent-id one-hot appended, the
+:class:`~fleetmind.rl.neural.ppo.Actor` of the PPO learners) maps each agent's own observation
+to logits over its 5 actions. Training is centralised: a critic reads *all* agents' observations
+and *all* agents' actions (one-hot) and returns each agent's ``Q_i``, learnt on that agent's own
+reward.
+
+**One shared critic with an agent id**, not one critic per agent: the actors are shared already
+(as in every fleetmind learner), one network's cost does not grow with the fleet, and the agent
+id keeps ``Q_i`` apart where the agents' rewards differ; EPyMARL's MADDPG shares its critic the
+same way.
+
+Discrete actions are made differentiable with the **straight-through Gumbel-softmax**
+(:func:`gumbel_softmax`; Jang et al., 2017): the forward value is a one-hot sample of the
+policy, the gradient is that of the tempered softmax. Per gradient step, on a minibatch of joint
+transitions from :class:`~fleetmind.rl.neural.buffers.ReplayBuffer`:
+
+- critic: ``y_i = r_i + gamma * (1 - terminated) * Q'_i(o', a'_1..a'_N)`` with ``a'_j`` one-hot
+  samples of the target actor, squared error to ``Q_i(o, a_1..a_N)``;
+- actor: ``-Q_i(o, a_1.. pi(o_i) ..a_N)`` for every agent ``i``, its own action replaced by a
+  Gumbel-softmax sample of the current actor and the others' taken from the buffer (the original
+  algorithm), plus ``actor_reg * logits**2`` (the reference code's logit penalty);
+- targets follow by Polyak averaging (``tau``).
+
+Exploration is the stochastic policy itself: each agent acts on a Gumbel-max sample of its
+logits. A time-limit truncation bootstraps from ``final_obs`` when the env reports it, else the
+transition is dropped (as in :mod:`~fleetmind.rl.neural.dqn`). Hyperparameters follow
+FIELD-NOTES §3.3 through :func:`fleetmind.rl.hyper.resolve` (gamma by horizon, learning rate
+``5e-4`` halved for several agents on one shared reward, rewards scaled and clipped to
+``[-1, 1]``); :class:`MADDPGConfig` overrides any of them.
+
+Since the actor reads only the agent's own observation (and takes no agent id when trained with
+``agent_id=False``), it is a navigation policy as :class:`fleetmind.rl.nav.NavPolicy` takes one
+on the warehouse's 111-float observation: ``NavPolicy(result.policy).save(path)`` makes it the
+dispatch tier's RL executor (``fleetmind run --executor rl --policy PATH``).
+
+Usage::
+
+    from fleetmind.envs import make_vector
+    from fleetmind.rl.neural import maddpg
+    env = make_vector("warehouse-tiny", 2, 8, seed=0)
+    result = maddpg.train(env, maddpg.MADDPGConfig(), seed=0, steps=20_000)
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+
+from fleetmind.errors import ConfigError
+from fleetmind.rl import hyper
+from fleetmind.rl.neural import base, buffers
+from fleetmind.rl.neural.ppo import Actor, env_horizon
+
+__all__ = ["CentralQCritic", "MADDPGConfig", "gumbel_softmax", "train"]
+
+log = logging.getLogger(__name__)
+
+BASE_LR = 5e-4
+"""Actor and critic learning rate before the §3.3 factor (EPyMARL's MADDPG value)."""
+
+
+@dataclass(frozen=True)
+class MADDPGConfig:
+    """MADDPG hyperparameters (None: resolved by the §3.3 rules).
+
+    Attributes:
+        buffer_size: replay capacity in joint transitions (one per world step).
+        batch_size: transitions per gradient step.
+        learning_starts: world steps collected before the first gradient step.
+        train_every: batched env steps between gradient steps.
+        lr: Adam learning rate of actor and critic (None: 5e-4, halved for several agents on one
+            shared reward).
+        gamma: discount (None: by horizon).
+        tau: Polyak factor of the target updates (1.0: hard copy).
+        temperature: Gumbel-softmax temperature of the actor update.
+        actor_reg: weight of the mean squared logits in the actor loss.
+        max_grad_norm: gradient clipping (actor and critic apart).
+        hidden: hidden layer widths of actor and critic.
+        agent_id: append the agent-id one-hot to actor and critic inputs.
+        horizon: episode length for the gamma rule (None: the env's ``max_steps``).
+        shared_reward: whether agents share one reward (for the learning-rate rule).
+        reward_scale: reward multiplier before clipping (None: from ``reward_bound``).
+        reward_bound: largest absolute one-step reward, sets the default scale.
+    """
+
+    buffer_size: int = 10_000
+    batch_size: int = 64
+    learning_starts: int = 500
+    train_every: int = 1
+    lr: float | None = None
+    gamma: float | None = None
+    tau: float = 0.01
+    temperature: float = 1.0
+    actor_reg: float = 1e-3
+    max_grad_norm: float = 10.0
+    hidden: tuple[int, ...] = (64, 64)
+    agent_id: bool = True
+    horizon: int | None = None
+    shared_reward: bool = False
+    reward_scale: float | None = None
+    reward_bound: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("buffer_size", "batch_size", "train_every"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"MADDPGConfig.{name} must be >= 1, got {getattr(self, name)}")
+        if self.learning_starts < 0:
+            raise ConfigError(
+                f"MADDPGConfig.learning_starts must be >= 0, got {self.learning_starts}"
+            )
+        if self.lr is not None and not self.lr > 0:
+            raise ConfigError(f"MADDPGConfig.lr must be > 0, got {self.lr}")
+        if not 0.0 < self.tau <= 1.0:
+            raise ConfigError(f"MADDPGConfig.tau must be in (0, 1], got {self.tau}")
+        if not self.temperature > 0:
+            raise ConfigError(f"MADDPGConfig.temperature must be > 0, got {self.temperature}")
+        if self.actor_reg < 0:
+            raise ConfigError(f"MADDPGConfig.actor_reg must be >= 0, got {self.actor_reg}")
+        if not self.max_grad_norm > 0:
+            raise ConfigError(f"MADDPGConfig.max_grad_norm must be > 0, got {self.max_grad_norm}")
+
+
+def gumbel_softmax(
+    logits: torch.Tensor, generator: torch.Generator, temperature: float = 1.0
+) -> torch.Tensor:
+    """Straight-through Gumbel-softmax: one-hot samples of ``(..., A)`` logits, soft gradients.
+
+    ``torch.nn.functional.gumbel_softmax`` draws from the global generator; this one draws from
+    ``generator`` so a run replays from its seed.
+    """
+    u = torch.rand(logits.shape, generator=generator)
+    # Keep log(-log(u)) finite at the ends of [0, 1).
+    gumbel = -torch.log(-torch.log(u.clamp(1e-10, 1.0 - 1e-7)))
+    soft = torch.softmax((logits + gumbel) / temperature, dim=-1)
+    hard = nn.functional.one_hot(soft.argmax(-1), logits.shape[-1]).to(soft.dtype)
+    return hard - soft.detach() + soft
+
+
+class CentralQCritic(nn.Module):
+    """Shared centralised critic: all observations and a joint action -> each agent's ``Q_i``.
+
+    ``forward(obs (..., N, D), joint (..., N, N, A)) -> (..., N)``: ``joint[..., i, :, :]`` is
+    the joint action (one-hot per agent) at which agent ``i``'s ``Q_i`` is evaluated, so the
+    actor update can put a different agent's fresh action into each row.
+
+    Args:
+        obs_size: ``D``.
+        n_actions: ``A``.
+        n_agents: ``N``.
+        hidden: hidden layer widths.
+    """
+
+    def __init__(self, obs_size: int, n_actions: int, n_agents: int, hidden: Sequence[int]) -> None:
+        super().__init__()
+        self.n_agents = n_agents
+        self.net = base.mlp(
+            n_agents * (obs_size + n_actions) + n_agents, 1, hidden, activation=nn.ReLU
+        )
+
+    def forward(self, obs: torch.Tensor, joint: torch.Tensor) -> torch.Tensor:
+        """``Q_i`` of every agent ``i`` at its row of ``joint``."""
+        n = self.n_agents
+        all_obs = obs.flatten(-2).unsqueeze(-2).expand(*obs.shape[:-2], n, -1)
+        x = torch.cat([all_obs, joint.flatten(-2)], dim=-1)
+        out: torch.Tensor = self.net(base.with_agent_id(x, n))[..., 0]
+        return out
+
+
+def split_seed(seed: int) -> list[np.random.SeedSequence]:
+    """The run's named streams: env, actor init, critic init, acting, replay, update noise."""
+    return np.random.SeedSequence(seed).spawn(6)
+
+
+def _polyak(src: nn.Module, dst: nn.Module, tau: float) -> None:
+    with torch.no_grad():
+        for p, tp in zip(src.parameters(), dst.parameters(), strict=True):
+            tp.mul_(1.0 - tau).add_(p, alpha=tau)
+
+
+def _run(env: base.BatchEnv, config: MADDPGConfig, run: base.RunOptions) -> base.TrainResult:
+    algo = "maddpg"
+    t0 = time.perf_counter()
+    steps, out_dir, callbacks = run.steps, run.out_dir, run.callbacks
+    n, d, a, b = env.n_robots, env.obs_size, env.n_actions, env.num_envs
+    agents = [f"robot_{i}" for i in range(n)]
+    h = hyper.resolve(
+        horizon=config.horizon or env_horizon(env),
+        n_learners=n,
+        shared_reward=config.shared_reward,
+        gamma=config.gamma,
+        reward_scale=config.reward_scale,
+        reward_bound=config.reward_bound,
+    )
+    lr = float(config.lr) if config.lr is not None else BASE_LR * h.alpha / hyper.ALPHA_SINGLE
+    h.sources["lr"] = "override" if config.lr is not None else f"rule: {BASE_LR} x alpha factor"
+    env_seq, actor_seq, critic_seq, act_seq, replay_seq, noise_seq = split_seed(run.seed)
+    actor = base.build_seeded(actor_seq, lambda: Actor(d, a, n, config.hidden, config.agent_id))
+    critic = base.build_seeded(critic_seq, lambda: CentralQCritic(d, a, n, config.hidden))
+    target_actor, target_critic = copy.deepcopy(actor), copy.deepcopy(critic)
+    actor_opt = torch.optim.Adam(actor.parameters(), lr=lr)
+    critic_opt = torch.optim.Adam(critic.parameters(), lr=lr)
+    g_act = base.torch_generator(act_seq)
+    g_replay = base.torch_generator(replay_seq)
+    g_noise = base.torch_generator(noise_seq)
+    buffer = buffers.ReplayBuffer(config.buffer_size, n, d)
+    tracker = base.EpisodeTracker(b, agents)
+    losses: dict[str, list[float]] = {"critic": [], "actor": [], "q_mean": []}
+    done_steps = updates = batched_steps = 0
+    resolved = {
+        "algo": algo,
+        **dataclasses.asdict(config),
+        "lr": lr,
+        "gamma": h.gamma,
+        "reward_scale": h.reward_scale,
+        "hyper": h.to_dict(),
+        "num_envs": b,
+        "n_agents": n,
+        "obs_size": d,
+        "n_actions": a,
+        "critic": "shared, all observations and actions + agent id",
+    }
+    nets = {
+        "actor": actor,
+        "critic": critic,
+        "target_actor": target_actor,
+        "target_critic": target_critic,
+    }
+    gens = {"g_act": g_act, "g_replay": g_replay, "g_noise": g_noise}
+
+    ck = run.resume_checkpoint(algo)
+    if ck is not None:
+        for key, net in nets.items():
+            net.load_state_dict(ck[key])
+        actor_opt.load_state_dict(ck["actor_opt"])
+        critic_opt.load_state_dict(ck["critic_opt"])
+        for key, gen in gens.items():
+            gen.set_state(ck[key])
+        tracker.load_state_dict(ck["tracker"])
+        losses = ck["losses"]
+        done_steps, updates = int(ck["steps"]), int(ck["updates"])
+        log.info("%s: resumed from %s at step %d (replay starts empty)", algo, out_dir, done_steps)
+
+    def checkpoint() -> None:
+        assert out_dir is not None
+        base.save_checkpoint(
+            out_dir,
+            {
+                "algo": algo,
+                **{key: net.state_dict() for key, net in nets.items()},
+                "actor_opt": actor_opt.state_dict(),
+                "critic_opt": critic_opt.state_dict(),
+                **{key: gen.get_state() for key, gen in gens.items()},
+                "tracker": tracker.state_dict(),
+                "losses": losses,
+                "steps": done_steps,
+                "updates": updates,
+                "config": resolved,
+            },
+        )
+        base.emit(callbacks, base.Event("checkpoint", done_steps))
+
+    env_seed = int(env_seq.generate_state(updates + 1)[-1])
+    obs, _ = env.reset(seed=env_seed)
+    start_steps = done_steps
+    learn_from = done_steps + config.learning_starts
+    eye = torch.eye(n)[..., None]  # (N, N, 1): row i puts agent i's fresh action in slot i
+
+    while done_steps < steps:
+        # ---- act: a Gumbel-max sample of each agent's policy
+        with torch.no_grad():
+            act = gumbel_softmax(actor(torch.from_numpy(obs)), g_act).argmax(-1).numpy()
+        next_obs, rewards, term, trunc, info = env.step(act)
+
+        # ---- store: truncated worlds need their final observation, else they are dropped
+        real_next = next_obs.copy()
+        keep = np.ones(b, dtype=bool)
+        if trunc.any():
+            ended = np.flatnonzero(trunc)
+            if "final_obs" in info:
+                real_next[ended] = info["final_obs"][ended]
+            else:
+                keep[ended] = False
+        learned = h.normalise(rewards).astype(np.float32)
+        buffer.add(
+            obs=obs[keep],
+            actions=act[keep],
+            rewards=learned[keep],
+            next_obs=real_next[keep],
+            terminated=term[keep],
+        )
+        done_steps += b
+        batched_steps += 1
+        base.record_episodes(tracker, callbacks, rewards, term | trunc, done_steps, info, learned)
+        obs = next_obs
+
+        if done_steps < learn_from or batched_steps % config.train_every or buffer.size == 0:
+            continue
+        batch = buffer.sample(config.batch_size, g_replay)
+        m = batch["obs"].shape[0]
+        taken = nn.functional.one_hot(batch["actions"], a).float()  # (M, N, A)
+
+        # ---- critic: every agent's Q at the stored joint action
+        with torch.no_grad():
+            next_act = gumbel_softmax(target_actor(batch["next_obs"]), g_noise)
+            q_next = target_critic(batch["next_obs"], next_act[:, None].expand(m, n, n, a))
+            not_done = (1.0 - batch["terminated"])[:, None]
+            target = batch["rewards"] + h.gamma * not_done * q_next  # (M, N)
+        q = critic(batch["obs"], taken[:, None].expand(m, n, n, a))
+        critic_loss = 0.5 * ((q - target) ** 2).mean()
+        critic_opt.zero_grad()
+        critic_loss.backward()
+        nn.utils.clip_grad_norm_(critic.parameters(), config.max_grad_norm)
+        critic_opt.step()
+
+        # ---- actor: agent i's own action fresh from the policy, the others' from the buffer
+        logits = actor(batch["obs"])
+        fresh = gumbel_softmax(logits, g_noise, config.temperature)
+        joint = eye * fresh[:, None] + (1.0 - eye) * taken[:, None]  # (M, N, N, A)
+        actor_loss = -critic(batch["obs"], joint).mean() + config.actor_reg * (logits**2).mean()
+        actor_opt.zero_grad()
+        actor_loss.backward()
+        nn.utils.clip_grad_norm_(actor.parameters(), config.max_grad_norm)
+        actor_opt.step()
+
+        _polyak(actor, target_actor, config.tau)
+        _polyak(critic, target_critic, config.tau)
+        updates += 1
+        losses["critic"].append(critic_loss.item())
+        losses["actor"].append(actor_loss.item())
+        losses["q_mean"].append(q.mean().item())
+        if updates % 50 == 0:
+            base.emit(
+                callbacks,
+                base.Event(
+                    "update",
+                    done_steps,
+                    {f"train/loss/{k}": float(np.mean(v[-50:])) for k, v in losses.items()}
+                    | {"train/updates": float(updates)},
+                ),
+            )
+        if run.checkpoint_due(updates):
+            checkpoint()
+    if out_dir is not None:
+        checkpoint()
+    result = base.train_result(
+        algo,
+        tracker,
+        steps=done_steps,
+        start_steps=start_steps,
+        updates=updates,
+        losses=losses,
+        policy=actor,
+        config=resolved,
+        t0=t0,
+    )
+    log.info("%s: %d steps, %d updates, %.1f s", algo, done_steps, updates, result.wall_s)
+    return result
+
+
+train = base.Learner(
+    _run,
+    MADDPGConfig,
+    """Train MADDPG on a batched multi-agent env (``make_vector(...)`` or an adapter).
+
+    The result's ``policy`` is the shared actor (logits); see
+    :class:`fleetmind.rl.neural.base.Learner` for the arguments. Checkpoints count gradient
+    steps; a resumed run's replay buffer starts empty.
+    """,
+)

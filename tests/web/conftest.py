@@ -50,6 +50,11 @@ def run_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A dashboard root with a classical run, an LLM-planner run and a comparison folder."""
     root = tmp_path_factory.mktemp("runs")
     execute(RunConfig(robots=4, steps=60, seed=3, planner_mode="sync"), root / "classical")
+    # A run with incidents the rule handler answered (the dashboard's incidents card).
+    execute(
+        RunConfig(robots=4, steps=60, seed=3, desk="rules", faults=["breakdown:busy@5+30"]),
+        root / "desk",
+    )
     with FakeChatServer(_llm_script()) as srv:
         cfg = RunConfig(
             robots=3,

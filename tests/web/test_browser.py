@@ -113,3 +113,18 @@ def test_comparison_and_wrong_folder_pages(page: Any, live_server: str, tmp_path
     assert page.inner_text("#error") == "folder '../../etc': '..' is not allowed"
     assert page.locator("#sim-view").is_hidden()
     page.screenshot(path=str(tmp_path / "error.png"))
+
+
+def test_incidents_card_shows_each_incident_and_its_actions(page: Any, live_server: str) -> None:
+    page.goto(f"{live_server}/#run=desk")
+    page.wait_for_function(READY, arg="replay")
+    assert page.locator("#incidents-card").is_visible()
+    incidents = page.evaluate("fleetmind.incidents")
+    assert incidents
+    assert incidents[0]["kind"] == "breakdown"
+    assert incidents[0]["handler"] == "rules"
+    page.locator("#incidents details.incident").first.click()
+    text = page.inner_text("#incidents")
+    assert "breakdown" in text
+    assert "rules" in text
+    assert page.errors == []

@@ -84,8 +84,24 @@ def run(
         list[str] | None,
         typer.Option(
             help="Inject a fault: breakdown:ROBOT@T+K, llm-outage@T+K, malformed@T+K, "
-            "surge@T:N (repeatable)."
+            "surge@T:N, block:R1,C1-R2,C2@T+K, battery:ROBOT@T (ROBOT: id, index or busy; "
+            "repeatable)."
         ),
+    ] = None,
+    desk: Annotated[
+        str | None,
+        typer.Option(
+            help="Incident desk: off, rules (the rule handler) or llm (coordinator + executor "
+            "with tools, rules as fallback). [default: off]"
+        ),
+    ] = None,
+    desk_deadline: Annotated[
+        float | None,
+        typer.Option(help="Seconds the LLM desk has per incident. [default: 20]"),
+    ] = None,
+    desk_deadline_ticks: Annotated[
+        int | None,
+        typer.Option(help="Ticks after an incident by which the desk must decide. [default: 100]"),
     ] = None,
     order_rate: Annotated[
         float | None, typer.Option(help="Orders per tick (Poisson). [default: robots/40]")
@@ -138,6 +154,9 @@ def run(
             "seed": seed,
             "shield": shield,
             "faults": fault or None,
+            "desk": desk,
+            "desk_deadline_s": desk_deadline,
+            "desk_deadline_ticks": desk_deadline_ticks,
             "order_rate": order_rate,
             "text_share": text_share,
             "note_reader": note_reader,
@@ -187,6 +206,10 @@ def demo(
         str | None,
         typer.Option(help="GGUF model file for the embedded server (default: SmolLM2-135M)."),
     ] = None,
+    desk: Annotated[
+        str,
+        typer.Option(help="Incident desk of every strategy: off, rules or llm. [default: off]"),
+    ] = "off",
     as_json: Annotated[bool, typer.Option("--json", help="Print the KPIs as JSON.")] = False,
 ) -> None:
     """The main job: hybrid strategies (note reader + RL executor + shield) vs the baselines.
@@ -210,6 +233,7 @@ def demo(
         "llm_model": llm_model,
         "llm_api_key": llm_api_key,
         "llm_gguf": llm_gguf,
+        "desk": desk,
     }
     names = ("hybrid", "hybrid-llm", "classical", "oracle")
     configs = {name: load_config(None, {**common, **strategy(name)}) for name in names}
@@ -297,6 +321,13 @@ def compare(
     llm_base_url: LLMBaseUrl = None,
     llm_model: LLMModel = None,
     llm_api_key: LLMApiKey = None,
+    desk: Annotated[
+        str | None,
+        typer.Option(
+            help="Incident desk of every strategy (off, rules or llm); a strategy's own "
+            "suffix (classical:desk-llm) wins. [default: off]"
+        ),
+    ] = None,
     report: Annotated[
         bool, typer.Option("--report/--no-report", help="Write OUT/report.html.")
     ] = True,
@@ -316,6 +347,7 @@ def compare(
         k: v
         for k, v in {
             "faults": fault or None,
+            "desk": desk,
             "order_rate": order_rate,
             "llm_base_url": llm_base_url,
             "llm_model": llm_model,

@@ -9,9 +9,10 @@ For each incident (:mod:`fleetmind.dispatch.incidents`) the desk holds a short t
    (:class:`~fleetmind.llm.tool_loop.ToolLoop`, its guards included) with tools over the live
    world: ``robot_status``, ``order_status``, ``reassign``, ``hand_over``, ``hold``,
    ``release``, ``send_to_charger``, ``block_zone``, ``unblock_zone``, ``boost``;
-3. ``review`` -- the coordinator reads what the executor did and has the final word:
-   ``resolved``, ``retry`` (one more act round, then the round limit ends the talk) or
-   ``rules`` (hand the incident to the rule handler).
+3. ``review`` -- when the executor met trouble (errors, or fewer actions than proposed), the
+   coordinator reads what it did and has the final word: ``resolved``, ``retry`` (one more act
+   round, then the round limit ends the talk) or ``rules`` (hand the incident to the rule
+   handler); a clean execution leaves the coordinator's decision as the final word.
 
 The control loop never waits for the desk: a tool checks its action against the latest view,
 queues it, and the loop applies it at the next tick boundary after checking it again; the tool
@@ -26,6 +27,7 @@ incident to the rule handler, and that fallback is recorded.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import queue
 import threading
@@ -56,6 +58,7 @@ from fleetmind.llm.chat import (
     OutcomeHook,
 )
 from fleetmind.llm.conversation import Conversation, Role
+from fleetmind.llm.errors import BudgetExceeded
 from fleetmind.llm.structured import structured
 from fleetmind.llm.tool_loop import ToolLoop
 from fleetmind.llm.tools import Tool
@@ -101,8 +104,9 @@ class _DeskClient(ChatWrapper):
     :meth:`tool_result` (or the next call).
     """
 
-    def __init__(self, inner: ChatClient) -> None:
+    def __init__(self, inner: ChatClient, stop: Callable[[], bool] | None = None) -> None:
         super().__init__(inner)
+        self.stop = stop or (lambda: False)
         self.calls = 0
         self.tokens = 0
         self.tokens_prompt = 0
@@ -123,6 +127,9 @@ class _DeskClient(ChatWrapper):
 
     def respond(self, messages: list[Message], options: ChatOptions) -> ChatResult:
         self.flush()
+        if self.stop():
+            # The rules took the incident over: end the talk now (the loops stop on a budget).
+            raise BudgetExceeded("incident closed: the rule handler took it over")
         self.calls += 1
         result = options.send(self.inner, messages)
         self.tokens += result.usage.total_tokens
@@ -207,6 +214,7 @@ class LLMDesk(DeskWorker):
         self._inbox: queue.Queue[Incident | None] = queue.Queue()
         self._outbox: queue.Queue[tuple[str, str, dict[str, Any], Any]] = queue.Queue()
         self._abandoned: set[str] = set()
+        self._spent: dict[str, _DeskClient] = {}
         self._closed = False
         self._thread = threading.Thread(target=self._serve, name="incident-desk", daemon=True)
         self._thread.start()
@@ -229,6 +237,11 @@ class LLMDesk(DeskWorker):
             except queue.Empty:
                 return out
 
+    def spent(self, incident_id: str) -> tuple[int, int, int]:
+        """Calls, tokens and prompt tokens spent on an incident so far (calls in flight too)."""
+        c = self._spent.get(incident_id)
+        return (0, 0, 0) if c is None else (c.calls, c.tokens, c.tokens_prompt)
+
     def abandon(self, incident_id: str) -> None:
         """The rules took the incident over: drop the desk's further actions for it."""
         self._abandoned.add(incident_id)
@@ -247,7 +260,8 @@ class LLMDesk(DeskWorker):
             if inc.id in self._abandoned:
                 continue
             inc.started_s = time.perf_counter()
-            client = _DeskClient(self.client)
+            client = _DeskClient(self.client, stop=functools.partial(self._stopped, inc.id))
+            self._spent[inc.id] = client
             try:
                 payload = self._handle(inc, client)
             except Exception as exc:  # a desk bug must not kill the worker: the rules act
@@ -259,6 +273,9 @@ class LLMDesk(DeskWorker):
                 calls=client.calls, tokens=client.tokens, tokens_prompt=client.tokens_prompt
             )
             self._outbox.put(("done", inc.id, payload, None))
+
+    def _stopped(self, incident_id: str) -> bool:
+        return incident_id in self._abandoned or self._closed
 
     def _view(self, wait_s: float = 1.0) -> DeskState | None:
         """A view of the world taken at a tick boundary after this call (or the last one)."""
@@ -478,6 +495,10 @@ class LLMDesk(DeskWorker):
             convo.append({"role": "executor", "phase": "report", "content": report})
             if not out.finished and not applied:
                 fallback = f"executor {out.status}: {out.fallback_reason}"
+                break
+            if out.finished and proposal and len(applied) >= len(proposal) and not out.errors:
+                # The decision was carried out cleanly: the coordinator's decision stands as its
+                # final word; a review is held only when the executor met trouble.
                 break
             review = structured(
                 client,

@@ -445,7 +445,8 @@ def rule_actions(inc: Incident, state: DeskState) -> list[tuple[str, dict[str, A
     - breakdown carrying a load: hand the load to the nearest idle robot that can take it, else
       the nearest robot still on its way to an unloaded order (``reassign``; that order goes
       back to the planner), or set it down for the planner (``hand_over``);
-    - battery: a loaded robot hands its load over; then the robot goes to the nearest charger;
+    - battery: a loaded robot hands its load over (as for a breakdown) and heads for the nearest
+      charger; an unloaded one goes there at once (``send_to_charger``);
     - block: orders whose pickup is in the closed zone are held until it opens;
     - deadlock: the stuck robot with the most urgent order is boosted;
     - surge: robots serving urgent orders are boosted.
@@ -459,7 +460,8 @@ def rule_actions(inc: Incident, state: DeskState) -> list[tuple[str, dict[str, A
                 out.append(("reassign", {"order": r.order, "robot": helper}))
             else:
                 out.append(("hand_over", {"order": r.order}))
-        if inc.kind == "battery" and r is not None and not r.broken:
+        elif inc.kind == "battery" and r is not None and not r.broken and not r.errand:
+            # (A robot that hands its load over heads for the charger by itself.)
             out.append(("send_to_charger", {"robot": r.id}))
     elif inc.kind == "block":
         until = inc.until if inc.until is not None else state.tick + BOOST_TICKS
@@ -522,6 +524,10 @@ class DeskWorker:
 
     def poll(self) -> list[tuple[str, str, dict[str, Any], Any]]:  # pragma: no cover
         """Messages from the worker: ``("action", incident, args..)`` / ``("done", ...)``."""
+        raise NotImplementedError
+
+    def spent(self, incident_id: str) -> tuple[int, int, int]:  # pragma: no cover
+        """Calls, tokens and prompt tokens spent on an incident so far."""
         raise NotImplementedError
 
     def abandon(self, incident_id: str) -> None:  # pragma: no cover - interface
@@ -793,8 +799,9 @@ class IncidentHost:
             rec = w.order(oid)
             note = ""
             if rec.robot >= 0 and rec.picked_tick >= 0:
-                cell = w.drop_load(rec.robot)
-                note = f"; the load was set down at {cell}"
+                loader = rec.robot
+                cell = w.drop_load(loader)
+                note = f"; the load was set down at {cell}" + self._to_charger(loader)
             elif rec.robot >= 0:
                 w.unassign(rec.robot)
             w.unpark(oid)
@@ -807,9 +814,12 @@ class IncidentHost:
             return f"applied at tick {t}: {rid} now serves {oid}{note}"
         if name == "hand_over":
             oid = str(args["order"])
-            cell = w.drop_load(w.order(oid).robot)
+            loader = w.order(oid).robot
+            cell = w.drop_load(loader)
             self._wake()
-            return f"applied at tick {t}: {oid} set down at {cell} for the planner"
+            return f"applied at tick {t}: {oid} set down at {cell} for the planner" + (
+                self._to_charger(loader)
+            )
         if name == "hold":
             oid, until = str(args["order"]), int(args["until"])
             w.park(oid, until)
@@ -841,6 +851,17 @@ class IncidentHost:
         rid = str(args["robot"])
         self.boosts[rid] = (t + BOOST_TICKS, BOOST)
         return f"applied at tick {t}: {rid} has right of way until tick {t + BOOST_TICKS}"
+
+    def _to_charger(self, r: int) -> str:
+        """A low robot that set its load down heads for a charger at once (no planner race)."""
+        w = self.world
+        if w.broken[r] or not np.isfinite(w.battery[r]):
+            return ""
+        ch = nearest_charger(self.state(), w.cell_of(r))
+        if ch is None:
+            return ""
+        w.send_to(r, ch)
+        return f"; {w.robot_ids[r]} heads for the charger at {ch}"
 
     # ------------------------------------------------------------------ ticking
     def tick_start(self) -> None:
@@ -913,11 +934,13 @@ class IncidentHost:
                 self._emit("incident_recovered", incident=inc.id, ticks=t - inc.tick)
 
     def finish(self) -> None:
-        """The run ended: stop the worker (never waits)."""
+        """The run ended: stop the worker (never waits); count what the desk spent so far."""
         if self.worker is not None:
             for inc in self.incidents:
                 if inc.handler == "desk" and not inc.closed:
                     inc.fallback = "run ended"
+                if inc.handler in ("desk", "rules") and inc.calls == 0:
+                    inc.calls, inc.tokens, inc.tokens_prompt = self.worker.spent(inc.id)
             self.worker.close()
 
     def lost_orders(self) -> int:

@@ -4,10 +4,11 @@ Sections (``<h2 id=...>``): ``summary`` (the recommendation in plain words, deri
 measured numbers), ``comparison`` (the KPI table; with confidence intervals for a comparison
 folder), ``throughput`` (over time, fault windows shaded), ``rewards`` (per-agent cumulative
 reward curves), ``latency`` (histograms per tier), ``shield`` (interventions over time),
-``signals`` (recovery cost per fault, LLM cost per decision type), ``doctor`` (non-stationarity,
-free riding, reward scale from :func:`fleetmind.rl.diagnostics.diagnose`; LLM drift: fallback
-rate and latency of planner calls, first half against second half). Plots are matplotlib PNGs
-inlined as base64 ``data:`` URIs.
+``signals`` (recovery cost per fault, LLM cost per decision type), ``incidents`` (each
+incident, who handled it, its recovery and the desk's conversation, docs/desk.md), ``doctor``
+(non-stationarity, free riding, reward scale from :func:`fleetmind.rl.diagnostics.diagnose`;
+LLM drift: fallback rate and latency of planner calls, first half against second half). Plots
+are matplotlib PNGs inlined as base64 ``data:`` URIs.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ SECTIONS = (
     "latency",
     "shield",
     "signals",
+    "incidents",
     "doctor",
 )
 WINDOW = 50
@@ -301,6 +303,47 @@ text-align:right}td:first-child,th:first-child{text-align:left}img{max-width:100
 h2{border-bottom:1px solid #ddd}"""
 
 
+def _incidents_html(runs: list[_Run]) -> str:
+    """Each run's incidents: kind, handler, recovery, actions and the desk's messages."""
+    parts = []
+    for r in runs:
+        log_ = r.metrics.get("incident_log") or []
+        inc = r.metrics.get("incidents") or {}
+        if not log_:
+            parts.append(f"<p>{_esc(r.name)}: no incident.</p>")
+            continue
+        parts.append(
+            f"<h3>{_esc(r.name)} (desk {_esc(r.metrics.get('desk', 'off'))}): "
+            f"{inc.get('total', 0)} incidents, {inc.get('resolved_by_desk', 0)} resolved by the "
+            f"desk, {inc.get('resolved_by_rules', 0)} by the rules, "
+            f"{inc.get('unresolved', 0)} unresolved</h3>"
+        )
+        for i in log_:
+            rec = i.get("recovery_ticks")
+            head = (
+                f"{_esc(i['id'])} {_esc(i['kind'])} at tick {i['tick']}: {_esc(i['summary'])}"
+                f" &mdash; {_esc(i['handler'])}"
+                + (f" (fallback: {_esc(i['fallback'])})" if i.get("fallback") else "")
+                + (f", recovered in {rec} ticks" if rec is not None else ", unresolved")
+            )
+            lines = [
+                f"<li><b>{_esc(m.get('role'))}</b> [{_esc(m.get('phase'))}] "
+                f"{_esc(str(m.get('content', ''))[:300])}"
+                + (f" &rarr; {_esc(str(m['feedback'])[:200])}" if m.get("feedback") else "")
+                + "</li>"
+                for m in i.get("conversation", [])
+            ] + [
+                f"<li>action {_esc(a['tool'])}({_esc(json.dumps(a['args']))}) by "
+                f"{_esc(a['source'])}: {_esc(a['result'])}</li>"
+                for a in i.get("actions", [])
+            ]
+            parts.append(
+                f"<details class='incident'><summary>{head}</summary><ul>{''.join(lines)}</ul>"
+                "</details>"
+            )
+    return "".join(parts)
+
+
 def render(
     runs: dict[str, Path], out: Path, *, title: str, comparison: dict[str, Any] | None = None
 ) -> Path:
@@ -338,6 +381,7 @@ def render(
     sec["latency"] = "".join(_fig_latency(r) for r in loaded)
     sec["shield"] = _fig_shield(loaded)
     sec["signals"] = _signals_html(loaded)
+    sec["incidents"] = _incidents_html(loaded)
     sec["doctor"] = "".join(
         f"<h3>{_esc(r.name)}</h3><ul>" + "".join(f"<li>{_esc(x)}</li>" for x in doctor(r)) + "</ul>"
         for r in loaded
@@ -350,6 +394,7 @@ def render(
         "latency": "Step latency per tier",
         "shield": "Shield interventions over time",
         "signals": "Online signals: recovery cost, latency, LLM cost",
+        "incidents": "Incidents and the desk's conversations",
         "doctor": "Doctor's findings",
     }
     body = "".join(f'<h2 id="{k}">{titles[k]}</h2>\n{sec[k]}\n' for k in SECTIONS)

@@ -21,7 +21,9 @@ exclusion), and the model reading every note alone (reader ``llm``) gets about a
 docs/notes.md has the figures. ``hybrid-llm`` is there for a served model that reads better.
 
 Append ``:noshield`` to run any strategy without the shield (``classical:noshield``), which
-shows the conflicts the shield removes.
+shows the conflicts the shield removes, and ``:desk-rules`` or ``:desk-llm`` to give it the
+incident desk (``classical:desk-llm``; docs/desk.md); suffixes combine
+(``classical:noshield:desk-rules``).
 """
 
 from __future__ import annotations
@@ -43,15 +45,20 @@ STRATEGIES: dict[str, dict[str, Any]] = {
 
 
 def strategy(name: str) -> dict[str, Any]:
-    """The RunConfig fields of a strategy name (with an optional ``:noshield`` suffix).
+    """The RunConfig fields of a strategy name (suffixes ``:noshield``, ``:desk-rules``/``-llm``).
 
     Raises:
         ConfigError: for an unknown name, listing the known ones.
     """
-    base, _, suffix = name.strip().partition(":")
-    if base not in STRATEGIES or suffix not in ("", "noshield"):
+    base, *suffixes = name.strip().split(":")
+    known = ("noshield", "desk-off", "desk-rules", "desk-llm")
+    if base not in STRATEGIES or any(s not in known for s in suffixes):
         raise ConfigError(
             f"strategy {name!r}: expected one of {', '.join(STRATEGIES)} "
-            "(optionally with ':noshield')"
+            "(optionally with ':noshield', ':desk-rules' or ':desk-llm')"
         )
-    return {**STRATEGIES[base], "shield": suffix != "noshield"}
+    out = {**STRATEGIES[base], "shield": "noshield" not in suffixes}
+    for s in suffixes:
+        if s.startswith("desk-"):
+            out["desk"] = s.removeprefix("desk-")
+    return out

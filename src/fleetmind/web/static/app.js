@@ -275,6 +275,24 @@ function renderDecisions(list, onPick, empty = "no planner decisions recorded") 
   }));
 }
 
+// Each incident of a recorded run (metrics.json incident_log): who handled it, its recovery,
+// and the desk's conversation (role, phase, content) with the actions and their results.
+function renderIncidents(list) {
+  list = list || [];
+  hook.incidents = list;
+  $("incidents-card").hidden = !list.length;
+  $("incident-count").textContent = list.length ? `(${list.length})` : "";
+  $("incidents").replaceChildren(...list.map((i) => {
+    const rec = i.recovery_ticks === null || i.recovery_ticks === undefined ? "unresolved" : `recovered in ${i.recovery_ticks} ticks`;
+    const head = `t${i.tick} ${i.kind} → ${i.handler}${i.fallback ? " (fallback: " + i.fallback + ")" : ""}, ${rec}`;
+    const lines = (i.conversation || []).map((m) =>
+      el("li", { class: "talk" }, el("b", {}, `${m.role} [${m.phase}] `), String(m.content || "").slice(0, 300)));
+    const acts = (i.actions || []).map((a) =>
+      el("li", { class: "action" }, `${a.source}: ${a.tool}(${JSON.stringify(a.args)}) → ${a.result}`));
+    return el("details", { class: "incident" }, el("summary", {}, head), el("div", { class: "muted" }, i.summary), el("ul", {}, ...lines, ...acts));
+  }));
+}
+
 function pre(text) { return el("pre", {}, typeof text === "string" ? text : JSON.stringify(text, null, 2)); }
 
 async function openCallLog(runName, tick) {
@@ -411,6 +429,7 @@ async function openReplay(name) {
   charts.throughput = series.throughput;
   charts.rate = series.rate;
   renderDecisions(decisions.decisions, (d) => { showReplayTick(d.tick); openCallLog(name, d.tick); });
+  renderIncidents((meta.metrics || {}).incident_log);
   await showReplayTick(0);
   hook.ready = true;
 }
@@ -469,6 +488,7 @@ async function refreshLiveDecisions() {
 }
 
 function openLive() {
+  renderIncidents([]);
   stopLive();
   live.closing = false;
   hook.mode = "live"; hook.ready = false; hook.source = "live";

@@ -1,0 +1,277 @@
+"""The incident desk: faults, action checks, the rule handler, the LLM pair and its fallbacks."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from fleetmind.dispatch.faults import check_faults, parse_fault
+from fleetmind.dispatch.incidents import Refused, check, floor_labels, take_state
+from fleetmind.envs.warehouse import resolve_map
+from fleetmind.errors import ConfigError
+from fleetmind.eval.runner import RunConfig, execute
+from fleetmind.eval.strategies import strategy
+from fleetmind.sim.warehouse import Warehouse, WarehouseConfig
+from fleetmind.testing.desk_server import misbehaving_desk, proposal_follower
+from fleetmind.testing.fake_server import FakeChatServer, Reply
+
+FAULTS = ["breakdown:busy@12+200", "block:6,5-6,9@30+40", "battery:busy@45"]
+
+
+def _run(tmp_path: Path | None, **fields: Any) -> dict[str, Any]:
+    cfg = RunConfig(robots=8, steps=90, seed=1, order_rate=0.15, faults=FAULTS, **fields)
+    return execute(cfg, tmp_path, overwrite=True)
+
+
+def _world() -> Warehouse:
+    grid = resolve_map("warehouse-small")
+    w = Warehouse(grid, WarehouseConfig(n_robots=4, auto_assign=False), seed=0)
+    return w
+
+
+# ------------------------------------------------------------------ faults
+@pytest.mark.parametrize(
+    ("spec", "says"),
+    [
+        ("block:5,5-1,1@3+4", "above and left"),
+        ("block:1,1-2,2@3+0", "at least 1 tick"),
+        ("battery:robot_1@", "expected breakdown:ROBOT@T+K"),
+        ("block:0,0-30,30@1+1", "at most 400 cells"),
+    ],
+)
+def test_bad_fault_specs_are_refused_naming_the_flag(spec: str, says: str) -> None:
+    with pytest.raises(ConfigError, match="--fault") as info:
+        parse_fault(spec)
+    assert says in str(info.value)
+
+
+def test_faults_are_checked_against_the_map_before_tick_0() -> None:
+    grid = resolve_map("warehouse-small")
+    robots = [f"robot_{i}" for i in range(4)]
+    for spec, says in [
+        ("block:0,0-0,40@3+4", "off the 20x30 map"),
+        ("block:4,0-4,2@3+4", "closes a station"),
+        ("battery:robot_9@3", "no robot 'robot_9'"),
+    ]:
+        with pytest.raises(ConfigError, match=says):
+            check_faults([parse_fault(spec)], robots=robots, steps=50, uses_llm=False, grid=grid)
+    ok = [parse_fault(s) for s in ("block:3,5-3,9@3+4", "battery:busy@3", "breakdown:busy@1+2")]
+    assert check_faults(ok, robots=robots, steps=50, uses_llm=False, grid=grid) == []
+
+
+@pytest.mark.parametrize(
+    "args",
+    [("--fault", "block:9,9-1,1@3+4"), ("--fault", "battery:robot_42@3"), ("--desk", "maybe")],
+)
+def test_run_refuses_a_bad_fault_or_desk_in_one_line(tmp_path: Path, args: tuple[str, ...]) -> None:
+    cmd = [sys.executable, "-m", "fleetmind.cli", "run", "--steps", "5", "--out"]
+    proc = subprocess.run(
+        [*cmd, str(tmp_path / "r"), *args], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, lines
+    line = lines[0]
+    assert ("--fault" in line) or ("desk" in line)
+    assert not (tmp_path / "r").exists()
+
+
+# ------------------------------------------------------------------ action checks
+def test_every_action_is_checked_with_a_reason() -> None:
+    w = _world()
+    w.inject([w.stream.make(0) for _ in range(3)])
+    oid = w.open_orders()[0].id
+    w.assign("robot_1", oid)
+    w.break_robot("robot_2", 50)
+    state = take_state(
+        w,
+        fault_zone=frozenset(),
+        desk_zone=frozenset(),
+        zone_until=None,
+        labels=floor_labels(w.grid, ()),
+    )
+    cases = [
+        ("reassign", {"order": "o999", "robot": "robot_0"}, "unknown order"),
+        ("reassign", {"order": oid, "robot": "robot_9"}, "unknown robot"),
+        ("reassign", {"order": oid, "robot": "robot_2"}, "is broken"),
+        ("reassign", {"order": oid, "robot": "robot_1"}, "already serves"),
+        ("hold", {"order": oid, "until": 0}, "not after the current tick"),
+        ("release", {"order": oid}, "not on hold"),
+        ("send_to_charger", {"robot": "robot_0"}, "no battery"),
+        ("hand_over", {"order": oid}, "not loaded"),
+        ("unblock_zone", {"cells": [[1, 1]]}, "is not closed"),
+        ("block_zone", {"cells": [[1, 5]]}, "is a wall"),
+        ("boost", {"robot": "robot_2"}, "cannot move"),
+    ]
+    for name, args, says in cases:
+        with pytest.raises(Refused, match=says):
+            check(name, args, state)
+    check("reassign", {"order": oid, "robot": "robot_0"}, state)  # an idle robot may take it
+    target = w.open_orders()[0]
+    closed = frozenset({target.pickup, (5, 2)})
+    cut = take_state(
+        w,
+        fault_zone=closed,
+        desk_zone=frozenset(),
+        zone_until=99,
+        labels=floor_labels(w.grid, closed),
+    )
+    with pytest.raises(Refused, match="zone unreachable"):
+        check("reassign", {"order": target.id, "robot": "robot_0"}, cut)
+    with pytest.raises(Refused, match="closed by the fault until tick 99"):
+        check("unblock_zone", {"cells": [[5, 2]]}, cut)
+
+
+def test_sim_parks_hands_over_and_charges() -> None:
+    w = _world()
+    (oid,) = w.inject([w.stream.make(0)])
+    w.park(oid, 3)
+    assert oid not in [o.id for o in w.open_orders()]
+    released: list[str] = []
+    for _ in range(3):
+        released += list(w.step(np.zeros(4, dtype=np.int64)).released)
+    assert released == [oid]
+    w.set_battery("robot_0", 5)
+    w.send_to("robot_0", (0, 0))
+    assert w.errand[0]
+    assert w.task_of(0) is None
+
+
+# ------------------------------------------------------------------ runs
+def test_rules_handle_every_incident_with_no_collision_and_no_lost_order() -> None:
+    m = _run(None, desk="rules")
+    inc = m["incidents"]
+    assert inc["total"] >= 3
+    assert inc["resolved_by_rules"] + inc["unresolved"] == inc["total"]
+    assert inc["resolved_by_rules"] >= 3
+    assert m["collisions"] == 0
+    assert m["orders_lost"] == 0
+    kinds = {i["kind"] for i in m["incident_log"]}
+    assert {"breakdown", "block", "battery"} <= kinds
+    acted = [a for i in m["incident_log"] for a in i["actions"]]
+    assert acted
+    assert all(a["source"] == "rules" for a in acted)
+
+
+def test_off_tracks_incidents_but_nobody_acts() -> None:
+    m = _run(None, desk="off")
+    assert m["incidents"]["total"] >= 3
+    assert m["incidents"]["resolved_by_rules"] == 0
+    assert all(not i["actions"] for i in m["incident_log"])
+
+
+def _calls(folder: Path) -> list[dict[str, Any]]:
+    lines = (folder / "calls.jsonl").read_text().splitlines()
+    return [json.loads(line) for line in lines]
+
+
+def test_a_behaving_model_resolves_through_the_desk_with_role_and_phase(tmp_path: Path) -> None:
+    with FakeChatServer(proposal_follower()) as srv:
+        m = _run(
+            tmp_path / "run",
+            desk="llm",
+            tick_period_s=0.03,
+            desk_deadline_ticks=60,
+            llm_base_url=srv.base_url,
+            llm_model="fake",
+        )
+    assert m["incidents"]["resolved_by_desk"] >= 2
+    assert m["collisions"] == 0
+    assert m["orders_lost"] == 0
+    desk_actions = [a for i in m["incident_log"] for a in i["actions"] if a["source"] == "desk"]
+    assert any(a["result"].startswith("applied") for a in desk_actions)
+    calls = [c for c in _calls(tmp_path / "run") if c["context"]["caller"] == "dispatch.desk"]
+    assert calls
+    roles = {(c["context"]["extra"]["role"], c["context"]["extra"]["phase"]) for c in calls}
+    assert ("coordinator", "decide") in roles
+    assert ("executor", "act") in roles
+    assert ("coordinator", "review") in roles
+    tools = [c["parsed"]["tool_call"] for c in calls if (c.get("parsed") or {}).get("tool_call")]
+    assert tools
+    assert all({"name", "args", "validation"} <= set(t) for t in tools)
+    convo = [msg for i in m["incident_log"] for msg in i["conversation"]]
+    assert {"coordinator", "executor"} <= {msg["role"] for msg in convo}
+    from fleetmind.eval.report import build_report
+
+    page = build_report(tmp_path / "run").read_text()
+    assert '<h2 id="incidents">' in page
+    assert "<b>executor</b> [act]" in page
+
+
+def test_a_misbehaving_model_ends_in_the_rule_fallback() -> None:
+    with FakeChatServer(misbehaving_desk(slow_s=20.0)) as srv:
+        m = _run(
+            None,
+            desk="llm",
+            tick_period_s=0.02,
+            desk_deadline_s=3.0,
+            desk_deadline_ticks=40,
+            llm_base_url=srv.base_url,
+            llm_model="fake",
+        )
+    inc = m["incidents"]
+    assert inc["fallbacks"] >= 1
+    assert inc["resolved_by_desk"] + inc["resolved_by_rules"] + inc["unresolved"] <= inc["total"]
+    assert inc["resolved_by_rules"] >= 1
+    assert m["collisions"] == 0
+    assert m["orders_lost"] == 0
+
+
+def test_a_hanging_model_never_blocks_the_loop() -> None:
+    with FakeChatServer([Reply("{}", delay_s=60)]) as srv:
+        t0 = time.perf_counter()
+        m = _run(
+            None,
+            desk="llm",
+            tick_period_s=0.01,
+            desk_deadline_ticks=15,
+            llm_base_url=srv.base_url,
+            llm_model="fake",
+        )
+        wall = time.perf_counter() - t0
+    # 90 ticks at 10 ms: the run ends on its own clock, whatever the model does.
+    assert wall < 20
+    assert m["steps"] == 90
+    falls = [i for i in m["incident_log"] if i["fallback"]]
+    assert falls
+    assert {i["fallback"] for i in falls} <= {"deadline_ticks", "deadline_s"}
+    assert m["incidents"]["fallbacks"] == len(falls)
+
+
+def test_strategy_suffixes_give_the_desk() -> None:
+    assert strategy("classical:desk-llm")["desk"] == "llm"
+    assert strategy("classical:noshield:desk-rules") == {
+        **strategy("classical:noshield"),
+        "desk": "rules",
+    }
+    with pytest.raises(ConfigError, match="desk-rules"):
+        strategy("classical:desk-maybe")
+
+
+@pytest.mark.llm
+def test_the_desk_with_the_real_embedded_model(embedded_client: Any) -> None:
+    cfg = RunConfig(
+        robots=8,
+        steps=80,
+        seed=1,
+        order_rate=0.15,
+        faults=["breakdown:busy@5+100"],
+        desk="llm",
+        tick_period_s=0.25,
+        desk_deadline_ticks=70,
+    )
+    m = execute(cfg, None, client=embedded_client)
+    (inc,) = [i for i in m["incident_log"] if i["kind"] == "breakdown"]
+    assert inc["handler"] in ("desk", "rules")
+    assert inc["calls"] >= 1
+    assert inc["tokens"] > 0
+    assert m["collisions"] == 0
+    assert m["orders_lost"] == 0

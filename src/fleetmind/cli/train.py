@@ -29,7 +29,7 @@ def train(
     ] = "warehouse-tiny",
     robots: Annotated[int, typer.Option(help="Number of robots (agents).")] = 2,
     algo: Annotated[
-        str, typer.Option(help="q, iql, ctde, ippo, mappo, iql-dqn, vdn or qmix.")
+        str, typer.Option(help="q, iql, ctde, ippo, mappo, iql-dqn, vdn, qmix, maddpg or mat.")
     ] = "iql",
     reward_mode: Annotated[
         str, typer.Option(help="individual, shared, mixed(W) or difference.")

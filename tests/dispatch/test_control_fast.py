@@ -12,6 +12,7 @@ from fleetmind.dispatch.executors import ShortestPathExecutor
 from fleetmind.dispatch.planners import AssignmentPlanner, priority_of, task_priorities
 from fleetmind.envs.warehouse import resolve_map
 from fleetmind.safety.verify import conflicts, count_conflicts
+from fleetmind.sim.distances import DistanceOracle
 from fleetmind.sim.orders import OrderConfig
 from fleetmind.sim.warehouse import Warehouse, WarehouseConfig
 
@@ -119,3 +120,104 @@ def test_the_referee_count_is_the_reference_count_on_shielded_and_naive_moves() 
         seen += n
         world.step(first)
     assert seen > 0  # 30 robots on first choices do collide: the count saw conflicts
+
+
+def test_shortest_path_distances_equal_the_per_robot_maps_on_random_states() -> None:
+    from fleetmind.sim.distances import UNREACHABLE
+    from fleetmind.sim.grid import DELTAS
+
+    grid = resolve_map("warehouse-small")
+    ex = ShortestPathExecutor(grid, DistanceOracle(grid, max_cached=16))
+    free = np.argwhere(~grid.blocked).astype(np.int32)
+    rng = np.random.default_rng(11)
+    h, w = grid.shape
+    for _ in range(5):
+        pos = free[rng.choice(len(free), 40, replace=False)]
+        goal = free[rng.integers(len(free), size=40)]
+        got = ex.distances(pos, goal)
+        for i in range(40):
+            dmap = DistanceOracle(grid).to((int(goal[i, 0]), int(goal[i, 1])))
+            for a, (dr, dc) in enumerate(DELTAS.tolist()):
+                r, c = int(pos[i, 0]) + dr, int(pos[i, 1]) + dc
+                inside = 0 <= r < h and 0 <= c < w and not grid.blocked[r, c]
+                assert got[i, a] == (dmap[r, c] if inside else UNREACHABLE)
+
+
+def _reference_costs(
+    planner: AssignmentPlanner,
+    snapshot: Any,
+    robots: list[Any],
+    orders: list[Any],
+    constraints: Any,
+) -> NDArray[np.float64]:
+    """The assignment cost matrix as first written: pair by pair (the hold rule left out)."""
+    from fleetmind.dispatch import planners as pl
+    from fleetmind.sim.distances import UNREACHABLE
+
+    t = snapshot.tick
+    oracle = DistanceOracle(snapshot.grid)
+    trips = np.zeros((len(robots), len(orders)), dtype=np.int64)
+    for j, o in enumerate(orders):
+        pmap = oracle.to(o.pickup)
+        for i, r in enumerate(robots):
+            a, b = int(pmap[r.cell]), int(pmap[o.station])
+            trips[i, j] = UNREACHABLE if max(a, b) >= UNREACHABLE else a + b
+    assert np.array_equal(planner._dist.trips(robots, orders), trips)
+    cost = trips.astype(np.float64)
+    for j, o in enumerate(orders):
+        lateness = np.maximum(0, t + trips[:, j] - o.due)
+        cost[:, j] += pl.LATE_WEIGHT * lateness
+        cost[:, j] -= pl.URGENT_BONUS * (o.priority == "urgent") + pl.AGE_WEIGHT * (t - o.tick)
+        for i, r in enumerate(robots):
+            if (
+                trips[i, j] >= UNREACHABLE
+                or (o.capability is not None and o.capability not in r.capabilities)
+                or r.battery < pl.DRAIN_PER_MOVE * trips[i, j]
+            ):
+                cost[i, j] = pl.FORBIDDEN
+        for h in constraints.get(o.id, ()):
+            if h.kind == "only_robot":
+                for i, r in enumerate(robots):
+                    if r.id != h.robot:
+                        cost[i, j] = pl.FORBIDDEN
+            elif h.kind == "not_robot":
+                for i, r in enumerate(robots):
+                    if r.id == h.robot:
+                        cost[i, j] = pl.FORBIDDEN
+            elif h.kind == "deadline" and h.tick is not None:
+                late = np.maximum(0, t + trips[:, j] - (h.tick - 1))
+                cost[:, j] += 4 * pl.LATE_WEIGHT * late
+                cost[late == 0, j] -= pl.DEADLINE_BONUS
+    return cost
+
+
+def test_assignment_costs_equal_the_pair_by_pair_reference() -> None:
+    from fleetmind.dispatch.plans import Snapshot
+    from fleetmind.sim.warehouse import BatteryConfig
+
+    grid = resolve_map("warehouse-small")
+    world = Warehouse(
+        grid,
+        WarehouseConfig(
+            n_robots=24,
+            max_steps=100,
+            orders=OrderConfig(rate=2.0, text_share=0.7, capability_share=0.5),
+            battery=BatteryConfig(capacity=30.0),
+            auto_assign=False,
+        ),
+        seed=9,
+    )
+    planner = AssignmentPlanner(grid, use_hidden=True)
+    rng = np.random.default_rng(1)
+    compared = 0
+    for _ in range(30):
+        world.step(rng.integers(0, 5, len(world.robot_ids)))
+        snap = Snapshot.take(world, with_text=False)
+        robots, orders = snap.idle_robots, list(snap.orders)
+        truth = {o.id: o.constraints for o in orders if o.constraints}
+        # Holds wake the planner and read pickups alone; the rest is compared cell by cell.
+        truth = {k: tuple(c for c in v if c.kind != "hold") for k, v in truth.items()}
+        fast, _ = planner.costs(snap, robots, orders, truth)
+        assert np.array_equal(fast, _reference_costs(planner, snap, robots, orders, truth))
+        compared += fast.size
+    assert compared > 1000

@@ -97,26 +97,32 @@ class _Distances:
 
     def __init__(self, grid: GridMap) -> None:
         self.oracle = DistanceOracle(grid, memory_mb=256)
+        self._width = grid.shape[1]
+
+    def _flat(self, cells: list[tuple[int, int]]) -> NDArray[np.int64]:
+        rc = np.array(cells, dtype=np.int64).reshape(-1, 2)
+        out: NDArray[np.int64] = rc[:, 0] * self._width + rc[:, 1]
+        return out
 
     def trips(self, robots: list[RobotView], orders: list[Order]) -> np.ndarray:
         """``(R, O)`` moves for robot ``r`` to deliver order ``o`` (UNREACHABLE if impossible)."""
         # Only pickup maps: the grid is undirected, so d(pickup, station) reads the same map.
-        self.oracle.prefetch({o.pickup for o in orders})
-        out = np.zeros((len(robots), len(orders)), dtype=np.int64)
-        cells = np.array([r.cell for r in robots], dtype=np.int64).reshape(-1, 2)
-        for j, o in enumerate(orders):
-            pmap = self.oracle.to(o.pickup)
-            to_pickup = pmap[cells[:, 0], cells[:, 1]].astype(np.int64)
-            carry = int(pmap[o.station])
-            out[:, j] = np.where(
-                (to_pickup >= UNREACHABLE) | (carry >= UNREACHABLE), UNREACHABLE, to_pickup + carry
-            )
-        return out
+        # One gather for every robot and order (no loop per order or per robot).
+        pickups = self._flat([o.pickup for o in orders])  # (O,)
+        cells = self._flat([r.cell for r in robots])  # (R,)
+        to_pickup = self.oracle.lookup(pickups, np.broadcast_to(cells, (len(orders), len(cells))))
+        carry = self.oracle.lookup(pickups, self._flat([o.station for o in orders]))  # (O,)
+        out = np.where(
+            (to_pickup >= UNREACHABLE) | (carry[:, None] >= UNREACHABLE),
+            UNREACHABLE,
+            to_pickup + carry[:, None],
+        )
+        return np.ascontiguousarray(out.T)
 
     def to_pickup(self, robots: list[RobotView], order: Order) -> np.ndarray:
         """``(R,)`` moves from each robot to the order's pickup."""
-        cells = np.array([r.cell for r in robots], dtype=np.int64).reshape(-1, 2)
-        return self.oracle.to(order.pickup)[cells[:, 0], cells[:, 1]].astype(np.int64)
+        cells = self._flat([r.cell for r in robots])
+        return self.oracle.lookup(np.repeat(self._flat([order.pickup]), len(cells)), cells)
 
 
 class AssignmentPlanner:
@@ -154,26 +160,28 @@ class AssignmentPlanner:
         trips = self._dist.trips(robots, orders)
         cost = trips.astype(np.float64)
         wake: int | None = None
+        # Every pair at once (numpy over robots x orders), the same arithmetic as pair by pair.
+        due = np.array([o.due for o in orders], dtype=np.int64)
+        lateness = np.maximum(0, t + trips - due[None, :])
+        cost += LATE_WEIGHT * lateness
+        cost -= np.array(
+            [URGENT_BONUS * (o.priority == "urgent") + AGE_WEIGHT * (t - o.tick) for o in orders]
+        )[None, :]
+        battery = np.array([r.battery for r in robots], dtype=np.float64)
+        banned = (trips >= UNREACHABLE) | (battery[:, None] < DRAIN_PER_MOVE * trips)
+        needs = [o.capability for o in orders]
+        for cap in {c for c in needs if c is not None}:
+            lacks = np.array([cap not in r.capabilities for r in robots], dtype=bool)
+            wants = np.array([c == cap for c in needs], dtype=bool)
+            banned |= lacks[:, None] & wants[None, :]
+        cost[banned] = FORBIDDEN
+        ids = np.array([r.id for r in robots])
         for j, o in enumerate(orders):
-            lateness = np.maximum(0, t + trips[:, j] - o.due)
-            cost[:, j] += LATE_WEIGHT * lateness
-            cost[:, j] -= URGENT_BONUS * (o.priority == "urgent") + AGE_WEIGHT * (t - o.tick)
-            for i, r in enumerate(robots):
-                if (
-                    trips[i, j] >= UNREACHABLE
-                    or (o.capability is not None and o.capability not in r.capabilities)
-                    or r.battery < DRAIN_PER_MOVE * trips[i, j]
-                ):
-                    cost[i, j] = FORBIDDEN
             for h in () if constraints is None else constraints.get(o.id, ()):
                 if h.kind == "only_robot":
-                    for i, r in enumerate(robots):
-                        if r.id != h.robot:
-                            cost[i, j] = FORBIDDEN
+                    cost[ids != h.robot, j] = FORBIDDEN
                 elif h.kind == "not_robot":
-                    for i, r in enumerate(robots):
-                        if r.id == h.robot:
-                            cost[i, j] = FORBIDDEN
+                    cost[ids == h.robot, j] = FORBIDDEN
                 elif h.kind == "deadline" and h.tick is not None:
                     late = np.maximum(0, t + trips[:, j] - (h.tick - 1))
                     cost[:, j] += 4 * LATE_WEIGHT * late

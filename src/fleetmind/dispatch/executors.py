@@ -16,7 +16,7 @@ from numpy.typing import NDArray
 
 from fleetmind.errors import ConfigError, FleetmindError
 from fleetmind.llm.chat import CallContext, ChatClient, Message
-from fleetmind.sim.distances import UNREACHABLE, DistanceOracle
+from fleetmind.sim.distances import DistanceOracle
 from fleetmind.sim.grid import ACTION_NAMES, DELTAS, N_ACTIONS, GridMap
 from fleetmind.sim.observe import N_HEURISTIC, LocalObserver
 
@@ -88,19 +88,13 @@ class ShortestPathExecutor:
 
     def distances(self, pos: NDArray[np.int32], goal: NDArray[np.int32]) -> NDArray[np.int64]:
         """``(N, 5)`` distance to target after each action (UNREACHABLE for blocked moves)."""
-        n = len(pos)
-        h, w = self._shape
-        out = np.full((n, N_ACTIONS), UNREACHABLE, dtype=np.int64)
-        nxt = pos[:, None, :] + DELTAS[None, :, :]  # (N, 5, 2)
+        w = self._shape[1]
+        nxt = pos[:, None, :].astype(np.int64) + DELTAS[None, :, :]  # (N, 5, 2)
         ok = ~self._padded_blocked[nxt[..., 0] + 1, nxt[..., 1] + 1]
-        rr = np.clip(nxt[..., 0], 0, h - 1)
-        cc = np.clip(nxt[..., 1], 0, w - 1)
-        targets = [(int(g[0]), int(g[1])) for g in goal]
-        self.oracle.prefetch(set(targets))
-        for i, t in enumerate(targets):
-            dmap = self.oracle.to(t)
-            out[i] = np.where(ok[i], dmap[rr[i], cc[i]], UNREACHABLE)
-        return out
+        # One gather over the oracle's maps for the whole fleet; blocked moves read -1.
+        cells = np.where(ok, nxt[..., 0] * w + nxt[..., 1], -1)  # (N, 5)
+        goal = np.asarray(goal, dtype=np.int64)
+        return self.oracle.lookup(goal[:, 0] * w + goal[:, 1], cells)
 
     def rank(
         self,

@@ -59,7 +59,8 @@ def run(
     executor: Annotated[
         str | None,
         typer.Option(
-            help="rl, shortest-path, shortest-path-random (seeded ties) or llm-direct. "
+            help="rl, shortest-path, shortest-path-random (seeded ties), congestion "
+            "(shortest path + traffic costs), pibt (PIBT's own order) or llm-direct. "
             "[default: shortest-path]"
         ),
     ] = None,

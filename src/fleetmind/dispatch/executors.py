@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Final, Literal, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
@@ -17,7 +17,17 @@ from numpy.typing import NDArray
 from fleetmind.errors import ConfigError, FleetmindError
 from fleetmind.llm.chat import CallContext, ChatClient, Message
 from fleetmind.sim.distances import DistanceOracle
-from fleetmind.sim.grid import ACTION_NAMES, DELTAS, N_ACTIONS, GridMap
+from fleetmind.sim.grid import (
+    ACTION_NAMES,
+    DELTAS,
+    DOWN,
+    LEFT,
+    N_ACTIONS,
+    RIGHT,
+    UP,
+    WAIT,
+    GridMap,
+)
 from fleetmind.sim.observe import N_HEURISTIC, LocalObserver
 
 
@@ -352,3 +362,157 @@ def _moves_schema(robot_ids: list[str]) -> dict[str, Any]:
         },
         "required": ["moves"],
     }
+
+
+# The action moving the other way (WAIT for WAIT).
+_OPPOSITE: Final[NDArray[np.int64]] = np.array([WAIT, DOWN, UP, RIGHT, LEFT], dtype=np.int64)
+
+
+class CongestionExecutor(ShortestPathRandomExecutor):
+    """Shortest path plus a cost for traffic: robots route around crowded cells.
+
+    Each action's cost is the true distance to target after the move, plus, for a move into
+    cell ``c`` (all terms computed for the whole fleet at once with numpy):
+
+    - ``occupied``: ``c`` holds a robot now (any robot);
+    - ``stayer``: ``c`` holds a robot that will not move on (idle, or whose own shortest-path
+      choice is to wait or to step into the mover's cell);
+    - ``head_on``: the robot in ``c`` wants the mover's cell (a swap the shield must break);
+    - ``incoming``: other robots whose shortest-path choice is ``c`` (each counts);
+    - ``traffic``: recent occupancy of ``c``, an exponentially decayed per-cell count of robots
+      (``decay`` per tick), scaled to [0, 1] (1: held by a robot every recent tick);
+    - ``against``: recent flow the other way, the decayed count of robots that entered ``c``
+      moving opposite to this move, scaled the same way.
+
+    Waiting costs the current distance. Weights below 1 only break ties between moves equally
+    close to target (a move that gets closer still beats waiting); larger weights let a robot
+    take a detour or wait rather than queue into a crowd. Remaining ties are broken by a seeded
+    random draw, moves into walls rank last. The traffic count advances once per :meth:`rank`
+    call, so the same seed and the same calls give the same rankings.
+
+    Args:
+        grid: the map.
+        oracle: a distance oracle of the same map (default: a new one).
+        seed: a seed or a generator of the tie-breaking order (default 0).
+        occupied, stayer, head_on, incoming, traffic, against: the cost weights (see above).
+        decay: per-tick decay of the traffic count, in [0, 1).
+    """
+
+    name = "congestion"
+
+    def __init__(
+        self,
+        grid: GridMap,
+        oracle: DistanceOracle | None = None,
+        *,
+        seed: int | np.random.Generator = 0,
+        occupied: float = 0.3,
+        stayer: float = 0.0,
+        head_on: float = 0.2,
+        incoming: float = 0.0,
+        traffic: float = 0.4,
+        against: float = 0.0,
+        decay: float = 0.9,
+    ) -> None:
+        super().__init__(grid, oracle, seed=seed)
+        if not 0.0 <= decay < 1.0:
+            raise ConfigError(f"decay: expected a value in [0, 1), got {decay}")
+        self.weights = {
+            "occupied": float(occupied),
+            "stayer": float(stayer),
+            "head_on": float(head_on),
+            "incoming": float(incoming),
+            "traffic": float(traffic),
+            "against": float(against),
+        }
+        self.decay = float(decay)
+        h, w = self._shape
+        self._heat = np.zeros(h * w, dtype=np.float64)  # (H * W,) decayed robot count
+        self._flow = np.zeros((h * w, N_ACTIONS), dtype=np.float64)  # (H * W, 5) entries by move
+        self._last = np.zeros(0, dtype=np.int64)  # (N,) flat cells at the previous call
+
+    def rank(
+        self,
+        pos: NDArray[np.int32],
+        goal: NDArray[np.int32],
+        active: NDArray[np.bool_],
+        carrying: NDArray[np.bool_] | None = None,
+        tick: int = 0,
+    ) -> NDArray[np.int64]:
+        """Rank actions by distance plus congestion cost; idle robots wait first."""
+        h, w = self._shape
+        cells = h * w
+        here = pos[:, 0].astype(np.int64) * w + pos[:, 1]  # (N,) flat cells
+        occupancy = np.bincount(here, minlength=cells)  # (H * W,) 0 or 1
+        self._heat *= self.decay
+        self._heat += occupancy
+        self._flow *= self.decay
+        if self._last.shape == here.shape:
+            # The moves executed since the last call, read off the cells: +-1 a column, +-w a row.
+            step = here - self._last
+            move = np.select(
+                [step == -w, step == w, step == -1, step == 1], [UP, DOWN, LEFT, RIGHT], WAIT
+            )
+            np.add.at(self._flow, (here, move), 1.0)
+        self._last = here
+        ranking, idx = idle_ranking(active)
+        if len(idx) == 0:
+            return ranking
+        dist = self.distances(pos[idx], goal[idx])  # (M, 5)
+        nxt = pos[idx, None, :].astype(np.int64) + DELTAS[None, :, :]  # (M, 5, 2)
+        ok = ~self._padded_blocked[nxt[..., 0] + 1, nxt[..., 1] + 1]  # (M, 5)
+        flat = np.where(ok, np.clip(nxt[..., 0], 0, h - 1) * w + np.clip(nxt[..., 1], 0, w - 1), 0)
+        # Every robot's plain shortest-path choice (ties at random): where traffic is heading.
+        ties = self.rng.random(dist.shape)  # (M, 5)
+        first = np.lexsort((ties, dist), axis=1)[:, 0]  # (M,)
+        rows = np.arange(len(idx))
+        intent = np.full(len(pos), -1, dtype=np.int64)  # (N,) flat cell wanted, -1 idle/wait
+        moving = first != WAIT
+        intent[idx[moving]] = flat[rows[moving], first[moving]]
+        occupant = np.full(cells, -1, dtype=np.int64)  # (H * W,) robot index in each cell
+        occupant[here] = np.arange(len(pos))
+        incoming = np.bincount(intent[intent >= 0], minlength=cells).astype(np.float64)
+        holder = occupant[flat]  # (M, 5) robot in the target cell, -1 if none
+        held = (holder >= 0) & ok
+        holder_intent = np.where(held, intent[np.maximum(holder, 0)], -1)
+        head_on = held & (holder_intent == here[idx, None])
+        stays = held & ((holder_intent < 0) | head_on)
+        own = intent[idx, None] == flat  # the robot's own choice is not traffic against it
+        wt = self.weights
+        cost = (
+            wt["occupied"] * held
+            + wt["stayer"] * stays
+            + wt["head_on"] * head_on
+            + wt["incoming"] * (incoming[flat] - own)
+            + wt["traffic"] * (1.0 - self.decay) * self._heat[flat]
+            + wt["against"] * (1.0 - self.decay) * self._flow[flat, _OPPOSITE[None, :]]
+        )
+        cost[:, WAIT] = 0.0  # the robot's own cell: waiting costs its current distance only
+        key = np.where(ok, dist + cost, np.inf)
+        key[:, WAIT] = dist[:, WAIT]
+        ranking[idx] = np.lexsort((ties, key), axis=1)
+        return ranking
+
+
+class PibtOrderExecutor(CongestionExecutor):
+    """The ordering PIBT uses on its own: distance first, free cells before occupied, then random.
+
+    PIBT as published (Okumura et al.; the authors' pibt2 code) sorts a robot's candidate cells
+    by distance to its goal and breaks ties by preferring a cell no robot holds now, then at
+    random. The shield runs PIBT on whatever ranking it is handed; this executor hands it that
+    ordering. The occupancy cost is below one step, so it only ever breaks ties.
+    """
+
+    name = "pibt"
+
+    def __init__(
+        self,
+        grid: GridMap,
+        oracle: DistanceOracle | None = None,
+        *,
+        seed: int | np.random.Generator = 0,
+    ) -> None:
+        no = 0.0
+        super().__init__(
+            grid, oracle, seed=seed, occupied=0.5, stayer=no, head_on=no, incoming=no, traffic=no
+        )

@@ -42,7 +42,9 @@ from fleetmind.sim.orders import CAPABILITIES, OrderConfig, load_task_file
 from fleetmind.sim.warehouse import Warehouse, WarehouseConfig, default_capabilities
 
 PlannerName = Literal["assignment", "greedy", "llm", "llm-notes", "oracle"]
-ExecutorName = Literal["rl", "shortest-path", "shortest-path-random", "llm-direct"]
+ExecutorName = Literal[
+    "rl", "shortest-path", "shortest-path-random", "congestion", "pibt", "llm-direct"
+]
 LLM_PLANNERS = ("llm", "llm-notes")
 # The reader the hybrid strategy uses: the best on the hand-written sets (README, docs/notes.md).
 DEFAULT_READER = "rules"
@@ -247,6 +249,14 @@ def make_executor(cfg: RunConfig, grid: GridMap, client: ChatClient | None) -> E
         from fleetmind.dispatch.executors import ShortestPathRandomExecutor
 
         return ShortestPathRandomExecutor(grid, seed=cfg.seed)
+    if cfg.executor == "congestion":
+        from fleetmind.dispatch.executors import CongestionExecutor
+
+        return CongestionExecutor(grid, seed=cfg.seed)
+    if cfg.executor == "pibt":
+        from fleetmind.dispatch.executors import PibtOrderExecutor
+
+        return PibtOrderExecutor(grid, seed=cfg.seed)
     if cfg.executor == "rl":
         return RLExecutor(grid, cfg.policy)
     assert client is not None

@@ -234,3 +234,29 @@ def test_train_run_folder_and_resume(
     assert resumed.metrics["steps"] >= 480
     assert resumed.metrics["updates"] > run.metrics["updates"]
     assert len(resumed.returns["robot_0"]) > len(run.returns["robot_0"])
+
+
+def test_nav_train_makes_a_maddpg_navigation_policy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from fleetmind.cli import main
+    from fleetmind.rl.nav_train import train_nav
+
+    cfg = MADDPGConfig(buffer_size=200, batch_size=8, learning_starts=16, hidden=(16,),
+                       agent_id=False)  # fmt: skip
+    policy, res = train_nav("warehouse-tiny", 2, algo="maddpg", steps=64, num_envs=2,
+                            max_steps=20, config=cfg)  # fmt: skip
+    assert res.algo == "maddpg"
+    assert res.updates > 0
+    assert policy.metadata["algo"] == "maddpg"
+    assert policy.metadata["hidden"] == [16]
+    with pytest.raises(ConfigError, match="does not take a PPOConfig"):
+        train_nav("warehouse-tiny", 2, algo="maddpg", steps=16, config=PPOConfig(agent_id=False))
+    argv = ["fleetmind", "nav", "train", "--out", str(tmp_path / "p.pt"), "--algo", "maddpg",
+            "--ent-coef", "0.1"]  # fmt: skip
+    monkeypatch.setattr("sys.argv", argv)
+    with pytest.raises(SystemExit) as exc:
+        main()
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["error: --ent-coef/--ent-coef-final: PPO only (ippo, mappo), not maddpg"]

@@ -25,7 +25,7 @@ def nav_train(
     out: Annotated[Path, typer.Option(help="Where to save the policy (.pt beside a .json).")],
     map_name: MapOption = "warehouse-small",
     robots: RobotsOption = 4,
-    algo: Annotated[str, typer.Option(help="ippo or mappo.")] = "ippo",
+    algo: Annotated[str, typer.Option(help="ippo, mappo or maddpg (small fleets).")] = "ippo",
     steps: Annotated[int, typer.Option(help="Environment steps (all worlds).")] = 600_000,
     seed: Annotated[int, typer.Option(help="Seed of the run.")] = 0,
     num_envs: Annotated[int, typer.Option(help="Worlds stepped together.")] = 16,
@@ -46,7 +46,7 @@ def nav_train(
     init: Annotated[Path | None, typer.Option(help="Start from this policy (fine-tune).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
-    """Train a navigation policy with IPPO or MAPPO; save it with its evaluation beside it."""
+    """Train a navigation policy with IPPO, MAPPO or MADDPG; save it with its evaluation."""
     import torch
 
     from fleetmind.errors import ConfigError
@@ -61,8 +61,10 @@ def nav_train(
     from fleetmind.rl.neural.base import Event
     from fleetmind.rl.neural.ppo import PPOConfig
 
-    if algo not in ("ippo", "mappo"):
-        raise ConfigError(f"--algo: expected ippo or mappo, got {algo!r}")
+    if algo not in ("ippo", "mappo", "maddpg"):
+        raise ConfigError(f"--algo: expected ippo, mappo or maddpg, got {algo!r}")
+    if algo == "maddpg" and (ent_coef is not None or ent_coef_final is not None):
+        raise ConfigError("--ent-coef/--ent-coef-final: PPO only (ippo, mappo), not maddpg")
     torch.set_num_threads(1)
     t0 = time.perf_counter()
 
@@ -77,7 +79,9 @@ def nav_train(
         steps=steps,
         seed=seed,
         num_envs=num_envs,
-        config=PPOConfig(
+        config=None
+        if algo == "maddpg"
+        else PPOConfig(
             agent_id=False,
             hidden=(128, 128),
             ent_coef=NAV_ENT_COEF if ent_coef is None else ent_coef,

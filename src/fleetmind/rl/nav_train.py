@@ -1,6 +1,6 @@
 """Training the navigation policy (:func:`train_nav`), behind ``fleetmind nav train``.
 
-:func:`train_nav` trains one with IPPO or MAPPO on ``make_vector`` (lifelong tasks), or on
+:func:`train_nav` trains one with IPPO, MAPPO or MADDPG on ``make_vector`` (lifelong tasks), or on
 :class:`~fleetmind.rl.nav_env.FallbackVectorEnv` (failed moves fall back down a heuristic
 ranking, as the shield executes the policy in dispatch), optionally starting from a policy
 (``init``).
@@ -29,6 +29,7 @@ from fleetmind.errors import ConfigError
 from fleetmind.rl.nav import NAV_ENT_COEF, NAV_ENT_COEF_FINAL, RADIUS, NavPolicy
 from fleetmind.rl.nav_env import FallbackVectorEnv
 from fleetmind.rl.neural import base
+from fleetmind.rl.neural.maddpg import MADDPGConfig
 from fleetmind.rl.neural.ppo import Actor, PPOConfig, env_horizon, resolve_hyper, split_seed
 
 log = logging.getLogger(__name__)
@@ -38,30 +39,33 @@ def train_nav(
     map: str = "warehouse-small",
     robots: int = 4,
     *,
-    algo: Literal["ippo", "mappo"] = "ippo",
+    algo: Literal["ippo", "mappo", "maddpg"] = "ippo",
     steps: int = 600_000,
     seed: int = 0,
     num_envs: int = 16,
     max_steps: int = 256,
-    config: PPOConfig | None = None,
+    config: PPOConfig | MADDPGConfig | None = None,
     callbacks: Sequence[base.Callback] = (),
     fallback: bool = False,
     override_penalty: float = 0.0,
     progress: float = 0.0,
     init: NavPolicy | None = None,
 ) -> tuple[NavPolicy, base.TrainResult]:
-    """Train a navigation policy with IPPO or MAPPO on lifelong tasks.
+    """Train a navigation policy with IPPO, MAPPO or MADDPG on lifelong tasks.
 
     Args:
         map: training map (a preset name or map file).
         robots: robots per world.
-        algo: ``"ippo"`` or ``"mappo"``.
+        algo: ``"ippo"``, ``"mappo"`` or ``"maddpg"`` (its critic reads every robot's
+            observation and action: small fleets only).
         steps: world steps.
         seed: root seed.
         num_envs: worlds stepped together.
         max_steps: episode length of a world.
         config: PPO hyperparameters (default: no agent id, 128x128 hidden layers, entropy
-            bonus annealed from :data:`NAV_ENT_COEF` to :data:`NAV_ENT_COEF_FINAL`).
+            bonus annealed from :data:`NAV_ENT_COEF` to :data:`NAV_ENT_COEF_FINAL`), or a
+            :class:`~fleetmind.rl.neural.maddpg.MADDPGConfig` for ``maddpg`` (default: no agent
+            id, 128x128).
         callbacks: receive training events.
         fallback: train in :class:`FallbackVectorEnv` (moves as the dispatch tier executes them)
             instead of the plain vector env.
@@ -73,14 +77,20 @@ def train_nav(
     Returns:
         The policy and the training result.
     """
-    from fleetmind.rl.neural import ippo, mappo
+    from fleetmind.rl.neural import ippo, maddpg, mappo
 
-    cfg = config or PPOConfig(
-        agent_id=False,
-        hidden=(128, 128),
-        ent_coef=NAV_ENT_COEF,
-        ent_coef_final=NAV_ENT_COEF_FINAL,
-    )
+    cfg: PPOConfig | MADDPGConfig
+    if algo == "maddpg":
+        cfg = config or MADDPGConfig(agent_id=False, hidden=(128, 128))
+    else:
+        cfg = config or PPOConfig(
+            agent_id=False,
+            hidden=(128, 128),
+            ent_coef=NAV_ENT_COEF,
+            ent_coef_final=NAV_ENT_COEF_FINAL,
+        )
+    if isinstance(cfg, MADDPGConfig) != (algo == "maddpg"):
+        raise ConfigError(f"train_nav: algo {algo!r} does not take a {type(cfg).__name__}")
     if cfg.agent_id:
         raise ConfigError("train_nav: config.agent_id must be False (the policy serves any N)")
     env: base.BatchEnv
@@ -98,12 +108,14 @@ def train_nav(
         raise ConfigError("train_nav: override_penalty and progress need fallback=True")
     else:
         env = make_vector(map, robots, num_envs, seed=seed, max_steps=max_steps, radius=RADIUS)
-    learner = {"ippo": ippo, "mappo": mappo}.get(algo)
+    learner = {"ippo": ippo, "mappo": mappo, "maddpg": maddpg}.get(algo)
     if learner is None:
-        raise ConfigError(f"algo: expected 'ippo' or 'mappo', got {algo!r}")
+        raise ConfigError(f"algo: expected 'ippo', 'mappo' or 'maddpg', got {algo!r}")
     if init is None:
         result = learner.train(env, cfg, seed=seed, steps=steps, callbacks=callbacks)
     else:
+        if not isinstance(cfg, PPOConfig):
+            raise ConfigError(f"train_nav: init needs algo 'ippo', got {algo!r}")
         with tempfile.TemporaryDirectory(prefix="fleetmind-nav-") as tmp:
             _warm_start(Path(tmp), init, env, cfg, algo, seed)
             result = learner.train(
@@ -119,8 +131,8 @@ def train_nav(
     assert isinstance(actor, Actor)
     meta = {
         "algo": algo,
-        "train_ent_coef": cfg.ent_coef,
-        "train_ent_coef_final": cfg.ent_coef_final,
+        "train_ent_coef": getattr(cfg, "ent_coef", None),
+        "train_ent_coef_final": getattr(cfg, "ent_coef_final", None),
         "train_map": map,
         "train_robots": robots,
         "train_steps": result.steps,

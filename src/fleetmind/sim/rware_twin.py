@@ -91,6 +91,22 @@ _SELF_BITS = 8  # column, row, loaded, heading one-hot (4), on highway
 _CELL_BITS = 7  # robot, its heading one-hot (4), shelf, requested (no message bits)
 
 
+def _cell_codes() -> NDArray[np.float32]:
+    """The 7 observation floats of each window-cell code ``robot * 3 + shelf``."""
+    table = np.zeros((15, _CELL_BITS), dtype=np.float32)
+    for robot in range(5):  # 0: nobody (heading one-hot 1 0 0 0, as rware), 1..4: heading + 1
+        for shelf in range(3):  # 0: none, 1: a shelf, 2: a requested shelf
+            row = table[robot * 3 + shelf]
+            row[0] = robot > 0
+            row[1 + max(robot - 1, 0)] = 1.0
+            row[5] = shelf > 0
+            row[6] = shelf == 2
+    return table
+
+
+_CELL_CODES = _cell_codes()
+
+
 def flat_obs_size(sensor_range: int) -> int:
     """Length of rware's flattened observation (no message bits)."""
     return _SELF_BITS + _CELL_BITS * (2 * sensor_range + 1) ** 2
@@ -370,12 +386,23 @@ class RwareWorlds:
         pos = self.pos
         rewards = np.zeros((b, n), dtype=np.float64)
 
-        # Committed forward moves carry their shelf along.
-        pos[moves] = self._move_to[self.heading[moves], pos[moves]]
-        loaded_movers = moves & (self.carrying >= 0)
-        if loaded_movers.any():
-            wb, wr = np.nonzero(loaded_movers)
-            self.shelf_pos[wb, self.carrying[wb, wr]] = pos[wb, wr]
+        # Committed forward moves carry their shelf along. The grids follow the movers only:
+        # picking up or putting down leaves a shelf where it is, and no two shelves ever
+        # share a cell, so this is rware's _recalc_grid.
+        if moves.any():
+            mb, mr = np.nonzero(moves)
+            old = pos[mb, mr]
+            new = self._move_to[self.heading[mb, mr], old]
+            pos[mb, mr] = new
+            cp = self._cell_pad
+            self.robot_grid[mb, cp[old]] = 0  # all cleared before any is set: chains, cycles
+            self.robot_grid[mb, cp[new]] = mr + 1
+            shelf = self.carrying[mb, mr]
+            lo = shelf >= 0
+            if lo.any():
+                self.shelf_pos[mb[lo], shelf[lo]] = new[lo]
+                self.shelf_grid[mb[lo], cp[old[lo]]] = 0
+                self.shelf_grid[mb[lo], cp[new[lo]]] = shelf[lo] + 1
         turn_l, turn_r = act == LEFT, act == RIGHT
         self.heading[turn_l] = _TURN_LEFT[self.heading[turn_l]]
         self.heading[turn_r] = _TURN_RIGHT[self.heading[turn_r]]
@@ -390,7 +417,6 @@ class RwareWorlds:
                 rewards[drop & self.delivered_flag] += 0.5
             self.carrying[drop] = -1
             self.delivered_flag[drop] = False
-        self._recalc_grids()
 
         delivered_any = np.zeros(b, dtype=bool)
         for goal in self._goal_pad:
@@ -431,40 +457,65 @@ class RwareWorlds:
         """Which robots move forward this step: rware's graph resolution, on arrays.
 
         Each robot asks for one cell (its own when it does not move), so every weakly
-        connected piece of rware's graph holds at most one cycle. Returns ``(B, N)``.
+        connected piece of rware's graph holds at most one cycle. A world where no mover
+        asks for an occupied cell and no two movers ask for the same one moves every mover;
+        only the others go through the graph. Returns ``(B, N)``.
         """
-        b, n = act.shape
+        n = act.shape[1]
         bi, pos = self._bi, self.pos
-        idx = np.arange(n)
         target = np.where(act == FORWARD, self._move_to[self.heading, pos], pos)
         tpad = self._cell_pad[target]
         occupant = self.robot_grid[bi, tpad] - 1  # (B, N), -1: nobody there
         loaded = self.carrying >= 0
-        occ_loaded = (occupant >= 0) & np.take_along_axis(loaded, np.maximum(occupant, 0), 1)
+        occ_loaded = (occupant >= 0) & loaded[bi, np.maximum(occupant, 0)]
         cancel = loaded & (target != pos) & (self.shelf_grid[bi, tpad] > 0) & ~occ_loaded
         target = np.where(cancel, pos, target)
         moving: NDArray[np.bool_] = target != pos
         if not moving.any():
             return moving
+        # Movers' targets sorted per world (a distinct negative stand-in for the others).
+        asked = np.sort(np.where(moving, target, -1 - np.arange(n)), axis=1)
+        shared = (asked[:, 1:] == asked[:, :-1]).any(axis=1)
+        waits = (moving & (occupant >= 0)).any(axis=1)
+        hard = np.flatnonzero(shared | waits)
+        if len(hard):
+            commit = moving.copy()
+            commit[hard] = self._resolve_graph(hard, target[hard], occupant[hard], moving[hard])
+            return commit
+        return moving
+
+    def _resolve_graph(
+        self,
+        ws: NDArray[np.int64],
+        target: NDArray[np.int64],
+        occupant: NDArray[np.int64],
+        moving: NDArray[np.bool_],
+    ) -> NDArray[np.bool_]:
+        """The graph resolution of worlds ``ws`` (arrays ``(len(ws), N)``)."""
+        b, n = target.shape
+        idx = np.arange(n)
+        rows = np.arange(b)[:, None]
         # f: the robot each robot waits for; n stands for an empty cell (the end of a chain).
         f = np.full((b, n + 1), n, dtype=np.int64)
         f[:, :n] = np.where(moving, np.where(occupant >= 0, occupant, n), idx)
-        f2 = np.take_along_axis(f, f, 1)
+        f2 = f[rows, f]
         g = f
         for _ in range(_doublings(n)):  # g = f^(2^k), 2^k > n: every robot on a cycle or at n
-            g = np.take_along_axis(g, g, 1)
+            g = g[rows, g]
         in_cycle_piece = g[:, :n] != n
         on_cycle = np.zeros((b, n + 1), dtype=bool)
-        on_cycle[bi, g[:, :n]] = True
+        on_cycle[rows, g[:, :n]] = True
         swap = (f2[:, :n] == idx) & (f[:, :n] != idx)
         commit: NDArray[np.bool_] = in_cycle_piece & on_cycle[:, :n] & ~swap
         chain = moving & ~in_cycle_piece
         if chain.any():
-            commit |= self._longest_chains(chain, f, target, moving)
-        return commit & moving
+            commit |= self._longest_chains(ws, chain, f, target, moving)
+        moved: NDArray[np.bool_] = commit & moving
+        return moved
 
     def _longest_chains(
         self,
+        ws: NDArray[np.int64],
         chain: NDArray[np.bool_],
         f: NDArray[np.int64],
         target: NDArray[np.int64],
@@ -472,47 +523,41 @@ class RwareWorlds:
     ) -> NDArray[np.bool_]:
         """Robots on the longest chain of each cycle-free piece (networkx's longest path)."""
         b, n = chain.shape
-        bi, pos = self._bi, self.pos
-        grid = self.robot_grid
+        rows = np.arange(b)[:, None]
+        rows3 = rows[:, :, None]
+        pos = self.pos[ws]
+        grid = self.robot_grid[ws]
 
         def askers(cells: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArray[np.bool_]]:
             # Robots on the 4 neighbours of each cell that ask for that cell: (B, N, 4).
-            who = grid[bi[:, :, None], self._nbr_pad[cells]] - 1
+            who = grid[rows3, self._nbr_pad[cells]] - 1
             safe = np.maximum(who, 0)
-            ok = (who >= 0) & (
-                np.take_along_axis(target, safe.reshape(b, -1), 1).reshape(who.shape)
-                == cells[:, :, None]
-            )
-            ok &= np.take_along_axis(moving, safe.reshape(b, -1), 1).reshape(who.shape)
+            ok = (who >= 0) & (target[rows3, safe] == cells[:, :, None]) & moving[rows3, safe]
             return np.where(ok, who, n), ok
 
         preds, has_pred = askers(pos)
         # depth: the longest chain of robots behind each robot (networkx's dist).
         depth = np.zeros((b, n + 1), dtype=np.int64)
-        flat = preds.reshape(b, -1)
         for _ in range(n):
-            behind = np.take_along_axis(depth, flat, 1).reshape(preds.shape) + 1
-            new = np.where(has_pred, behind, 0).max(axis=2)
+            new = np.where(has_pred, depth[rows3, preds] + 1, 0).max(axis=2)
             if np.array_equal(new, depth[:, :n]):
                 break
             depth[:, :n] = new
         sibs, has_sib = askers(target)
-        sib_depth = np.where(
-            has_sib, np.take_along_axis(depth, sibs.reshape(b, -1), 1).reshape(sibs.shape), -1
-        )
+        sib_depth = np.where(has_sib, depth[rows3, sibs], -1)
         best = sib_depth.max(axis=2)
         chosen = chain & (depth[:, :n] == best)
         tie = chosen & ((sib_depth == best[:, :, None]).sum(axis=2) > 1)
         if tie.any():
             for k in np.flatnonzero(tie.any(axis=1)):
-                self._break_ties(int(k), target[k], chosen[k], tie[k], depth[k])
+                self._break_ties(int(ws[k]), target[k], chosen[k], tie[k])
         # A robot moves when it and every robot ahead of it won their cell.
         ok = np.ones((b, n + 1), dtype=bool)
         ok[:, :n] = chosen
         g = f
         for _ in range(_doublings(n)):
-            ok = ok & np.take_along_axis(ok, g, 1)
-            g = np.take_along_axis(g, g, 1)
+            ok = ok & ok[rows, g]
+            g = g[rows, g]
         moved: NDArray[np.bool_] = chain & ok[:, :n]
         return moved
 
@@ -522,7 +567,6 @@ class RwareWorlds:
         target: NDArray[np.int64],
         chosen: NDArray[np.bool_],
         tie: NDArray[np.bool_],
-        depth: NDArray[np.int64],
     ) -> None:
         """Settle equal chains into one cell of world ``k`` as networkx orders them."""
         w = self.shape[1]
@@ -535,7 +579,6 @@ class RwareWorlds:
             winner = next(robot_at[u] for u in order if robot_at[u] in tied)
             for i in tied:
                 chosen[i] = i == winner
-        del depth  # ties are among equal depths by construction
 
     # ---------------------------------------------------------- observations
 
@@ -544,36 +587,37 @@ class RwareWorlds:
         cfg = self.config
         b, n = self.pos.shape
         h, w = self.shape
-        bi, pos = self._bi, self.pos
+        pos = self.pos
         k = len(self._window)
-        out = np.zeros((b, n, _SELF_BITS + _CELL_BITS * k), dtype=np.float32)
+        own = np.zeros((b, n, _SELF_BITS), dtype=np.float32)
         col, row = self._ccol[pos], self._crow[pos]
         if cfg.normalised_coordinates:
-            out[:, :, 0] = col / (w - 1)
-            out[:, :, 1] = row / (h - 1)
+            own[:, :, 0] = col / (w - 1)
+            own[:, :, 1] = row / (h - 1)
         else:
-            out[:, :, 0] = col
-            out[:, :, 1] = row
-        out[:, :, 2] = self.carrying >= 0
+            own[:, :, 0] = col
+            own[:, :, 1] = row
+        own[:, :, 2] = self.carrying >= 0
         ni = np.arange(n)[None, :]
-        out[bi, ni, 3 + self.heading] = 1.0
-        out[:, :, 7] = self._highway[pos]
-        cells = self._cell_pad[pos][:, :, None] + self._window  # (B, N, K)
-        flat = cells.reshape(b, -1)
-        robot = np.take_along_axis(self.robot_grid, flat, 1).reshape(b, n, k)
-        shelf = np.take_along_axis(self.shelf_grid, flat, 1).reshape(b, n, k)
-        sens = out[:, :, _SELF_BITS:].reshape(b, n, k, _CELL_BITS)
-        sens[..., 0] = robot > 0
-        # Heading of the robot seen there, UP (one-hot 1 0 0 0) where nobody is: rware's.
-        heads = np.concatenate([np.zeros((b, 1), np.int8), self.heading], axis=1)
-        seen = np.take_along_axis(heads, robot.reshape(b, -1), 1).reshape(b, n, k)
-        np.put_along_axis(sens, 1 + seen[..., None].astype(np.int64), 1.0, axis=3)
-        sens[..., 5] = shelf > 0
-        # shelf index s (the sentinel) is never requested: shelf 0 ("none") maps there.
-        shelf_idx = np.where(shelf > 0, shelf - 1, self.n_shelves)
-        sens[..., 6] = np.take_along_axis(self.requested, shelf_idx.reshape(b, -1), 1).reshape(
-            b, n, k
-        )
+        own[self._bi, ni, 3 + self.heading] = 1.0
+        own[:, :, 7] = self._highway[pos]
+        # Each window cell reads as one of 15 codes: robot there (none or heading 0..3) x shelf
+        # there (none, not requested, requested); _CELL_CODES holds the 7 floats of each.
+        bo = np.arange(b)
+        cells = (self._cell_pad[pos] + (bo * self._n_pad)[:, None])[:, :, None] + self._window
+        robot = self.robot_grid.reshape(-1)[cells]  # (B, N, K) robot index + 1, 0: none
+        shelf = self.shelf_grid.reshape(-1)[cells]  # (B, N, K) shelf index + 1, 0: none
+        heads = np.zeros((b, n + 1), dtype=np.int64)
+        heads[:, 1:] = self.heading + 1
+        code = heads.reshape(-1)[robot + (bo * (n + 1))[:, None, None]] * 3
+        code += np.where(shelf > 0, 1, 0)
+        code += self.requested.reshape(-1)[
+            np.where(shelf > 0, shelf - 1, self.n_shelves)
+            + (bo * (self.n_shelves + 1))[:, None, None]
+        ]
+        out = np.empty((b, n, _SELF_BITS + _CELL_BITS * k), dtype=np.float32)
+        out[:, :, :_SELF_BITS] = own
+        out[:, :, _SELF_BITS:] = np.take(_CELL_CODES, code, axis=0).reshape(b, n, -1)
         return out
 
     def image_layers(self, layers: Sequence[ImageLayer]) -> NDArray[np.float32]:

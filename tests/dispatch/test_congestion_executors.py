@@ -7,15 +7,16 @@ import pytest
 
 from fleetmind.dispatch.executors import (
     CongestionExecutor,
+    GuidanceExecutor,
     PibtOrderExecutor,
     ShortestPathExecutor,
     ShortestPathRandomExecutor,
 )
 from fleetmind.errors import ConfigError
-from fleetmind.sim.grid import LEFT, UP, WAIT
+from fleetmind.sim.grid import DOWN, LEFT, RIGHT, UP, WAIT
 from fleetmind.sim.maps import load_map, parse_text_map
 
-EXECUTORS = [CongestionExecutor, PibtOrderExecutor]
+EXECUTORS = [CongestionExecutor, GuidanceExecutor, PibtOrderExecutor]
 
 # An open 5x5 room: a robot at (2, 2) heading for (0, 0) has two equally short first moves,
 # UP into (1, 2) and LEFT into (2, 1).
@@ -51,9 +52,10 @@ def test_rankings_are_permutations_led_by_a_closer_move(grid, cls) -> None:
         assert ranking.shape == (len(pos), 5)
         assert (np.sort(ranking, axis=1) == np.arange(5)).all()
         assert (ranking[~active, 0] == WAIT).all()  # idle robots wait
-    # With the default weights a free move that gets closer always leads: the traffic terms
-    # break ties and steer around robots, but never stall a robot with a free way forward.
-    dist = ex.distances(pos, goal)
+    # With the default weights a free move that gets closer (on the executor's own route
+    # costs) always leads: the traffic terms break ties and steer around robots, but never
+    # stall a robot with a free way forward.
+    dist = ex.step_costs(pos, goal)
     best = np.take_along_axis(dist, ranking[:, :1], axis=1)[:, 0]
     assert (best[active] <= dist[active, WAIT]).all()
 
@@ -124,7 +126,7 @@ def test_bad_decay_is_refused(room) -> None:
         CongestionExecutor(room, decay=1.0)
 
 
-@pytest.mark.parametrize("name", ["congestion", "pibt"])
+@pytest.mark.parametrize("name", ["congestion", "guidance", "pibt"])
 def test_registered_and_a_shielded_run_delivers_without_collisions(grid, name) -> None:
     from fleetmind.eval.runner import RunConfig, execute, make_executor
 
@@ -137,3 +139,34 @@ def test_registered_and_a_shielded_run_delivers_without_collisions(grid, name) -
     assert a["collisions"] == 0
     base = execute(cfg.model_copy(update={"executor": "shortest-path"}), None)
     assert base["executor"] == ShortestPathExecutor.name != a["executor"]
+
+
+def test_guidance_follows_the_way_of_the_lanes(room) -> None:
+    # Robot at (1, 1) heading for (3, 3): DOWN and RIGHT are equally short. Row 1 runs west and
+    # column 1 north, so both are against the way; one step on, row 2 runs east and column 2
+    # south. A robot at (2, 2) heading for (0, 0) has UP (column 2 runs south: against) and LEFT
+    # (row 2 runs east: against); from (2, 2) to (4, 4): DOWN and RIGHT are both with the way.
+    ex = GuidanceExecutor(room, seed=0)
+    costs = ex.step_costs(np.array([[2, 2]], np.int32), np.array([[4, 4]], np.int32))[0]
+    assert costs[DOWN] == costs[RIGHT] < costs[WAIT] < costs[UP]
+    # A detour along the lanes beats a shorter path against them: (2, 1) to (0, 1) is 2 steps
+    # up column 1 (runs north: with the way) ...
+    up = ex.step_costs(np.array([[2, 1]], np.int32), np.array([[0, 1]], np.int32))[0]
+    assert up[UP] == 2
+    # ... but (2, 2) to (0, 2) against column 2's way costs more than the lane next door.
+    against = ex.step_costs(np.array([[2, 2]], np.int32), np.array([[0, 2]], np.int32))[0]
+    assert against[UP] > 2
+    plain = ShortestPathExecutor(room).distances(
+        np.array([[2, 2]], np.int32), np.array([[0, 2]], np.int32)
+    )[0]
+    assert plain[UP] == 1
+    # highway 1: no guidance, the same ranking as the congestion executor.
+    pos = np.array([[2, 2], [1, 2], [3, 0]], dtype=np.int32)
+    goal = np.array([[0, 0], [4, 4], [0, 4]], dtype=np.int32)
+    active = np.ones(3, dtype=bool)
+    for seed in range(5):
+        a = GuidanceExecutor(room, seed=seed, highway=1).rank(pos, goal, active)
+        b = CongestionExecutor(room, seed=seed).rank(pos, goal, active)
+        assert (a == b).all()
+    with pytest.raises(ConfigError, match="highway"):
+        GuidanceExecutor(room, highway=1.5)

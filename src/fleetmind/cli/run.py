@@ -60,7 +60,8 @@ def run(
         str | None,
         typer.Option(
             help="rl, shortest-path, shortest-path-random (seeded ties), congestion "
-            "(shortest path + traffic costs), pibt (PIBT's own order) or llm-direct. "
+            "(shortest path + traffic costs), guidance (congestion on crisscross highways), "
+            "pibt (PIBT's own order) or llm-direct. "
             "[default: shortest-path]"
         ),
     ] = None,

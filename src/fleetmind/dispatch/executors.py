@@ -16,7 +16,7 @@ from numpy.typing import NDArray
 
 from fleetmind.errors import ConfigError, FleetmindError
 from fleetmind.llm.chat import CallContext, ChatClient, Message
-from fleetmind.sim.distances import DistanceOracle
+from fleetmind.sim.distances import UNREACHABLE, DistanceOracle
 from fleetmind.sim.grid import (
     ACTION_NAMES,
     DELTAS,
@@ -431,6 +431,10 @@ class CongestionExecutor(ShortestPathRandomExecutor):
         self._flow = np.zeros((h * w, N_ACTIONS), dtype=np.float64)  # (H * W, 5) entries by move
         self._last = np.zeros(0, dtype=np.int64)  # (N,) flat cells at the previous call
 
+    def step_costs(self, pos: NDArray[np.int32], goal: NDArray[np.int32]) -> NDArray[np.int64]:
+        """``(M, 5)`` route cost of each action before traffic: here the distance after it."""
+        return self.distances(pos, goal)
+
     def rank(
         self,
         pos: NDArray[np.int32],
@@ -458,7 +462,7 @@ class CongestionExecutor(ShortestPathRandomExecutor):
         ranking, idx = idle_ranking(active)
         if len(idx) == 0:
             return ranking
-        dist = self.distances(pos[idx], goal[idx])  # (M, 5)
+        dist = self.step_costs(pos[idx], goal[idx])  # (M, 5)
         nxt = pos[idx, None, :].astype(np.int64) + DELTAS[None, :, :]  # (M, 5, 2)
         ok = ~self._padded_blocked[nxt[..., 0] + 1, nxt[..., 1] + 1]  # (M, 5)
         flat = np.where(ok, np.clip(nxt[..., 0], 0, h - 1) * w + np.clip(nxt[..., 1], 0, w - 1), 0)
@@ -516,3 +520,87 @@ class PibtOrderExecutor(CongestionExecutor):
         super().__init__(
             grid, oracle, seed=seed, occupied=0.5, stayer=no, head_on=no, incoming=no, traffic=no
         )
+
+
+class GuidanceExecutor(CongestionExecutor):
+    """Congestion-aware shortest path on a crisscross highway map (LoRR's ``highway`` lever).
+
+    Routes follow the guidance of :class:`fleetmind.safety.lorr.DistanceMaps`: even rows run
+    east, odd rows west, even columns south, odd columns north, and a move against its row's or
+    column's way costs ``highway`` steps instead of 1, so that opposite flows in an aisle use
+    neighbouring lanes instead of meeting head-on. An action's route cost is the step's weight
+    plus the weighted distance to target after it; waiting costs one step plus the distance from
+    where the robot stands. The traffic terms of :class:`CongestionExecutor` come on top. A
+    target whose map does not fit the cache (``max_bytes``) is ranked by the plain distance.
+
+    Args:
+        grid: the map.
+        oracle: a distance oracle of the same map (for targets without a guidance map).
+        seed: a seed or a generator of the tie-breaking order (default 0).
+        highway: the cost of a move against the way, a whole number >= 1 (1: no guidance).
+        max_bytes: memory for the cached guidance maps.
+        weights: traffic weights of :class:`CongestionExecutor` (its defaults otherwise).
+
+    Raises:
+        ConfigError: when ``highway`` is not a whole number >= 1.
+    """
+
+    name = "guidance"
+
+    def __init__(
+        self,
+        grid: GridMap,
+        oracle: DistanceOracle | None = None,
+        *,
+        seed: int | np.random.Generator = 0,
+        highway: float = 2.0,
+        max_bytes: int = 128 << 20,
+        **weights: float,
+    ) -> None:
+        from fleetmind.safety.lorr import DistanceMaps
+
+        super().__init__(grid, oracle, seed=seed, **weights)
+        if highway < 1 or highway != int(highway):
+            raise ConfigError(f"highway: expected a whole number >= 1, got {highway}")
+        self.highway = float(highway)
+        h, w = self._shape
+        n_free = int((~grid.blocked).sum())
+        targets = int((grid.pickups | grid.stations | grid.chargers).sum()) + 64
+        capacity = max(1, min(targets, max_bytes // (2 * (n_free + 1))))
+        self.maps = DistanceMaps(grid, capacity=capacity, highway=self.highway)
+        rows, cols = np.divmod(np.arange(h * w), w)
+        # (H * W, 5) weight of each action's step from each cell: against the way costs more.
+        with_way = np.stack(
+            [
+                np.ones(h * w, dtype=bool),
+                cols % 2 == 1,  # UP: odd columns run north
+                cols % 2 == 0,  # DOWN: even columns run south
+                rows % 2 == 1,  # LEFT: odd rows run west
+                rows % 2 == 0,  # RIGHT: even rows run east
+            ],
+            axis=1,
+        )
+        self._step = np.where(with_way, 1, int(self.highway)).astype(np.int64)
+
+    def step_costs(self, pos: NDArray[np.int32], goal: NDArray[np.int32]) -> NDArray[np.int64]:
+        """``(M, 5)`` step weight plus weighted distance to target after each action."""
+        from fleetmind.safety.lorr import BIG
+
+        w = self._shape[1]
+        dm = self.maps
+        plain = self.distances(pos, goal)  # (M, 5), UNREACHABLE for blocked moves
+        here = pos[:, 0].astype(np.int64) * w + pos[:, 1]
+        target = dm.cell_of[goal[:, 0].astype(np.int64) * w + goal[:, 1]]  # (M,) free-cell ids
+        wanted = np.unique(target[target >= 0])
+        dm.compute(wanted.tolist(), pinned=set(wanted.tolist()))
+        slot = np.where(target >= 0, dm.slots(np.maximum(target, 0)), -1)  # (M,)
+        nxt = pos[:, None, :].astype(np.int64) + DELTAS[None, :, :]  # (M, 5, 2)
+        ok = plain < UNREACHABLE
+        flat = np.where(ok, nxt[..., 0] * w + nxt[..., 1], 0)
+        nb = np.where(ok, dm.cell_of[flat], dm.n_free)  # (M, 5), the sentinel where blocked
+        nb[:, WAIT] = dm.cell_of[here]
+        guided = dm.maps[np.maximum(slot, 0)[:, None], nb].astype(np.int64)  # (M, 5)
+        steps = self._step[here]  # (M, 5)
+        cost = np.where(guided < int(BIG), steps + guided, UNREACHABLE)
+        # No map for this target (cache full): the plain distance, on the same scale.
+        return np.where((slot >= 0)[:, None], cost, np.where(ok, 1 + plain, UNREACHABLE))

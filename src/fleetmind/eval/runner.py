@@ -43,7 +43,7 @@ from fleetmind.sim.warehouse import Warehouse, WarehouseConfig, default_capabili
 
 PlannerName = Literal["assignment", "greedy", "llm", "llm-notes", "oracle"]
 ExecutorName = Literal[
-    "rl", "shortest-path", "shortest-path-random", "congestion", "pibt", "llm-direct"
+    "rl", "shortest-path", "shortest-path-random", "congestion", "guidance", "pibt", "llm-direct"
 ]
 LLM_PLANNERS = ("llm", "llm-notes")
 # The reader the hybrid strategy uses: the best on the hand-written sets (README, docs/notes.md).
@@ -253,6 +253,10 @@ def make_executor(cfg: RunConfig, grid: GridMap, client: ChatClient | None) -> E
         from fleetmind.dispatch.executors import CongestionExecutor
 
         return CongestionExecutor(grid, seed=cfg.seed)
+    if cfg.executor == "guidance":
+        from fleetmind.dispatch.executors import GuidanceExecutor
+
+        return GuidanceExecutor(grid, seed=cfg.seed)
     if cfg.executor == "pibt":
         from fleetmind.dispatch.executors import PibtOrderExecutor
 

@@ -260,3 +260,33 @@ def test_nav_train_makes_a_maddpg_navigation_policy(
     assert exc.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["error: --ent-coef/--ent-coef-final: PPO only (ippo, mappo), not maddpg"]
+
+
+@pytest.mark.parametrize("algo", ["ippo", "qmix", "maddpg"])
+def test_time_limit_stops_a_run_short_of_its_steps(algo: str) -> None:
+    import importlib
+
+    from fleetmind.rl.neural import MODULES
+    from fleetmind.rl.neural.dqn import DQNConfig
+
+    module = importlib.import_module(MODULES[algo])
+    configs = {
+        "ippo": PPOConfig(rollout_len=8),
+        "qmix": DQNConfig(learning_starts=16, batch_size=8),
+        "maddpg": SMALL_MADDPG,
+    }
+    cfg = configs[algo]
+    # A spent budget starts nothing, however many steps were asked for.
+    res = module.train(tiny_env(), cfg, seed=0, steps=10**9, time_limit_s=0.0)
+    assert res.steps == res.updates == 0
+    res = module.train(tiny_env(), cfg, seed=0, steps=64, time_limit_s=3600.0)
+    assert res.steps >= 64
+
+
+def test_run_options_out_of_time() -> None:
+    import time
+
+    now = time.perf_counter()
+    assert not base.RunOptions(time_limit_s=5.0).out_of_time(now)
+    assert base.RunOptions(time_limit_s=5.0).out_of_time(now - 10.0)
+    assert not base.RunOptions().out_of_time(now - 1e6)

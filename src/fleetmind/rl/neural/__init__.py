@@ -2,8 +2,8 @@
 
 Each algorithm is one module exposing
 ``train(env, config=None, *, seed, steps, out_dir=None, callbacks=(), checkpoint_every=0,
-resume=False) -> TrainResult`` on a batched multi-agent env (:class:`base.BatchEnv`:
-``make_vector(...)`` or :class:`adapters.ParallelBatch`):
+resume=False, time_limit_s=None) -> TrainResult`` on a batched multi-agent env
+(:class:`base.BatchEnv`: ``make_vector(...)`` or :class:`adapters.ParallelBatch`):
 
 - :mod:`.ippo`: parameter-shared PPO, decentralised critic on local observations;
 - :mod:`.mappo`: parameter-shared PPO, centralised critic on ``global_state()``;

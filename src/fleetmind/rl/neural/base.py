@@ -264,6 +264,9 @@ class RunOptions:
         checkpoint_every: checkpoint every this many updates (PPO) or gradient steps (DQN); 0:
             only at the end, when ``out_dir`` is given.
         resume: continue from ``out_dir/checkpoint.pt`` when it exists.
+        time_limit_s: start no new step (PPO: no new rollout) once this many seconds of the
+            call have passed, even short of ``steps`` (None: no limit); for comparisons at equal
+            wall time.
     """
 
     seed: int = 0
@@ -272,6 +275,11 @@ class RunOptions:
     callbacks: Sequence[Callback] = ()
     checkpoint_every: int = 0
     resume: bool = False
+    time_limit_s: float | None = None
+
+    def out_of_time(self, t0: float) -> bool:
+        """Whether ``time_limit_s`` has passed since ``t0`` (a ``perf_counter()`` reading)."""
+        return self.time_limit_s is not None and time.perf_counter() - t0 >= self.time_limit_s
 
     def checkpoint_due(self, updates: int) -> bool:
         """Whether a checkpoint is due after ``updates`` updates (before the final one)."""
@@ -304,8 +312,9 @@ class Learner(Generic[ConfigT]):
     """The ``train`` of a learner module; its signature, the same for every algorithm, lives here.
 
     ``train(env, config=None, *, seed=0, steps=100_000, out_dir=None, callbacks=(),
-    checkpoint_every=0, resume=False) -> TrainResult``: ``env`` is a :class:`BatchEnv`, ``config``
-    None means the algorithm's default, the keyword arguments are those of :class:`RunOptions`.
+    checkpoint_every=0, resume=False, time_limit_s=None) -> TrainResult``: ``env`` is a
+    :class:`BatchEnv`, ``config`` None means the algorithm's default, the keyword arguments are
+    those of :class:`RunOptions`.
 
     Args:
         run: trains with the resolved config and the run's options.
@@ -334,9 +343,12 @@ class Learner(Generic[ConfigT]):
         callbacks: Sequence[Callback] = (),
         checkpoint_every: int = 0,
         resume: bool = False,
+        time_limit_s: float | None = None,
     ) -> TrainResult:
         """Train on ``env`` (see the class docstring)."""
-        options = RunOptions(seed, steps, out_dir, callbacks, checkpoint_every, resume)
+        options = RunOptions(
+            seed, steps, out_dir, callbacks, checkpoint_every, resume, time_limit_s
+        )
         return self._run(env, config if config is not None else self._default(), options)
 
 

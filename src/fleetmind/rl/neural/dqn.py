@@ -241,7 +241,7 @@ def train_dqn(
     start_steps = done_steps
     learn_from = done_steps + config.learning_starts
 
-    while done_steps < steps:
+    while done_steps < steps and not run.out_of_time(t0):
         # ---- act: epsilon-greedy per agent
         eps = epsilon_at(done_steps, steps, config)
         with torch.no_grad():

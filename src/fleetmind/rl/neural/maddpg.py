@@ -275,7 +275,7 @@ def _run(env: base.BatchEnv, config: MADDPGConfig, run: base.RunOptions) -> base
     learn_from = done_steps + config.learning_starts
     eye = torch.eye(n)[..., None]  # (N, N, 1): row i puts agent i's fresh action in slot i
 
-    while done_steps < steps:
+    while done_steps < steps and not run.out_of_time(t0):
         # ---- act: a Gumbel-max sample of each agent's policy
         with torch.no_grad():
             act = gumbel_softmax(actor(torch.from_numpy(obs)), g_act).argmax(-1).numpy()

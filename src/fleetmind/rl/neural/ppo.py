@@ -350,7 +350,7 @@ def train_ppo(
     def tensor(x: np.ndarray[Any, Any] | None) -> torch.Tensor | None:
         return torch.from_numpy(x) if x is not None else None
 
-    while done_steps < steps:
+    while done_steps < steps and not run.out_of_time(t0):
         buf.reset()
         with torch.no_grad():
             for _ in range(config.rollout_len):

@@ -1,6 +1,6 @@
 """Dashboard faults: traversal, symbolic links out of the root, long names, hostile frames, Host.
 
-The cases are those of ``fleetmind bench faults`` (:mod:`fleetmind.bench.faults`).
+The cases are those of ``fleetmind bench faults`` (:mod:`fleetmind.bench.dashboard`).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from fleetmind.bench.faults import (
+from fleetmind.bench.dashboard import (
     DASHBOARD_CASES,
     LINKED_RUNS,
     WS_FRAMES,

@@ -1,4 +1,7 @@
-"""Nothing lost: a failed or repeated run never destroys the run already in its folder."""
+"""Nothing lost: a failed or repeated run never destroys the run already in its folder.
+
+The cases are those of ``fleetmind bench faults`` (:mod:`fleetmind.bench.faults`).
+"""
 
 from __future__ import annotations
 
@@ -8,9 +11,12 @@ from pathlib import Path
 import pyarrow.dataset as ds
 import pytest
 
-from .conftest import fake_server_module, fleetmind, metrics, one_line_error
+from fleetmind.bench.faults import FOLDER_RUN, fingerprint, folder_inputs
+from fleetmind.testing import fake_server as fake
 
-RUN = ("run", "--robots", "4", "--steps", "30", "--json")
+from .conftest import fleetmind, metrics, one_line_error
+
+RUN = FOLDER_RUN
 
 
 @pytest.fixture(scope="module")
@@ -22,46 +28,21 @@ def earlier(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root / "X"
 
 
-def _fingerprint(folder: Path) -> tuple[str, int, list[str]]:
-    rows = ds.dataset(folder / "episode.parquet").count_rows()
-    names = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
-    return (folder / "metrics.json").read_text(), rows, names
-
-
-def _bad_inputs(tmp: Path) -> dict[str, list[str | Path]]:
-    (tmp / "bad.jsonl").write_text('{"tick": 0, "pickup": [1, 1]\n')
-    (tmp / "latin1.jsonl").write_bytes(b'{"note": "caf\xe9"}\n')
-    (tmp / "far.yaml").write_text("forbidden: [[999, 999]]\n")
-    (tmp / "replay.yaml").write_text(f"planner: llm\nreplay_calls: {tmp / 'bad.jsonl'}\n")
-    (tmp / "nopolicy.pt").write_bytes(b"not torch")
-    (tmp / "nopolicy.json").write_text('{"format": "fleetmind-nav-policy-v1"}')
-    return {
-        "malformed task file": ["--tasks", tmp / "bad.jsonl"],
-        "non-UTF-8 task file": ["--tasks", tmp / "latin1.jsonl"],
-        "too many robots": ["--robots", "5000"],
-        "off-grid forbidden cell": ["--config", tmp / "far.yaml"],
-        "bad --policy": ["--executor", "rl", "--policy", tmp / "nopolicy.pt"],
-        "bad replay_calls": ["--config", tmp / "replay.yaml"],
-        "unknown robot in --fault": ["--fault", "breakdown:robot_99@10+5"],
-        "negative seed": ["--seed", "-1"],
-    }
-
-
 def test_bad_input_never_touches_an_earlier_run(earlier: Path, tmp_path: Path) -> None:
-    before = _fingerprint(earlier)
-    for case, args in _bad_inputs(tmp_path).items():
+    before = fingerprint(earlier)
+    for case, args in folder_inputs(tmp_path).items():
         proc = fleetmind(*RUN, "--out", earlier, "--overwrite", *args)
         one_line_error(proc)
-        assert _fingerprint(earlier) == before, case
+        assert fingerprint(earlier) == before, case
 
 
 def test_a_folder_holding_a_run_is_refused_unless_overwrite(earlier: Path, tmp_path: Path) -> None:
-    before = _fingerprint(earlier)
+    before = fingerprint(earlier)
     line = one_line_error(fleetmind(*RUN, "--seed", "3", "--out", earlier))
     assert "--out" in line
     assert "--overwrite" in line
     assert "earlier run" in line
-    assert _fingerprint(earlier) == before
+    assert fingerprint(earlier) == before
     copy = tmp_path / "copy"
     proc = fleetmind(*RUN, "--out", copy)
     assert proc.returncode == 0
@@ -101,7 +82,6 @@ def test_compare_refuses_an_earlier_comparison(tmp_path: Path) -> None:
 
 
 def test_the_demo_reruns_into_its_own_folders(tmp_path: Path) -> None:
-    fake = fake_server_module()
     args = ("demo", "--robots", "3", "--steps", "15", "--tick-period", "0", "--json")
     with fake.FakeChatServer(["no JSON here"]) as srv:
         for _ in range(2):

@@ -196,3 +196,22 @@ def bench_lorr(
         progress=None if as_json else lambda line: err_console.print(line, markup=False),
     )
     show(result, as_json=as_json, table=bench.format_table)
+
+
+@bench_app.command("faults")
+def bench_faults(
+    quick: Annotated[bool, typer.Option(help="A few cases of each family (a smoke run).")] = False,
+    kill_trials: Annotated[
+        int | None, typer.Option(min=0, help="kill -9 trials. [default: 13, 1 with --quick]")
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Fault corpus: bad inputs, run folders, a hostile LLM server, kill -9, the dashboard."""
+    from fleetmind.bench import faults as bench
+
+    result = bench.run(
+        quick=quick,
+        kill_trials=kill_trials,
+        progress=None if as_json else lambda line: err_console.print(line, markup=False),
+    )
+    show(result, as_json=as_json, table=bench.format_table)

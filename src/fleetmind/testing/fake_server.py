@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import socket
 import struct
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -90,6 +91,16 @@ class Received:
 Script = Sequence[Reply | str] | Callable[[Received], Reply | str]
 
 
+class _Server(ThreadingHTTPServer):
+    """The HTTP server, quiet when a client drops its connection (clients that time out do)."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """Print a handler's traceback, except for a connection the client closed."""
+        if isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
+            return
+        super().handle_error(request, client_address)
+
+
 class FakeChatServer:
     """A scripted OpenAI-compatible server.
 
@@ -136,7 +147,7 @@ class FakeChatServer:
     def start(self) -> FakeChatServer:
         """Bind a free port on 127.0.0.1 and serve in a daemon thread."""
         handler = _make_handler(self)
-        server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        server = _Server(("127.0.0.1", 0), handler)
         server.daemon_threads = True
         server.block_on_close = False
         self._server = server

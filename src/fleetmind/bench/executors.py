@@ -1,0 +1,317 @@
+"""``fleetmind bench executors``: the RL executor against the strongest simple executors.
+
+Every run is ``fleetmind run`` as a user gives it (:func:`fleetmind.eval.runner.execute`, no
+run folder): assignment planner, shield on, ``steps`` ticks, the same seeds for every executor
+(a seed fixes the map's start cells and the order stream, whatever the executor does).
+
+Cases: LoRR ``warehouse_small.map`` (the map the shipped policy was trained on) at 100 and 200
+robots, and two held-out maps the policy never saw, LoRR ``warehouse_large.map`` and
+``sortation_large.map`` (140x500), dense enough to make traffic. ``random-64-64-10.map`` has
+no pickup cells, so no order can be served on it.
+
+Executors: ``shortest-path`` (ties in a fixed action order), ``shortest-path-random`` (seeded
+ties), ``pibt`` (PIBT's own order: distance, then a free cell before an occupied one, then
+random), ``congestion`` (shortest path plus costs for occupied cells, head-on meetings and
+recent traffic), ``guidance`` (congestion costs over LoRR's crisscross highway maps) and
+``rl`` (the shipped navigation policy, heuristic fallbacks). For each case and executor: tasks
+delivered (mean and the value of every seed), the delivered share of all orders that arrived,
+executed collisions (0 with the shield), the ratio to the best simple executor of the case,
+and the executor's own time per tick (p50 / p99 of ``tier_latency_ms.executor``, the mean over
+seeds). A scale row times the executors on ``warehouse_large.map`` with 1,000 robots for a few
+ticks (the target: RL at or below shortest path).
+
+Targets (issue 17): RL >= 1.05x the best simple executor at 100 robots and >= 1.10x at 200 on
+``warehouse_small.map``, >= 1.0x on the held-out maps, 0 collisions; RL's time per tick at 1,000
+robots <= shortest path's.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fleetmind.eval.runner import RunConfig, execute
+
+logger = logging.getLogger(__name__)
+
+LORR = Path(__file__).resolve().parents[3] / "benchmarks" / "data" / "lorr" / "maps"
+SIMPLE: tuple[str, ...] = (
+    "shortest-path",
+    "shortest-path-random",
+    "pibt",
+    "congestion",
+    "guidance",
+)
+EXECUTORS: tuple[str, ...] = (*SIMPLE, "rl")
+
+
+@dataclass(frozen=True)
+class Case:
+    """One map and fleet size, and the ratio RL must reach against the best simple executor."""
+
+    map: str
+    robots: int
+    target: float
+    held_out: bool
+
+
+CASES: tuple[Case, ...] = (
+    Case(str(LORR / "warehouse_small.map"), 100, 1.05, held_out=False),
+    Case(str(LORR / "warehouse_small.map"), 200, 1.10, held_out=False),
+    Case(str(LORR / "warehouse_large.map"), 600, 1.0, held_out=True),
+    Case(str(LORR / "sortation_large.map"), 600, 1.0, held_out=True),
+)
+QUICK_CASES: tuple[Case, ...] = (Case("warehouse-small", 12, 1.0, held_out=False),)
+SCALE_MAP = str(LORR / "warehouse_large.map")
+
+
+def _one(cfg_data: dict[str, Any]) -> dict[str, Any]:
+    """One run (in a worker process): the figures the bench keeps."""
+    m = execute(RunConfig(**cfg_data), None)
+    ex = m["tier_latency_ms"]["executor"]
+    return {
+        "tasks": int(m["tasks_completed"]),
+        "orders": int(m["orders_arrived"]),
+        "collisions": int(m["collisions"]),
+        "shield_interventions": int(m["shield_interventions"]),
+        "executor_ms": {"p50": float(ex["p50"]), "p99": float(ex["p99"])},
+    }
+
+
+def _run_all(
+    jobs: list[dict[str, Any]], workers: int, progress: Callable[[str], None] | None
+) -> list[dict[str, Any]]:
+    """Run every job, in ``workers`` processes when more than one."""
+    out: list[dict[str, Any]] = []
+    if workers <= 1:
+        for k, job in enumerate(jobs):
+            out.append(_one(job))
+            if progress:
+                progress(_progress_line(k, len(jobs), job, out[-1]))
+        return out
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        for k, (job, res) in enumerate(zip(jobs, pool.map(_one, jobs), strict=True)):
+            out.append(res)
+            if progress:
+                progress(_progress_line(k, len(jobs), job, res))
+    return out
+
+
+def _progress_line(k: int, n: int, job: dict[str, Any], res: dict[str, Any]) -> str:
+    name = Path(job["map"]).name
+    return (
+        f"[{k + 1}/{n}] {name} {job['robots']} robots, {job['executor']}, seed {job['seed']}: "
+        f"{res['tasks']} tasks"
+    )
+
+
+def run(
+    *,
+    quick: bool = False,
+    seeds: tuple[int, ...] = (0, 1, 2),
+    steps: int = 300,
+    scale_robots: int = 1000,
+    scale_steps: int = 40,
+    executors: tuple[str, ...] = EXECUTORS,
+    cases: tuple[Case, ...] | None = None,
+    workers: int = 1,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Run every case with every executor over ``seeds``; the scale row at ``scale_robots``.
+
+    Args:
+        quick: a smoke run: the warehouse-small preset with 12 robots, 40 ticks, one seed, and
+            the scale row at 60 robots for 10 ticks.
+        seeds: root seeds, one run each per case and executor.
+        steps: ticks of each run.
+        scale_robots: fleet size of the scale row (0: no scale row).
+        scale_steps: ticks of each scale run.
+        executors: the executors to compare (``rl`` is compared with the best of the others).
+        cases: the cases (default :data:`CASES`).
+        workers: processes running runs side by side.
+        progress: called with one line after each run.
+
+    Returns:
+        ``{"steps", "seeds", "cases": [...], "scale": {...} | None, "targets": {...}}``.
+    """
+    if quick:
+        cases, seeds, steps = cases or QUICK_CASES, seeds[:1], 40
+        scale_robots, scale_steps = min(scale_robots, 60), 10
+    cases = cases or CASES
+    jobs = [
+        {
+            "map": case.map,
+            "robots": case.robots,
+            "steps": steps,
+            "seed": seed,
+            "executor": name,
+            "planner": "assignment",
+            "shield": True,
+        }
+        for case in cases
+        for name in executors
+        for seed in seeds
+    ]
+    results = iter(_run_all(jobs, workers, progress))
+    out_cases = []
+    for case in cases:
+        row: dict[str, Any] = {
+            "map": Path(case.map).name,
+            "robots": case.robots,
+            "held_out": case.held_out,
+            "target": case.target,
+            "executors": {},
+        }
+        for name in executors:
+            runs = [next(results) for _ in seeds]
+            tasks = [r["tasks"] for r in runs]
+            orders = sum(r["orders"] for r in runs)
+            row["executors"][name] = {
+                "tasks": tasks,
+                "tasks_mean": float(np.mean(tasks)),
+                "delivered_share": sum(tasks) / orders if orders else 0.0,
+                "collisions": sum(r["collisions"] for r in runs),
+                "shield_interventions_mean": float(
+                    np.mean([r["shield_interventions"] for r in runs])
+                ),
+                "executor_ms": {
+                    q: float(np.mean([r["executor_ms"][q] for r in runs])) for q in ("p50", "p99")
+                },
+            }
+        _ratios(row)
+        out_cases.append(row)
+    scale = None
+    if scale_robots > 0:
+        scale = _scale(
+            "warehouse-small" if quick else SCALE_MAP,
+            scale_robots,
+            scale_steps,
+            seed=seeds[0],
+            executors=executors,
+            workers=workers,
+            progress=progress,
+        )
+    return {
+        "steps": steps,
+        "seeds": list(seeds),
+        "cases": out_cases,
+        "scale": scale,
+        "targets": _targets(out_cases, scale),
+    }
+
+
+def _ratios(row: dict[str, Any]) -> None:
+    """Mark the best simple executor of a case and every executor's ratio to it."""
+    ex = row["executors"]
+    simple = [n for n in ex if n != "rl"]
+    if not simple:
+        row["best_simple"] = None
+        return
+    best = max(simple, key=lambda n: ex[n]["tasks_mean"])
+    row["best_simple"] = best
+    base = ex[best]["tasks_mean"]
+    for cell in ex.values():
+        cell["vs_best_simple"] = cell["tasks_mean"] / base if base > 0 else None
+
+
+def _scale(
+    map_name: str,
+    robots: int,
+    steps: int,
+    *,
+    seed: int,
+    executors: tuple[str, ...],
+    workers: int,
+    progress: Callable[[str], None] | None,
+) -> dict[str, Any]:
+    """Executor time per tick with ``robots`` robots, each executor on the same run."""
+    jobs = [
+        {
+            "map": map_name,
+            "robots": robots,
+            "steps": steps,
+            "seed": seed,
+            "executor": name,
+            "planner": "assignment",
+            "shield": True,
+        }
+        for name in executors
+    ]
+    runs = _run_all(jobs, workers, progress)
+    row: dict[str, Any] = {"map": Path(map_name).name, "robots": robots, "steps": steps}
+    row["executor_ms"] = {name: r["executor_ms"] for name, r in zip(executors, runs, strict=True)}
+    row["collisions"] = sum(r["collisions"] for r in runs)
+    ms = row["executor_ms"]
+    if "rl" in ms and "shortest-path" in ms and ms["shortest-path"]["p50"] > 0:
+        row["rl_vs_shortest_path_p50"] = ms["rl"]["p50"] / ms["shortest-path"]["p50"]
+    return row
+
+
+def _targets(cases: list[dict[str, Any]], scale: dict[str, Any] | None) -> dict[str, Any]:
+    """Each target of issue 17, with the figure it is judged on and whether it is met."""
+    out: dict[str, Any] = {}
+    for row in cases:
+        rl = row["executors"].get("rl")
+        if rl is None or rl.get("vs_best_simple") is None:
+            continue
+        key = f"rl_vs_best_simple/{row['map']}/{row['robots']}"
+        out[key] = {
+            "value": rl["vs_best_simple"],
+            "target": row["target"],
+            "best_simple": row["best_simple"],
+            "met": bool(rl["vs_best_simple"] >= row["target"]),
+        }
+    total = sum(c["collisions"] for row in cases for c in row["executors"].values())
+    out["collisions"] = {"value": total, "target": 0, "met": total == 0}
+    if scale is not None and "rl_vs_shortest_path_p50" in scale:
+        v = scale["rl_vs_shortest_path_p50"]
+        out["rl_time_vs_shortest_path"] = {"value": v, "target": 1.0, "met": bool(v <= 1.0)}
+    return out
+
+
+def format_table(result: dict[str, Any]) -> str:
+    """The bench as plain-text tables."""
+    lines = [
+        f"Executors, assignment planner, shield on, {result['steps']} ticks, "
+        f"seeds {', '.join(map(str, result['seeds']))} (tasks delivered)"
+    ]
+    for row in result["cases"]:
+        tag = " (held out)" if row["held_out"] else ""
+        lines.append("")
+        lines.append(f"{row['map']}, {row['robots']} robots{tag}: best simple {row['best_simple']}")
+        lines.append(
+            f"  {'executor':22} {'mean':>7} {'per seed':>18} {'share':>6} {'vs best':>7} "
+            f"{'coll.':>5} {'ms p50':>7} {'ms p99':>7}"
+        )
+        for name, c in row["executors"].items():
+            ratio = c.get("vs_best_simple")
+            lines.append(
+                f"  {name:22} {c['tasks_mean']:7.1f} {' / '.join(map(str, c['tasks'])):>18} "
+                f"{c['delivered_share']:6.3f} {ratio if ratio is None else f'{ratio:.3f}':>7} "
+                f"{c['collisions']:5d} {c['executor_ms']['p50']:7.2f} "
+                f"{c['executor_ms']['p99']:7.2f}"
+            )
+    scale = result.get("scale")
+    if scale:
+        lines.append("")
+        lines.append(
+            f"Executor time per tick, {scale['map']}, {scale['robots']} robots, "
+            f"{scale['steps']} ticks (ms p50 / p99)"
+        )
+        for name, ms in scale["executor_ms"].items():
+            lines.append(f"  {name:22} {ms['p50']:8.2f} {ms['p99']:8.2f}")
+    lines.append("")
+    lines.append("Targets")
+    for key, t in result["targets"].items():
+        value = t["value"]
+        shown = f"{value:.3f}" if isinstance(value, float) else str(value)
+        lines.append(
+            f"  {key:44} {shown:>8} (target {t['target']}) {'met' if t['met'] else 'MISSED'}"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,64 @@
+"""fleetmind bench executors: every executor on the same seeds, ratios to the best simple one."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from fleetmind.bench import executors as bench
+from fleetmind.cli import app
+
+
+def test_quick_bench_through_the_cli() -> None:
+    res = CliRunner().invoke(app, ["bench", "executors", "--quick", "--json"])
+    assert res.exit_code == 0, res.output
+    result = json.loads(res.stdout)
+    (row,) = result["cases"]
+    assert row["robots"] == 12
+    assert set(row["executors"]) == set(bench.EXECUTORS)
+    best = row["best_simple"]
+    assert best in bench.SIMPLE
+    means = {n: c["tasks_mean"] for n, c in row["executors"].items()}
+    assert means[best] == max(means[n] for n in bench.SIMPLE) > 0
+    for name, cell in row["executors"].items():
+        assert len(cell["tasks"]) == len(result["seeds"]) == 1
+        assert cell["collisions"] == 0, name  # the shield is on
+        assert cell["vs_best_simple"] == cell["tasks_mean"] / means[best]
+        assert 0 < cell["executor_ms"]["p50"] <= cell["executor_ms"]["p99"]
+    scale = result["scale"]
+    assert set(scale["executor_ms"]) == set(bench.EXECUTORS)
+    ms = scale["executor_ms"]
+    assert scale["rl_vs_shortest_path_p50"] == ms["rl"]["p50"] / ms["shortest-path"]["p50"]
+    targets = result["targets"]
+    assert targets["collisions"] == {"value": 0, "target": 0, "met": True}
+    assert targets["rl_vs_best_simple/warehouse-small/12"]["best_simple"] == best
+
+
+def test_table_names_every_executor_and_target() -> None:
+    res = CliRunner().invoke(
+        app, ["bench", "executors", "--quick", "--seeds", "3", "--scale-robots", "0"]
+    )
+    assert res.exit_code == 0, res.output
+    for name in bench.EXECUTORS:
+        assert f"  {name} " in res.stdout
+    assert "seeds 3 (tasks delivered)" in res.stdout
+    assert "Executor time per tick" not in res.stdout  # no scale row asked for
+    assert "rl_vs_best_simple/warehouse-small/12" in res.stdout
+
+
+def test_bad_seeds_get_one_line_and_exit_2(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from fleetmind.cli import main
+
+    for seeds, why in (("0,x", "expected integers"), (",", "at least one seed")):
+        monkeypatch.setattr("sys.argv", ["fleetmind", "bench", "executors", "--seeds", seeds])
+        with pytest.raises(SystemExit) as exc:
+            main()
+        assert exc.value.code == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1
+        assert err[0].startswith("error: --seeds: ")
+        assert why in err[0]

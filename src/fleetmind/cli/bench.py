@@ -50,6 +50,39 @@ def bench_dispatch(
     show(result, as_json=as_json)
 
 
+@bench_app.command("desk")
+def bench_desk(
+    quick: Annotated[
+        bool, typer.Option(help="One seed, three incidents, no embedded model (a smoke run).")
+    ] = False,
+    seeds: Annotated[
+        str | None, typer.Option(help="Comma-separated seeds. [default: 0,1,2; 0 with --quick]")
+    ] = None,
+    tick_period: Annotated[
+        float, typer.Option(help="Seconds per tick of the embedded model's runs.")
+    ] = 0.2,
+    spacing: Annotated[
+        int | None,
+        typer.Option(
+            help="Ticks between incidents, also the desk's deadline. [default: 60; 30 --quick]"
+        ),
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Incident desk vs the rule handler on a fault suite (embedded and misbehaving model)."""
+    from fleetmind.bench import desk as bench
+
+    if spacing is not None and spacing < 1:
+        err_console.print(f"error: --spacing {spacing}: expected at least 1 tick")
+        raise typer.Exit(2)
+    modes = ("off", "rules", "hostile") if quick else bench.MODES
+    chosen = _int_list(seeds, "--seeds") if seeds is not None else None
+    result = bench.run(
+        quick=quick, seeds=chosen, modes=modes, tick_period_s=tick_period, spacing=spacing
+    )
+    show(result, as_json=as_json, table=bench.format_table)
+
+
 @bench_app.command("learn")
 def bench_learn(
     quick: Annotated[bool, typer.Option(help="Short runs (a smoke run, under a minute).")] = False,
@@ -212,38 +245,6 @@ def bench_faults(
     result = bench.run(
         quick=quick,
         kill_trials=kill_trials,
-        progress=None if as_json else lambda line: err_console.print(line, markup=False),
-    )
-    show(result, as_json=as_json, table=bench.format_table)
-
-
-@bench_app.command("executors")
-def bench_executors(
-    quick: Annotated[
-        bool, typer.Option(help="warehouse-small preset, 12 robots, 40 ticks (a smoke run).")
-    ] = False,
-    seeds: Annotated[str, typer.Option(help="Comma-separated root seeds, one run each.")] = "0,1,2",
-    steps: Annotated[int, typer.Option(min=1, help="Ticks of each run.")] = 300,
-    scale_robots: Annotated[
-        int, typer.Option(min=0, help="Robots of the time-per-tick row (0: none).")
-    ] = 1000,
-    workers: Annotated[int, typer.Option(min=1, help="Processes running runs side by side.")] = 1,
-    as_json: JsonFlag = False,
-) -> None:
-    """Executors with the shield: RL against shortest path, PIBT order, congestion, guidance."""
-    from fleetmind.bench import executors as bench
-
-    seed_list = _int_list(seeds, "--seeds")
-    if not seed_list:
-        from fleetmind.errors import ConfigError
-
-        raise ConfigError("--seeds: expected at least one seed")
-    result = bench.run(
-        quick=quick,
-        seeds=tuple(seed_list),
-        steps=steps,
-        scale_robots=scale_robots,
-        workers=workers,
         progress=None if as_json else lambda line: err_console.print(line, markup=False),
     )
     show(result, as_json=as_json, table=bench.format_table)

@@ -20,10 +20,11 @@ Orders arrive by a seeded Poisson process (:class:`OrderStream`) or from a JSON-
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -69,6 +70,10 @@ class Order:
     def weight(self) -> float:
         """Weight in the priority-weighted throughput."""
         return URGENT_WEIGHT if self.priority == "urgent" else 1.0
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Order:
+        # Immutable all the way down: a world snapshot (taken at every planner call) shares it.
+        return self
 
 
 @dataclass(frozen=True)
@@ -145,6 +150,15 @@ class OrderStream:
             raise ConfigError(f"map {grid.name!r} needs pickup and station cells to make orders")
         self._next_id = 0
         self.writer = NoteWriter(config.notes, rng)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> OrderStream:
+        # A world snapshot copies the generator state only: the grid and the tables built from
+        # it never change, so the copy shares them.
+        new = copy.copy(self)
+        memo[id(self)] = new
+        new.rng = copy.deepcopy(self.rng, memo)
+        new.writer = copy.deepcopy(self.writer, memo)
+        return new
 
     def make(self, tick: int) -> Order:
         """Draw one order arriving at ``tick``."""

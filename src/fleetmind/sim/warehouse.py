@@ -108,6 +108,12 @@ class OrderRecord:
     picked_tick: int = -1
     delivered_tick: int = -1
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> OrderRecord:
+        # Its fields are immutable (the order, ticks, a cell): a shallow copy is a deep one.
+        new = copy.copy(self)
+        memo[id(self)] = new
+        return new
+
 
 @dataclass(frozen=True)
 class StepResult:

@@ -62,3 +62,16 @@ def test_bad_seeds_get_one_line_and_exit_2(
         assert len(err) == 1
         assert err[0].startswith("error: --seeds: ")
         assert why in err[0]
+
+
+def test_scale_row_reuses_a_case_of_its_map_and_size() -> None:
+    cases = (bench.Case("warehouse-small", 20, 1.0, held_out=False),)
+    result = bench.run(quick=True, cases=cases, scale_robots=20, executors=("shortest-path", "rl"))
+    (row,) = result["cases"]
+    scale = result["scale"]
+    assert (scale["robots"], scale["steps"], scale["seeds"]) == (20, 40, [0])
+    assert scale["executor_ms"] == {n: c["executor_ms"] for n, c in row["executors"].items()}
+    assert row["best_simple"] == "shortest-path"
+    assert result["targets"]["rl_time_vs_shortest_path"]["value"] == (
+        scale["executor_ms"]["rl"]["p50"] / scale["executor_ms"]["shortest-path"]["p50"]
+    )

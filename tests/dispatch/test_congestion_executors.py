@@ -13,6 +13,7 @@ from fleetmind.dispatch.executors import (
     ShortestPathRandomExecutor,
 )
 from fleetmind.errors import ConfigError
+from fleetmind.sim.distances import UNREACHABLE
 from fleetmind.sim.grid import DOWN, LEFT, RIGHT, UP, WAIT
 from fleetmind.sim.maps import load_map, parse_text_map
 
@@ -170,3 +171,15 @@ def test_guidance_follows_the_way_of_the_lanes(room) -> None:
         assert (a == b).all()
     with pytest.raises(ConfigError, match="highway"):
         GuidanceExecutor(room, highway=1.5)
+
+
+def test_guidance_routes_around_closed_cells(room) -> None:
+    # (2, 2) to (0, 2): the way up column 2 closed at (1, 2), guidance must go round it.
+    ex = GuidanceExecutor(room, seed=0)
+    pos, goal = np.array([[2, 2]], np.int32), np.array([[0, 2]], np.int32)
+    before = ex.step_costs(pos, goal)[0]
+    ex.reroute([(1, 2)])
+    after = ex.step_costs(pos, goal)[0]
+    assert after[UP] >= UNREACHABLE  # a move into the closed cell
+    assert after[WAIT] > before[WAIT]  # the way round is longer
+    assert ex.rank(pos, goal, np.array([True]))[0, 0] in (LEFT, RIGHT)

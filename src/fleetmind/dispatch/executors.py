@@ -566,8 +566,8 @@ class GuidanceExecutor(CongestionExecutor):
         h, w = self._shape
         n_free = int((~grid.blocked).sum())
         targets = int((grid.pickups | grid.stations | grid.chargers).sum()) + 64
-        capacity = max(1, min(targets, max_bytes // (2 * (n_free + 1))))
-        self.maps = DistanceMaps(grid, capacity=capacity, highway=self.highway)
+        self._capacity = max(1, min(targets, max_bytes // (2 * (n_free + 1))))
+        self.maps = DistanceMaps(grid, capacity=self._capacity, highway=self.highway)
         rows, cols = np.divmod(np.arange(h * w), w)
         # (H * W, 5) weight of each action's step from each cell: against the way costs more.
         with_way = np.stack(
@@ -581,6 +581,13 @@ class GuidanceExecutor(CongestionExecutor):
             axis=1,
         )
         self._step = np.where(with_way, 1, int(self.highway)).astype(np.int64)
+
+    def reroute(self, closed: list[tuple[int, int]]) -> None:
+        """Route around closed cells: plain and guidance maps of the map with them as walls."""
+        from fleetmind.safety.lorr import DistanceMaps
+
+        super().reroute(closed)
+        self.maps = DistanceMaps(self.grid, capacity=self._capacity, highway=self.highway)
 
     def step_costs(self, pos: NDArray[np.int32], goal: NDArray[np.int32]) -> NDArray[np.int64]:
         """``(M, 5)`` step weight plus weighted distance to target after each action."""

@@ -95,6 +95,37 @@ def bench_learn(
     show(result, as_json=as_json, table=bench.format_table)
 
 
+@bench_app.command("marl")
+def bench_marl(
+    quick: Annotated[
+        bool, typer.Option(help="30 s per learner, 4 episodes (a few minutes).")
+    ] = False,
+    env_id: Annotated[str, typer.Option("--env", help="An rware -v2 id.")] = "rware-tiny-2ag-v2",
+    algos: Annotated[str, typer.Option(help="Comma-separated learners.")] = "mat,mappo,maddpg,qmix",
+    seeds: Annotated[str, typer.Option(help="Comma-separated training seeds.")] = "0",
+    budget_s: Annotated[
+        float | None, typer.Option(help="Training seconds per run (30 quick, else 600).")
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """MARL learners at equal wall time on the RWARE twin, scored on real rware beside random."""
+    from fleetmind.bench import marl as bench
+    from fleetmind.errors import ConfigError
+
+    try:
+        seed_list = [int(s) for s in seeds.split(",")]
+    except ValueError:
+        raise ConfigError(f"--seeds: expected comma-separated integers, got {seeds!r}") from None
+    result = bench.run(
+        quick=quick,
+        env_id=env_id,
+        algos=[a.strip() for a in algos.split(",")],
+        seeds=seed_list,
+        budget_s=budget_s,
+    )
+    show(result, as_json=as_json, table=bench.format_table)
+
+
 @bench_app.command("ray")
 def bench_ray(
     quick: Annotated[bool, typer.Option(help="Smaller sweeps and rollouts.")] = False,

@@ -262,6 +262,24 @@ def bench_lorr(
     show(result, as_json=as_json, table=bench.format_table)
 
 
+@bench_app.command("scale")
+def bench_scale(
+    robots: Annotated[str, typer.Option(help="Comma-separated fleet sizes.")] = "1000,10000",
+    steps: Annotated[int, typer.Option(min=1, help="Ticks of each run.")] = 200,
+    compare_ticks: Annotated[
+        int, typer.Option(min=1, help="Ticks timing the per-robot reference beside the fast path.")
+    ] = 30,
+    quick: Annotated[bool, typer.Option(help="30 ticks, 10 compared (a smoke run).")] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """The control loop at scale: fleetmind run on warehouse_large.map, per tier, peak RSS."""
+    from fleetmind.bench import scale as bench
+
+    sizes = tuple(_int_list(robots, "--robots"))
+    result = bench.run(robots=sizes, steps=steps, compare_ticks=compare_ticks, quick=quick)
+    show(result, as_json=as_json, table=bench.format_table)
+
+
 @bench_app.command("faults")
 def bench_faults(
     quick: Annotated[bool, typer.Option(help="A few cases of each family (a smoke run).")] = False,

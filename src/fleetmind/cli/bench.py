@@ -35,6 +35,38 @@ def bench_sim(
     show(result, as_json=as_json, table=bench.format_table)
 
 
+@bench_app.command("rware")
+def bench_rware(
+    quick: Annotated[
+        bool, typer.Option(help="500 verified steps, 0.5 s timings (a smoke run).")
+    ] = False,
+    steps: Annotated[
+        int | None,
+        typer.Option(min=1, help="Verified steps per env. [default: 10,000; 500 with --quick]"),
+    ] = None,
+    sizes: Annotated[str, typer.Option(help="Comma-separated rware sizes.")] = (
+        "tiny,small,medium,large"
+    ),
+    agents: Annotated[str, typer.Option(help="Comma-separated agent counts (1..19).")] = (
+        "1,2,4,19"
+    ),
+    num_envs: Annotated[int, typer.Option(min=1, help="Worlds of the twin's vector env.")] = 256,
+    as_json: JsonFlag = False,
+) -> None:
+    """RWARE twin: step-by-step agreement with rware 2.0, agent steps/s against it."""
+    from fleetmind.bench import rware as bench
+
+    result = bench.run(
+        quick=quick,
+        steps=steps,
+        sizes=[v.strip() for v in sizes.split(",") if v.strip()],
+        agents=_int_list(agents, "--agents"),
+        num_envs=num_envs,
+        progress=None if as_json else lambda line: err_console.print(line, markup=False),
+    )
+    show(result, as_json=as_json, table=bench.format_table)
+
+
 @bench_app.command("dispatch")
 def bench_dispatch(
     quick: Annotated[bool, typer.Option(help="Smoke-sized cases (about a minute).")] = False,

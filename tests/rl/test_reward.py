@@ -315,6 +315,9 @@ def test_drift_finding_when_the_scorer_contradicts_itself() -> None:
     assert found[0].evidence["variance_fallback_rate"] == pytest.approx(0.3)
     noisy = {"evaluations": 50, "variance_fallbacks": 0, "variance_mean": 0.12}
     assert [f.kind for f in diagnose(curves, scorer=noisy)] == ["reward_drift"]
+    # A handful of evaluations (the rest answered by a cache) says nothing about the scorer.
+    few = {"evaluations": 3, "variance_fallbacks": 3, "variance_mean": 0.9}
+    assert diagnose(curves, scorer=few) == []
 
 
 @pytest.fixture
@@ -358,7 +361,7 @@ def test_doctor_finds_drift_in_a_run_folder(tmp_path: Path) -> None:
             e, s = env["robot_0"][i], llm["robot_0"][i]
             w.writerow([i, e + s, s, e])
     (tmp_path / "metrics.json").write_text(
-        json.dumps({"llm_reward": {"evaluations": 10, "variance_fallbacks": 5}})
+        json.dumps({"llm_reward": {"evaluations": 12, "variance_fallbacks": 5}})
     )
     result = CliRunner().invoke(app, ["doctor", str(tmp_path), "--json"], catch_exceptions=False)
     kinds = [(f["kind"], f["agents"]) for f in json.loads(result.output)]

@@ -10,6 +10,9 @@ import typer
 
 from fleetmind.cli.common import (
     JsonFlag,
+    LLMApiKey,
+    LLMBaseUrl,
+    LLMModel,
     RayAddress,
     app,
     err_console,
@@ -261,6 +264,43 @@ def bench_free_riding(
         print_json(metrics)
     else:
         sys.stdout.write(bench.format_table(metrics) + "\n")
+
+
+@bench_app.command("reward")
+def bench_reward(
+    quick: Annotated[bool, typer.Option(help="2,000 ticks, seed 0 (a smoke run).")] = False,
+    seeds: Annotated[
+        str | None, typer.Option(help="Comma-separated root seeds. [default: 0,1,2]")
+    ] = None,
+    steps: Annotated[int | None, typer.Option(help="Ticks per run. [default: 60000]")] = None,
+    every: Annotated[int, typer.Option(help="Ticks between two LLM scores.")] = 50,
+    weight: Annotated[float, typer.Option(help="The score's weight in llm-mixed.")] = 0.5,
+    out: Annotated[Path, typer.Option(help="Folder of the run folders.")] = Path(
+        "runs/bench-reward"
+    ),
+    llm_base_url: LLMBaseUrl = None,
+    llm_model: LLMModel = None,
+    llm_api_key: LLMApiKey = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """FIELD-NOTES §6: fixed reward vs an LLM score mixed in vs the LLM score alone (iql)."""
+    from fleetmind.bench import reward as bench
+
+    result = bench.run(
+        quick=quick,
+        seeds=_int_list(seeds, "--seeds") if seeds is not None else None,
+        steps=steps,
+        every=every,
+        weight=weight,
+        out_dir=out,
+        base_url=llm_base_url,
+        model=llm_model,
+        api_key=llm_api_key,
+    )
+    if as_json:
+        print_json(result)
+    else:
+        sys.stdout.write(bench.format_table(result) + "\n")
 
 
 @bench_app.command("lorr")

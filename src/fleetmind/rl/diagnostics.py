@@ -30,9 +30,10 @@ How each finding is decided (all thresholds live in :class:`Thresholds`):
   counters, as in ``metrics.json``'s ``llm_reward``). Two patterns: the policy pleases the scorer
   (the score part rises by ``z`` standard errors from the first to the last quarter while the
   environment part does not rise by ``z`` standard errors), or the scorer contradicts itself
-  (of its evaluations at least ``drift_fallback_rate`` had samples that disagreed past the
-  variance threshold, or the mean sample variance of the states it scored is at least
-  ``drift_variance``: FIELD-NOTES §4.3's "scores differ by up to 0.3" is a variance of 0.09).
+  (of at least ``drift_min_evaluations`` evaluations, at least ``drift_fallback_rate`` had
+  samples that disagreed past the variance threshold, or the mean sample variance of the states
+  it scored is at least ``drift_variance``: FIELD-NOTES §4.3's "scores differ by up to 0.3" is a
+  variance of 0.09).
 """
 
 from __future__ import annotations
@@ -85,6 +86,7 @@ class Thresholds:
         drift_fallback_rate: share of a scorer's evaluations refused for disagreeing samples
             at which its scores count as drifting.
         drift_variance: mean sample variance per scored state at which they count as drifting.
+        drift_min_evaluations: fewer model evaluations than this say nothing about a scorer.
     """
 
     window: int | None = None
@@ -97,6 +99,7 @@ class Thresholds:
     min_episodes: int = 40
     drift_fallback_rate: float = 0.2
     drift_variance: float = 0.09
+    drift_min_evaluations: int = 10
 
 
 @dataclass(frozen=True)
@@ -419,7 +422,8 @@ def _reward_drift(
         refused = float(scorer.get("variance_fallbacks", 0) or 0)
         variance = float(scorer.get("variance_mean", 0.0) or 0.0)
         rate = refused / evaluations if evaluations else 0.0
-        if evaluations and (rate >= th.drift_fallback_rate or variance >= th.drift_variance):
+        enough = evaluations >= th.drift_min_evaluations
+        if enough and (rate >= th.drift_fallback_rate or variance >= th.drift_variance):
             out.append(
                 Finding(
                     kind="reward_drift",

@@ -9,12 +9,8 @@ from fleetmind.rl.neural import ALGOS
 
 
 @pytest.mark.slow
-def test_quick_bench_runs_under_a_minute() -> None:
-    import time
-
-    t0 = time.perf_counter()
+def test_quick_bench_measures_every_learner() -> None:
     result = bench.run(quick=True)
-    assert time.perf_counter() - t0 < 60
     assert set(result["learners"]) == set(ALGOS)
     for speeds in result["learners"].values():
         assert speeds["world_steps_per_s"] > 0

@@ -112,15 +112,16 @@ def _llm_run(small, srv: FakeChatServer, steps: int, **planner: object) -> dict:
 def test_the_solver_serves_orders_while_a_slow_model_thinks(small) -> None:
     steps = 200
     baseline = _solver_alone(small, steps)
-    # Every answer takes 0.3 s (60 ticks at 5 ms a tick), past the 20-tick deadline.
-    with FakeChatServer([Reply('{"assignments": []}', delay_s=0.3)]) as srv:
+    # Every answer takes 30 s, far past the 20-tick deadline and the whole 1 s run: a loop that
+    # waited for the model would take 30 s or more, so a loose bound holds on a loaded machine.
+    with FakeChatServer([Reply('{"assignments": []}', delay_s=30.0)]) as srv:
         start = time.perf_counter()
         m = _llm_run(small, srv, steps, deadline_ticks=20)
         wall = time.perf_counter() - start
     assert m["tasks_completed"] >= 0.9 * baseline
     assert m["planner_fallbacks"] >= 1  # each late answer counted
     assert m["collisions"] == 0
-    assert wall < steps * 0.005 + 2.0  # never waited for the model
+    assert wall < 15.0  # never waited for the model
 
 
 def test_a_model_answer_in_time_revises_the_solver_plan(small) -> None:

@@ -410,7 +410,7 @@ def train_result(
     t0: float,
 ) -> TrainResult:
     """What a training loop returns at its end (``t0``: ``perf_counter()`` when it started)."""
-    return TrainResult(
+    result = TrainResult(
         algo=algo,
         steps=steps,
         updates=updates,
@@ -424,6 +424,21 @@ def train_result(
         wall_s=time.perf_counter() - t0,
         steps_this_call=steps - start_steps,
     )
+    log.info("%s: %d steps, %d updates, %.1f s", algo, steps, updates, result.wall_s)
+    return result
+
+
+def emit_update(
+    callbacks: Sequence[Callback],
+    step: int,
+    losses: dict[str, list[float]],
+    updates: int,
+    *,
+    window: int = 50,
+) -> None:
+    """Report an ``update`` event: each loss's mean over its last ``window`` values."""
+    scalars = {f"train/loss/{k}": float(np.mean(v[-window:])) for k, v in losses.items() if v}
+    emit(callbacks, Event("update", step, scalars | {"train/updates": float(updates)}))
 
 
 def save_checkpoint(out_dir: Path, state: dict[str, Any]) -> Path:

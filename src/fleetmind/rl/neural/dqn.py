@@ -313,20 +313,12 @@ def train_dqn(
         losses["q_mean"].append(q_taken.mean().item())
         losses["epsilon"].append(eps)
         if updates % 50 == 0:
-            base.emit(
-                callbacks,
-                base.Event(
-                    "update",
-                    done_steps,
-                    {f"train/loss/{k}": float(np.mean(v[-50:])) for k, v in losses.items()}
-                    | {"train/updates": float(updates)},
-                ),
-            )
+            base.emit_update(callbacks, done_steps, losses, updates)
         if run.checkpoint_due(updates):
             checkpoint()
     if out_dir is not None:
         checkpoint()
-    result = base.train_result(
+    return base.train_result(
         algo,
         tracker,
         steps=done_steps,
@@ -337,8 +329,6 @@ def train_dqn(
         config=resolved,
         t0=t0,
     )
-    log.info("%s: %d steps, %d updates, %.1f s", algo, done_steps, updates, result.wall_s)
-    return result
 
 
 def split_seed(seed: int) -> list[np.random.SeedSequence]:

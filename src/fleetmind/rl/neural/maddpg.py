@@ -339,20 +339,12 @@ def _run(env: base.BatchEnv, config: MADDPGConfig, run: base.RunOptions) -> base
         losses["actor"].append(actor_loss.item())
         losses["q_mean"].append(q.mean().item())
         if updates % 50 == 0:
-            base.emit(
-                callbacks,
-                base.Event(
-                    "update",
-                    done_steps,
-                    {f"train/loss/{k}": float(np.mean(v[-50:])) for k, v in losses.items()}
-                    | {"train/updates": float(updates)},
-                ),
-            )
+            base.emit_update(callbacks, done_steps, losses, updates)
         if run.checkpoint_due(updates):
             checkpoint()
     if out_dir is not None:
         checkpoint()
-    result = base.train_result(
+    return base.train_result(
         algo,
         tracker,
         steps=done_steps,
@@ -363,8 +355,6 @@ def _run(env: base.BatchEnv, config: MADDPGConfig, run: base.RunOptions) -> base
         config=resolved,
         t0=t0,
     )
-    log.info("%s: %d steps, %d updates, %.1f s", algo, done_steps, updates, result.wall_s)
-    return result
 
 
 train = base.Learner(

@@ -425,20 +425,12 @@ def train_ppo(
         updates += 1
         for k, v in stats.items():
             losses[k].append(float(np.mean(v)))
-        base.emit(
-            callbacks,
-            base.Event(
-                "update",
-                done_steps,
-                {f"train/loss/{k}": losses[k][-1] for k in losses}
-                | {"train/updates": float(updates)},
-            ),
-        )
+        base.emit_update(callbacks, done_steps, losses, updates, window=1)
         if run.checkpoint_due(updates):
             checkpoint()
     if out_dir is not None:
         checkpoint()
-    result = base.train_result(
+    return base.train_result(
         algo,
         tracker,
         steps=done_steps,
@@ -449,8 +441,6 @@ def train_ppo(
         config=resolved,
         t0=t0,
     )
-    log.info("%s: %d steps, %d updates, %.1f s", algo, done_steps, updates, result.wall_s)
-    return result
 
 
 def learner(

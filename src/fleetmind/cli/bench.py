@@ -369,3 +369,35 @@ def bench_faults(
         progress=None if as_json else lambda line: err_console.print(line, markup=False),
     )
     show(result, as_json=as_json, table=bench.format_table)
+
+
+@bench_app.command("executors")
+def bench_executors(
+    quick: Annotated[
+        bool, typer.Option(help="warehouse-small preset, 12 robots, 40 ticks (a smoke run).")
+    ] = False,
+    seeds: Annotated[str, typer.Option(help="Comma-separated root seeds, one run each.")] = "0,1,2",
+    steps: Annotated[int, typer.Option(min=1, help="Ticks of each run.")] = 300,
+    scale_robots: Annotated[
+        int, typer.Option(min=0, help="Robots of the time-per-tick row (0: none).")
+    ] = 1000,
+    workers: Annotated[int, typer.Option(min=1, help="Processes running runs side by side.")] = 1,
+    as_json: JsonFlag = False,
+) -> None:
+    """Executors with the shield: RL against shortest path, PIBT order, congestion, guidance."""
+    from fleetmind.bench import executors as bench
+
+    seed_list = _int_list(seeds, "--seeds")
+    if not seed_list:
+        from fleetmind.errors import ConfigError
+
+        raise ConfigError("--seeds: expected at least one seed")
+    result = bench.run(
+        quick=quick,
+        seeds=tuple(seed_list),
+        steps=steps,
+        scale_robots=scale_robots,
+        workers=workers,
+        progress=None if as_json else lambda line: err_console.print(line, markup=False),
+    )
+    show(result, as_json=as_json, table=bench.format_table)

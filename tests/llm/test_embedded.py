@@ -66,8 +66,10 @@ def test_tool_loop_finishes_small_task(embedded_server: EmbeddedServer, tmp_path
 def test_schema_constrained_output_always_validates(
     embedded_server: EmbeddedServer, prompt: str
 ) -> None:
+    # Greedy decoding: the server's sampler state depends on which tests ran before, and a
+    # sampled reply that rambles inside the string field can run past max_tokens.
     out = structured(
-        embedded_server.client(), [Message.user(prompt)], Assign, max_tokens=64, temperature=0.2
+        embedded_server.client(), [Message.user(prompt)], Assign, max_tokens=64, temperature=0.0
     )
     assert out.value is not None
     assert out.attempts == 1

@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from fleetmind.bench.scale import reference_priorities
 from fleetmind.dispatch.control import ControlLoop, LoopConfig
 from fleetmind.dispatch.executors import ShortestPathExecutor
 from fleetmind.dispatch.planners import AssignmentPlanner, priority_of, task_priorities
@@ -15,21 +16,6 @@ from fleetmind.safety.verify import conflicts, count_conflicts
 from fleetmind.sim.distances import DistanceOracle
 from fleetmind.sim.orders import OrderConfig
 from fleetmind.sim.warehouse import Warehouse, WarehouseConfig
-
-
-def _reference_priorities(loop: ControlLoop) -> NDArray[np.float64]:
-    """The loop's shield priorities as first written: one robot at a time."""
-    w = loop.world
-    pr = np.zeros(len(w.robot_ids), dtype=np.float64)
-    for i in np.flatnonzero(w.has_task):
-        order = w.task_of(int(i))
-        if order is not None:
-            pr[i] = max(priority_of(order, w.tick), loop._order_priority.get(order.id, 0.0))
-    pr += 0.5 * w.carrying + 0.01 * loop._waiting
-    for rid, boost in loop._boosts.items():
-        if rid in w.robot_ids:
-            pr[w.robot_ids.index(rid)] += boost
-    return pr
 
 
 class _Tap:
@@ -68,7 +54,7 @@ def test_priorities_distances_conflicts_and_order_column_match_the_reference() -
     checked = 0
     for _ in range(120):
         w = loop.world
-        assert np.array_equal(loop._priorities(), _reference_priorities(loop))
+        assert np.array_equal(loop._priorities(), reference_priorities(loop))
         want = np.zeros(len(w.robot_ids), dtype=np.int64)
         for i in np.flatnonzero(w.has_task):
             goal = (int(w.goal[i, 0]), int(w.goal[i, 1]))

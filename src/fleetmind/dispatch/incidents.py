@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -515,28 +516,28 @@ def _by_desk(inc: Incident) -> bool:
     return inc.handler == "desk" and inc.closed and inc.fallback is None
 
 
-class DeskWorker:
+class DeskWorker(ABC):
     """What the host needs of an off-thread desk (see :class:`fleetmind.dispatch.desk.LLMDesk`)."""
 
-    def submit(self, incident: Incident) -> None:  # pragma: no cover - interface
+    @abstractmethod
+    def submit(self, incident: Incident) -> None:
         """Take an incident (returns at once)."""
-        raise NotImplementedError
 
-    def poll(self) -> list[tuple[str, str, dict[str, Any], Any]]:  # pragma: no cover
+    @abstractmethod
+    def poll(self) -> list[tuple[str, str, dict[str, Any], Any]]:
         """Messages from the worker: ``("action", incident, args..)`` / ``("done", ...)``."""
-        raise NotImplementedError
 
-    def spent(self, incident_id: str) -> tuple[int, int, int]:  # pragma: no cover
+    @abstractmethod
+    def spent(self, incident_id: str) -> tuple[int, int, int]:
         """Calls, tokens and prompt tokens spent on an incident so far."""
-        raise NotImplementedError
 
-    def abandon(self, incident_id: str) -> None:  # pragma: no cover - interface
+    @abstractmethod
+    def abandon(self, incident_id: str) -> None:
         """Stop caring for an incident (the rules took it over)."""
-        raise NotImplementedError
 
-    def close(self) -> None:  # pragma: no cover - interface
+    @abstractmethod
+    def close(self) -> None:
         """Stop the worker (never waits for a call in flight)."""
-        raise NotImplementedError
 
 
 @dataclass(frozen=True)

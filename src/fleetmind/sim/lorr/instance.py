@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from fleetmind.errors import ConfigError, MapError, TaskFileError
+from fleetmind.errors import ConfigError, FleetmindError, MapError, TaskFileError, read_input
 from fleetmind.sim.grid import GridMap
 from fleetmind.sim.lorr.rules import MAX_FILE_BYTES, Edition
 from fleetmind.sim.maps import parse_movingai
@@ -65,19 +65,9 @@ class Instance:
         return f"{self.edition}/{self.path.stem}"
 
 
-def _read_text(path: Path, *, what: str, error: type[Exception]) -> str:
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read(MAX_FILE_BYTES + 1)
-    except OSError as exc:
-        raise error(f"{path}: cannot read {what} ({exc.strerror or exc})") from None
-    if len(data) > MAX_FILE_BYTES:
-        raise error(f"{path}: {what} larger than {MAX_FILE_BYTES >> 20} MiB; refused")
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
-        raise error(f"{path}:{line}: {what} is not UTF-8 text") from None
+def _read_text(path: Path, *, what: str, error: type[FleetmindError]) -> str:
+    """The text of one LoRR file, at most ``MAX_FILE_BYTES`` (the rules' size limit)."""
+    return read_input(path, what=what, limit=MAX_FILE_BYTES, error=error)
 
 
 def _data_lines(text: str) -> list[tuple[int, str]]:

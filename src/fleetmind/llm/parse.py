@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Annotated, Any, Literal, TypeVar
 
 import json_repair
@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, RootModel, TypeAdapter, Valid
 from fleetmind.llm.errors import ActionParseError
 
 T = TypeVar("T", bound=BaseModel)
+V = TypeVar("V")
 
 MAX_REPLY_CHARS = 20_000
 """Replies longer than this are rejected unparsed (repairing them costs too much)."""
@@ -163,6 +164,11 @@ def parse_model(text: str, model_cls: type[T], *, max_chars: int = MAX_REPLY_CHA
             return model_cls.model_validate(value)
         except ValidationError as exc:
             raise ActionParseError("validation", summarize_validation(exc)) from None
+    return _validated(model_cls.model_validate, _json_object(text, max_chars=max_chars))
+
+
+def _json_object(text: str, *, max_chars: int) -> dict[str, Any]:
+    """The one JSON object of a reply (repaired if need be), or a ``validation`` error."""
     value, _ = parse_json(text, max_chars=max_chars)
     if isinstance(value, list) and len(value) == 1 and isinstance(value[0], dict):
         value = value[0]  # repair sometimes wraps the object (e.g. two objects in a row)
@@ -170,8 +176,13 @@ def parse_model(text: str, model_cls: type[T], *, max_chars: int = MAX_REPLY_CHA
         raise ActionParseError(
             "validation", f"expected a JSON object, got {type(value).__name__} {_short(value)}"
         )
+    return value
+
+
+def _validated(validate: Callable[[Any], V], value: Any) -> V:
+    """``validate(value)``, every failure turned into one short ``validation`` error."""
     try:
-        return model_cls.model_validate(value)
+        return validate(value)
     except ValidationError as exc:
         raise ActionParseError("validation", summarize_validation(exc)) from None
     except (ValueError, TypeError, RecursionError) as exc:
@@ -194,25 +205,14 @@ def parse_action(text: str, *, max_chars: int = MAX_REPLY_CHARS) -> CallTool | F
     Raises:
         ActionParseError: kind ``empty``, ``parse`` or ``validation``, with a short summary.
     """
-    value, _ = parse_json(text, max_chars=max_chars)
-    if isinstance(value, list) and len(value) == 1 and isinstance(value[0], dict):
-        value = value[0]
-    if not isinstance(value, dict):
-        raise ActionParseError(
-            "validation", f"expected a JSON object, got {type(value).__name__} {_short(value)}"
-        )
+    value = _json_object(text, max_chars=max_chars)
     kind = value.get("type")
     if kind not in ("call_tool", "finish"):
         raise ActionParseError(
             "validation",
             f'field \'type\' must be "call_tool" or "finish", got {_short(kind)}',
         )
-    try:
-        return ACTION_ADAPTER.validate_python(value)
-    except ValidationError as exc:
-        raise ActionParseError("validation", summarize_validation(exc)) from None
-    except (ValueError, TypeError, RecursionError) as exc:
-        raise ActionParseError("validation", f"{type(exc).__name__}: {exc}"[:200]) from None
+    return _validated(ACTION_ADAPTER.validate_python, value)
 
 
 _BIG_BOUNDS = ("maxLength", "minLength", "maxItems", "minItems")

@@ -63,6 +63,17 @@ SYSTEM = (
 )
 
 
+def _context(snapshot: Snapshot, decision_type: str) -> CallContext:
+    """The recording context of one planner call about ``snapshot``."""
+    return CallContext(
+        caller="dispatch.planner",
+        decision_type=decision_type,
+        prompt_version=PROMPT_VERSION,
+        seed=snapshot.seed,
+        tick=snapshot.tick,
+    )
+
+
 def _reply_model(robot_ids: list[str], order_ids: list[str]) -> type[BaseModel]:
     """A pydantic model whose JSON schema enumerates the valid ids."""
     robot_t: Any = Literal[tuple(robot_ids)] if robot_ids else str
@@ -237,13 +248,7 @@ class LLMPlanner:
             ],
             model,
             budgets=Budgets(retries={"parse": 1, "validation": 1}, deadline_s=5.0),
-            context=CallContext(
-                caller="dispatch.planner",
-                decision_type="arbitrate",
-                prompt_version=PROMPT_VERSION,
-                seed=snapshot.seed,
-                tick=snapshot.tick,
-            ),
+            context=_context(snapshot, "arbitrate"),
             temperature=0.0,
             max_tokens=24,
         )
@@ -278,13 +283,7 @@ class LLMPlanner:
             model,
             veto=veto,
             budgets=self.budgets,
-            context=CallContext(
-                caller="dispatch.planner",
-                decision_type="assign",
-                prompt_version=PROMPT_VERSION,
-                seed=snapshot.seed,
-                tick=snapshot.tick,
-            ),
+            context=_context(snapshot, "assign"),
             temperature=self.temperature,
             max_tokens=self.max_tokens,
         )

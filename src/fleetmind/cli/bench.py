@@ -14,16 +14,13 @@ from fleetmind.cli.common import (
     LLMBaseUrl,
     LLMModel,
     RayAddress,
-    app,
     err_console,
     print_json,
     show,
+    sub_app,
 )
 
-bench_app = typer.Typer(
-    help="The project's own benchmarks, as a table or JSON.", no_args_is_help=True
-)
-app.add_typer(bench_app, name="bench")
+bench_app = sub_app("bench", "The project's own benchmarks, as a table or JSON.")
 
 
 @bench_app.command("sim")

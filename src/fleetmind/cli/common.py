@@ -6,11 +6,14 @@ import json
 import logging
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
 
 app = typer.Typer(
     name="fleetmind",
@@ -69,6 +72,28 @@ def show(result: Any, *, as_json: bool, table: Any = None) -> None:
         console.print_json(data=result, default=str)
 
 
+def sub_app(name: str, help: str) -> typer.Typer:
+    """A command group ``fleetmind NAME ...`` (its help shown when called bare)."""
+    group = typer.Typer(help=help, no_args_is_help=True)
+    app.add_typer(group, name=name)
+    return group
+
+
+def progress_bar(unit: str, *, disable: bool = False) -> Progress:
+    """A transient Rich bar on stderr: ``done/total UNIT`` and the time remaining."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total} " + unit),
+        TimeRemainingColumn(),
+        console=err_console,
+        transient=True,
+        disable=disable,
+    )
+
+
 def progress_run(
     cfg: Any,
     out: Path | None,
@@ -79,20 +104,11 @@ def progress_run(
     overwrite: bool = False,
 ) -> dict[str, Any]:
     """Run one strategy with a Rich progress bar (ETA) unless quiet."""
-    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
-
     from fleetmind.eval.runner import execute
 
     if quiet:
         return execute(cfg, out, client=client, overwrite=overwrite)
-    with Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        TextColumn("{task.completed}/{task.total} ticks"),
-        TimeRemainingColumn(),
-        console=err_console,
-        transient=True,
-    ) as bar:
+    with progress_bar("ticks") as bar:
         task = bar.add_task(label, total=cfg.steps)
         return execute(
             cfg,

@@ -8,19 +8,9 @@ from typing import Annotated
 
 import typer
 
-from fleetmind.cli.common import (
-    JsonFlag,
-    app,
-    console,
-    err_console,
-    print_json,
-)
+from fleetmind.cli.common import JsonFlag, console, err_console, print_json, sub_app
 
-lorr_app = typer.Typer(
-    help="League of Robot Runners: their instances, their rules, their score.",
-    no_args_is_help=True,
-)
-app.add_typer(lorr_app, name="lorr")
+lorr_app = sub_app("lorr", "League of Robot Runners: their instances, their rules, their score.")
 
 
 @lorr_app.command("run")

@@ -8,13 +8,11 @@ from typing import Annotated
 
 import typer
 
-from fleetmind.cli.common import app, console, err_console, print_json
+from fleetmind.cli.common import console, err_console, print_json, sub_app
 
-nav_app = typer.Typer(
-    help="The RL executor's navigation policy: train one, or score one against shortest paths.",
-    no_args_is_help=True,
+nav_app = sub_app(
+    "nav", "The RL executor's navigation policy: train one, or score one against shortest paths."
 )
-app.add_typer(nav_app, name="nav")
 
 MapOption = Annotated[str, typer.Option("--map", help="Map preset or .map file.")]
 RobotsOption = Annotated[int, typer.Option(help="Robots per world.")]

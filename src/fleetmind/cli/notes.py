@@ -17,17 +17,13 @@ from fleetmind.cli.common import (
     LLMApiKey,
     LLMBaseUrl,
     LLMModel,
-    app,
     console,
     err_console,
     print_json,
+    sub_app,
 )
 
-notes_app = typer.Typer(
-    help="Read order notes into constraints; score readers on a labelled set.",
-    no_args_is_help=True,
-)
-app.add_typer(notes_app, name="notes")
+notes_app = sub_app("notes", "Read order notes into constraints; score readers on a labelled set.")
 
 
 NoteReaderOption = Annotated[

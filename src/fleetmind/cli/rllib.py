@@ -8,13 +8,11 @@ from typing import Annotated
 
 import typer
 
-from fleetmind.cli.common import RayAddress, app, console, print_json
+from fleetmind.cli.common import RayAddress, console, print_json, sub_app
 
-rllib_app = typer.Typer(
-    help="RLlib trains fleetmind: multi-agent PPO on the PettingZoo env (the ray extra).",
-    no_args_is_help=True,
+rllib_app = sub_app(
+    "rllib", "RLlib trains fleetmind: multi-agent PPO on the PettingZoo env (the ray extra)."
 )
-app.add_typer(rllib_app, name="rllib")
 
 
 @rllib_app.command("train")

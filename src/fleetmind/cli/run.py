@@ -18,9 +18,9 @@ from fleetmind.cli.common import (
     RayAddress,
     app,
     console,
-    err_console,
     kpi_table,
     print_json,
+    progress_bar,
     progress_run,
     ray_runner,
 )
@@ -336,8 +336,6 @@ def compare(
     as_json: Annotated[bool, typer.Option("--json", help="Print comparison.json.")] = False,
 ) -> None:
     """Run strategies on identical maps, order streams and seeds; table with 95% CIs."""
-    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
-
     from fleetmind.eval.compare import compare as run_compare
     from fleetmind.eval.compare import earlier_comparison, format_cell
     from fleetmind.eval.recorder import next_free
@@ -374,14 +372,7 @@ def compare(
     if as_json:
         result = run_compare(names, **kwargs)
     else:
-        with Progress(
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            TextColumn("{task.completed}/{task.total} runs"),
-            TimeRemainingColumn(),
-            console=err_console,
-            transient=True,
-        ) as bar:
+        with progress_bar("runs") as bar:
             task = bar.add_task("compare", total=len(names) * seeds)
             result = run_compare(
                 names,
@@ -457,8 +448,6 @@ def replay(
     batch on the recorded transitions; --strict instead re-runs from the recorded LLM calls and
     checks the run is reproduced bit for bit.
     """
-    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
-
     from fleetmind.eval.decisions import decision_replay
     from fleetmind.eval.offpolicy import rl_replay
     from fleetmind.eval.replay import strict_replay
@@ -500,15 +489,7 @@ def replay(
             client = OpenAICompatClient.from_settings(
                 LLMSettings.from_env(base_url=llm_base_url, model=llm_model, api_key=None)
             )
-        with Progress(
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            TextColumn("{task.completed}/{task.total} decisions"),
-            TimeRemainingColumn(),
-            console=err_console,
-            transient=True,
-            disable=as_json,
-        ) as bar:
+        with progress_bar("decisions", disable=as_json) as bar:
             task = bar.add_task("replay", total=None)
             result["decisions"] = decision_replay(
                 run_dir,

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -23,16 +25,78 @@ from fleetmind.cli.common import (
 bench_app = sub_app("bench", "The project's own benchmarks, as a table or JSON.")
 
 
-@bench_app.command("sim")
-def bench_sim(
-    quick: Annotated[bool, typer.Option(help="Short timing windows (a smoke run).")] = False,
+def _progress(as_json: bool) -> Callable[[str], None] | None:
+    """Progress lines on stderr for a table run; none when stdout carries JSON."""
+    return None if as_json else lambda line: err_console.print(line, markup=False)
+
+
+def _str_list(text: str) -> list[str]:
+    """The non-empty items of a comma-separated list, stripped."""
+    return [v.strip() for v in text.split(",") if v.strip()]
+
+
+# Benchmarks whose only knob is --quick: (command and module, --quick help, summary).
+_QUICK_ONLY = (
+    (
+        "sim",
+        "Short timing windows (a smoke run).",
+        "Simulator speed: env and agent steps/s, single and vector env, against rware.",
+    ),
+    (
+        "learn",
+        "Short runs (a smoke run, under a minute).",
+        "Learners: samples/s of each neural learner; time for the nav policy to reach 95%.",
+    ),
+    (
+        "llm",
+        "Fewer prompts and calls (a smoke run).",
+        "LLM runtime: overhead per call, embedded tokens/s, valid-JSON rate.",
+    ),
+)
+
+
+def _quick_only(module: str, quick_help: str, summary: str) -> Callable[..., None]:
+    """The command of a ``--quick``-only benchmark: run it, print its table or JSON."""
+
+    def command(
+        quick: bool = typer.Option(False, help=quick_help),
+        as_json: JsonFlag = False,
+    ) -> None:
+        bench = importlib.import_module(f"fleetmind.bench.{module}")
+        show(bench.run(quick=quick), as_json=as_json, table=getattr(bench, "format_table", None))
+
+    command.__doc__ = summary
+    return command
+
+
+for _name, _quick_help, _summary in _QUICK_ONLY:
+    bench_app.command(_name)(_quick_only(_name, _quick_help, _summary))
+
+
+@bench_app.command("dispatch")
+def bench_dispatch(
+    quick: Annotated[bool, typer.Option(help="Smoke-sized cases (about a minute).")] = False,
+    llm: Annotated[
+        bool, typer.Option("--llm/--no-llm", help="Include the embedded-LLM planners.")
+    ] = True,
     as_json: JsonFlag = False,
 ) -> None:
-    """Simulator speed: env and agent steps/s, single and vector env, against rware."""
-    from fleetmind.bench import sim as bench
+    """Dispatch targets: planners on text constraints, RL vs shortest path, latency, scaling."""
+    from fleetmind.bench import dispatch as bench
 
-    result = bench.run(quick=quick)
-    show(result, as_json=as_json, table=bench.format_table)
+    show(bench.run(quick=quick, llm=llm), as_json=as_json)
+
+
+@bench_app.command("ray")
+def bench_ray(
+    quick: Annotated[bool, typer.Option(help="Smaller sweeps and rollouts.")] = False,
+    ray_address: RayAddress = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Ray scale-out: sweep wall time and rollout samples/s with 1 and 2 workers."""
+    from fleetmind.bench import ray as bench
+
+    show(bench.run(quick=quick, address=ray_address), as_json=as_json, table=bench.format_table)
 
 
 @bench_app.command("rware")
@@ -59,27 +123,12 @@ def bench_rware(
     result = bench.run(
         quick=quick,
         steps=steps,
-        sizes=[v.strip() for v in sizes.split(",") if v.strip()],
+        sizes=_str_list(sizes),
         agents=_int_list(agents, "--agents"),
         num_envs=num_envs,
-        progress=None if as_json else lambda line: err_console.print(line, markup=False),
+        progress=_progress(as_json),
     )
     show(result, as_json=as_json, table=bench.format_table)
-
-
-@bench_app.command("dispatch")
-def bench_dispatch(
-    quick: Annotated[bool, typer.Option(help="Smoke-sized cases (about a minute).")] = False,
-    llm: Annotated[
-        bool, typer.Option("--llm/--no-llm", help="Include the embedded-LLM planners.")
-    ] = True,
-    as_json: JsonFlag = False,
-) -> None:
-    """Dispatch targets: planners on text constraints, RL vs shortest path, latency, scaling."""
-    from fleetmind.bench import dispatch as bench
-
-    result = bench.run(quick=quick, llm=llm)
-    show(result, as_json=as_json)
 
 
 @bench_app.command("desk")
@@ -115,18 +164,6 @@ def bench_desk(
     show(result, as_json=as_json, table=bench.format_table)
 
 
-@bench_app.command("learn")
-def bench_learn(
-    quick: Annotated[bool, typer.Option(help="Short runs (a smoke run, under a minute).")] = False,
-    as_json: JsonFlag = False,
-) -> None:
-    """Learners: samples/s of each neural learner; time for the nav policy to reach 95%."""
-    from fleetmind.bench import learn as bench
-
-    result = bench.run(quick=quick)
-    show(result, as_json=as_json, table=bench.format_table)
-
-
 @bench_app.command("marl")
 def bench_marl(
     quick: Annotated[
@@ -156,31 +193,6 @@ def bench_marl(
         budget_s=budget_s,
     )
     show(result, as_json=as_json, table=bench.format_table)
-
-
-@bench_app.command("ray")
-def bench_ray(
-    quick: Annotated[bool, typer.Option(help="Smaller sweeps and rollouts.")] = False,
-    ray_address: RayAddress = None,
-    as_json: JsonFlag = False,
-) -> None:
-    """Ray scale-out: sweep wall time and rollout samples/s with 1 and 2 workers."""
-    from fleetmind.bench import ray as bench
-
-    result = bench.run(quick=quick, address=ray_address)
-    show(result, as_json=as_json, table=bench.format_table)
-
-
-@bench_app.command("llm")
-def bench_llm(
-    quick: Annotated[bool, typer.Option(help="Fewer prompts and calls (a smoke run).")] = False,
-    as_json: JsonFlag = False,
-) -> None:
-    """LLM runtime: overhead per call, embedded tokens/s, valid-JSON rate."""
-    from fleetmind.bench import llm as bench
-
-    result = bench.run(quick=quick)
-    show(result, as_json=as_json)
 
 
 def _int_list(text: str, option: str) -> list[int]:
@@ -243,7 +255,7 @@ def bench_free_riding(
 
     metrics = bench.free_riding(
         robots=robots,
-        modes=[m.strip() for m in modes.split(",") if m.strip()],
+        modes=_str_list(modes),
         seeds=_int_list(seeds, "--seeds"),
         episodes=episodes,
         episode_len=episode_len,
@@ -326,7 +338,7 @@ def bench_lorr(
         curves=curves,
         curve_steps=curve_steps,
         quick=quick,
-        progress=None if as_json else lambda line: err_console.print(line, markup=False),
+        progress=_progress(as_json),
     )
     show(result, as_json=as_json, table=bench.format_table)
 
@@ -363,7 +375,7 @@ def bench_faults(
     result = bench.run(
         quick=quick,
         kill_trials=kill_trials,
-        progress=None if as_json else lambda line: err_console.print(line, markup=False),
+        progress=_progress(as_json),
     )
     show(result, as_json=as_json, table=bench.format_table)
 
@@ -395,6 +407,6 @@ def bench_executors(
         steps=steps,
         scale_robots=scale_robots,
         workers=workers,
-        progress=None if as_json else lambda line: err_console.print(line, markup=False),
+        progress=_progress(as_json),
     )
     show(result, as_json=as_json, table=bench.format_table)

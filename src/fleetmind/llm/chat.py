@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -102,14 +102,9 @@ class CallContext:
 
     def as_dict(self) -> dict[str, Any]:
         """Return a JSON-serialisable dict of the context."""
-        return {
-            "caller": self.caller,
-            "decision_type": self.decision_type,
-            "prompt_version": self.prompt_version,
-            "seed": self.seed,
-            "tick": self.tick,
-            "extra": dict(self.extra),
-        }
+        # Not dataclasses.asdict: it would deep-copy ``extra``, a read-only mapping proxy.
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        return {**values, "extra": dict(self.extra)}
 
 
 OutcomeHook = Callable[[Any, "str | None"], None]

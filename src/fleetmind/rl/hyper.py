@@ -17,7 +17,7 @@ from, for a run folder.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, Final
 
 import numpy as np
@@ -67,15 +67,7 @@ class Hyper:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready dict of the resolved values and their sources."""
-        return {
-            "horizon": self.horizon,
-            "n_learners": self.n_learners,
-            "shared_reward": self.shared_reward,
-            "alpha": self.alpha,
-            "gamma": self.gamma,
-            "reward_scale": self.reward_scale,
-            "sources": dict(self.sources),
-        }
+        return asdict(self)
 
 
 def resolve(

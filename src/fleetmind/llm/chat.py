@@ -225,8 +225,8 @@ class ChatOptions:
 class ChatBase(ABC):
     """A :class:`ChatClient` whose :meth:`chat` packs its options and calls :meth:`respond`.
 
-    Subclasses implement :attr:`model` and :meth:`respond`; the signature of :meth:`chat` and
-    its defaults live here only.
+    Subclasses implement :attr:`model` and :meth:`respond`. The signature of :meth:`chat` is
+    written once, in the :class:`ChatClient` contract; its defaults live in :class:`ChatOptions`.
     """
 
     @property
@@ -234,19 +234,9 @@ class ChatBase(ABC):
     def model(self) -> str:
         """The model name sent with requests."""
 
-    def chat(
-        self,
-        messages: list[Message],
-        *,
-        temperature: float = 0.2,
-        max_tokens: int = 256,
-        json_schema: dict[str, Any] | None = None,
-        timeout_s: float | None = None,
-        context: CallContext | None = None,
-    ) -> ChatResult:
-        """Send messages, return the reply (see :meth:`ChatClient.chat`)."""
-        options = ChatOptions(temperature, max_tokens, json_schema, timeout_s, context)
-        return self.respond(messages, options)
+    def chat(self, messages: list[Message], **options: Any) -> ChatResult:
+        """Send messages, return the reply (the keywords of :meth:`ChatClient.chat`)."""
+        return self.respond(messages, ChatOptions(**options))
 
     @abstractmethod
     def respond(self, messages: list[Message], options: ChatOptions) -> ChatResult:

@@ -43,6 +43,7 @@ Version history: v0, first release (the rules of rware 2.0.0).
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, get_args
@@ -51,6 +52,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from fleetmind.errors import ConfigError
+from fleetmind.sim import rware_kernels as kernels
 
 __all__ = [
     "FORWARD",
@@ -290,6 +292,28 @@ class RwareWorlds:
         self._goal_pad = np.array([cp[row * w + col] for row, col in lay.goals], dtype=np.int64)
         self._n_pad = (h + 2 * pad) * pw
         self._bi = np.arange(b)[:, None]
+        # The kernels' read-only tables (see fleetmind.sim.rware_kernels).
+        self._step_tables = (
+            self._move_to.astype(np.int64),
+            cp.astype(np.int64),
+            self._nbr_pad.astype(np.int64),
+            self._highway,
+            self._goal_pad,
+        )
+        self._step_limits = (
+            int(config.max_steps or 0),
+            int(config.max_inactivity_steps or 0),
+            config.reward_type == "two_stage",
+        )
+        self._obs_tables = (
+            cp.astype(np.int64),
+            np.stack([crow, ccol]).astype(np.int64),
+            self._highway,
+            self._window.astype(np.int64),
+        )
+        self._obs_scale = (
+            (float(w - 1), float(h - 1)) if config.normalised_coordinates else (1.0, 1.0)
+        )
         self.pos = np.zeros((b, n), dtype=np.int64)
         self.heading = np.zeros((b, n), dtype=np.int8)
         self.carrying = np.full((b, n), -1, dtype=np.int64)
@@ -370,17 +394,64 @@ class RwareWorlds:
     def step(self, actions: NDArray[np.integer]) -> RwareStep:
         """One rware step of every world with ``(B, N)`` actions in ``0..4``.
 
+        Runs the compiled kernel of :mod:`fleetmind.sim.rware_kernels`; :meth:`step_reference`
+        is the same step in numpy.
+
         Raises:
             ConfigError: the actions have the wrong shape or an id outside ``0..4``.
         """
-        cfg = self.config
+        act = self._checked(actions)
+        b, n = act.shape
+        rewards = np.zeros((b, n), dtype=np.float64)
+        done = np.empty(b, dtype=bool)
+        deliver = np.empty(b, dtype=bool)
+        mode = np.zeros(b, dtype=np.int8)
+        moves = np.empty((b, n), dtype=bool)
+        args = (
+            act,
+            moves,
+            *(self.pos, self.heading, self.carrying, self.delivered_flag, self.shelf_pos),
+            *(self.requested, self.robot_grid, self.shelf_grid, self.steps, self.inactive),
+            self._step_tables,
+            (_TURN_LEFT, _TURN_RIGHT),  # read here, so a test can break the twin's turns
+            self._step_limits,
+            rewards,
+            done,
+            deliver,
+        )
+        if not kernels.step(mode, *args):
+            # Equal chains into one cell: networkx's order, on the numpy path, for those worlds.
+            ws = np.flatnonzero(mode < 0)
+            moves[ws] = self._resolve_worlds(act, ws)
+            mode[:] = kernels.SKIP
+            mode[ws] = kernels.USE_GIVEN
+            kernels.step(mode, *args)
+        if deliver.any():
+            for k in np.flatnonzero(deliver):
+                for goal in self._goal_pad:
+                    shelf = int(self.shelf_grid[k, goal]) - 1
+                    if shelf >= 0 and self.requested[k, shelf]:
+                        self._deliver(int(k), shelf, int(self.robot_grid[k, goal]) - 1, rewards)
+        return RwareStep(rewards, done)
+
+    def _checked(self, actions: NDArray[np.integer]) -> NDArray[np.int64]:
         b, n = self.pos.shape
         act = np.asarray(actions)
         if act.shape != (b, n):
             raise ConfigError(f"actions: expected shape {(b, n)}, got {act.shape}")
         if act.size and (act.min() < 0 or act.max() >= N_ACTIONS):
             raise ConfigError("actions: expected ids 0..4 (noop, forward, left, right, toggle)")
-        act = act.astype(np.int64, copy=False)
+        return act.astype(np.int64, copy=False)
+
+    def step_reference(self, actions: NDArray[np.integer]) -> RwareStep:
+        """The numpy reference of :meth:`step` (the same rules on arrays, no compiled kernel).
+
+        Raises:
+            ConfigError: the actions have the wrong shape or an id outside ``0..4``.
+        """
+        cfg = self.config
+        act = self._checked(actions)
+        b, n = act.shape
         moves = self._resolve(act)
         bi = self._bi
         pos = self.pos
@@ -452,6 +523,14 @@ class RwareWorlds:
         else:
             self.delivered_flag[k, robot] = True
             rewards[k, robot] += 0.5
+
+    def _resolve_worlds(self, act: NDArray[np.int64], ws: NDArray[np.int64]) -> NDArray[np.bool_]:
+        """:meth:`_resolve` of the worlds ``ws`` only, ``(len(ws), N)``."""
+        sub = copy.copy(self)  # the same object cut to worlds ws (nothing is written to it)
+        sub.pos, sub.heading, sub.carrying = self.pos[ws], self.heading[ws], self.carrying[ws]
+        sub.robot_grid, sub.shelf_grid = self.robot_grid[ws], self.shelf_grid[ws]
+        sub._bi = np.arange(len(ws))[:, None]
+        return sub._resolve(act[ws])
 
     def _resolve(self, act: NDArray[np.int64]) -> NDArray[np.bool_]:
         """Which robots move forward this step: rware's graph resolution, on arrays.
@@ -583,7 +662,28 @@ class RwareWorlds:
     # ---------------------------------------------------------- observations
 
     def observe_flat(self) -> NDArray[np.float32]:
-        """The flattened observations of rware, ``(B, N, 8 + 7 (2r+1)^2)`` float32."""
+        """The flattened observations of rware, ``(B, N, 8 + 7 (2r+1)^2)`` float32.
+
+        Runs the compiled kernel; :meth:`observe_flat_reference` is the same in numpy.
+        """
+        b, n = self.pos.shape
+        out = np.empty((b, n, _SELF_BITS + _CELL_BITS * len(self._window)), dtype=np.float32)
+        kernels.observe_flat(
+            self.pos,
+            self.heading,
+            self.carrying,
+            self.requested,
+            self.robot_grid,
+            self.shelf_grid,
+            self._obs_tables,
+            self._obs_scale,
+            _CELL_CODES,
+            out,
+        )
+        return out
+
+    def observe_flat_reference(self) -> NDArray[np.float32]:
+        """The numpy reference of :meth:`observe_flat`."""
         cfg = self.config
         b, n = self.pos.shape
         h, w = self.shape

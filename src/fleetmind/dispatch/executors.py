@@ -231,13 +231,7 @@ class RLExecutor(PolicyExecutor):
         torch.set_num_threads(1)
         self.policy = NavPolicy.load(policy_path or default_policy_path())
         self.fallback = fallback
-        self.observer = LocalObserver(
-            grid.blocked,
-            grid.pickups,
-            self.policy.radius,
-            oracle=DistanceOracle(grid),
-            task_cells=grid.pickups | grid.stations,
-        )
+        self.observer = LocalObserver.for_map(grid, self.policy.radius)
 
     def logits(self, obs: NDArray[np.float32]) -> NDArray[np.float32]:
         """The navigation policy's logits."""

@@ -27,7 +27,6 @@ from numpy.typing import NDArray
 
 from fleetmind.envs.warehouse import resolve_map
 from fleetmind.sim import observe as obs_mod
-from fleetmind.sim.distances import DistanceOracle
 from fleetmind.sim.grid import GridMap
 from fleetmind.sim.maps import require_tasks
 from fleetmind.sim.rewards import RewardConfig
@@ -72,13 +71,7 @@ class WarehouseVectorEnv:
             reward=RewardConfig.parse(reward_mode),
             seed=seed,
         )
-        self._observer = obs_mod.LocalObserver(
-            grid.blocked,
-            grid.pickups,
-            radius,
-            oracle=DistanceOracle(grid) if heuristic else None,
-            task_cells=grid.pickups | grid.stations,
-        )
+        self._observer = obs_mod.LocalObserver.for_map(grid, radius, heuristic=heuristic)
         self.obs_size = self._observer.size
         self.n_actions = 5
         low, high = self._observer.bounds()

@@ -33,7 +33,6 @@ from pettingzoo import ParallelEnv
 
 from fleetmind.errors import ConfigError
 from fleetmind.sim import observe
-from fleetmind.sim.distances import DistanceOracle
 from fleetmind.sim.grid import GridMap
 from fleetmind.sim.maps import load_map, require_tasks
 from fleetmind.sim.orders import OrderConfig
@@ -96,13 +95,7 @@ class WarehouseParallelEnv(ParallelEnv[str, Any, int]):  # type: ignore[misc]
         )
         self.possible_agents = [f"robot_{i}" for i in range(n_robots)]
         self.agents = list(self.possible_agents)
-        self._observer = observe.LocalObserver(
-            grid.blocked,
-            grid.pickups,
-            radius,
-            oracle=DistanceOracle(grid) if heuristic else None,
-            task_cells=grid.pickups | grid.stations,
-        )
+        self._observer = observe.LocalObserver.for_map(grid, radius, heuristic=heuristic)
         if obs == "local":
             low, high = self._observer.bounds()
             self._obs_space: spaces.Space[Any] = spaces.Box(low, high, dtype=np.float32)

@@ -36,7 +36,6 @@ from fleetmind.envs import make_vector
 from fleetmind.errors import ConfigError, read_input
 from fleetmind.rl.neural.ppo import Actor
 from fleetmind.sim import observe
-from fleetmind.sim.distances import DistanceOracle
 from fleetmind.sim.grid import GridMap
 
 RADIUS = 2
@@ -114,13 +113,7 @@ class NavPolicy:
 
     def observer(self, grid: GridMap) -> observe.LocalObserver:
         """A :class:`~fleetmind.sim.observe.LocalObserver` producing this policy's input."""
-        return observe.LocalObserver(
-            grid.blocked,
-            grid.pickups,
-            self.radius,
-            oracle=DistanceOracle(grid),
-            task_cells=grid.pickups | grid.stations,
-        )
+        return observe.LocalObserver.for_map(grid, self.radius)
 
     def save(self, path: str | Path) -> Path:
         """Write weights to ``path`` and metadata to ``path`` with suffix ``.json``."""

@@ -37,7 +37,6 @@ from numpy.typing import NDArray
 from fleetmind.dispatch.executors import PolicyExecutor
 from fleetmind.errors import ConfigError
 from fleetmind.scale.backend import import_ray, ray_session
-from fleetmind.sim.distances import DistanceOracle
 from fleetmind.sim.grid import GridMap
 from fleetmind.sim.observe import LocalObserver
 
@@ -284,13 +283,7 @@ class RLlibExecutor(PolicyExecutor):
         loaded: Any = RLModule.from_checkpoint(str(module_dir))
         loaded.eval()  # a torch module: inference mode for dropout/normalisation layers
         self.module = loaded
-        self.observer = LocalObserver(
-            grid.blocked,
-            grid.pickups,
-            radius,
-            oracle=DistanceOracle(grid) if heuristic else None,
-            task_cells=grid.pickups | grid.stations,
-        )
+        self.observer = LocalObserver.for_map(grid, radius, heuristic=heuristic)
         space = getattr(self.module, "observation_space", None)
         expected = getattr(space, "shape", None)
         if expected is not None and tuple(expected) != (self.observer.size,):

@@ -34,8 +34,9 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
+from fleetmind.sim import kernels
 from fleetmind.sim.distances import DistanceOracle
-from fleetmind.sim.grid import DELTAS
+from fleetmind.sim.grid import DELTAS, GridMap
 
 N_LOCAL_CHANNELS = 4
 N_SCALARS = 6
@@ -107,6 +108,26 @@ class LocalObserver:
         k = 2 * radius + 1
         self._dr = np.arange(k)[:, None]  # (k, 1)
         self._dc = np.arange(k)[None, :]  # (1, k)
+        self._statics = (self._walls, self._pickups, self._blocked1)
+        empty = (np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.int32))
+        self._dense = empty if self._table is None else self._table
+
+    @classmethod
+    def for_map(cls, grid: GridMap, radius: int = 2, *, heuristic: bool = True) -> LocalObserver:
+        """The observer of ``grid``: its walls and pickups, the heuristic channels if asked.
+
+        Args:
+            grid: the map.
+            radius: window radius.
+            heuristic: add the distance-to-target values (a :class:`DistanceOracle` of the map).
+        """
+        return cls(
+            grid.blocked,
+            grid.pickups,
+            radius,
+            oracle=DistanceOracle(grid) if heuristic else None,
+            task_cells=grid.pickups | grid.stations,
+        )
 
     @property
     def size(self) -> int:
@@ -124,7 +145,39 @@ class LocalObserver:
         carrying: NDArray[np.bool_],
         has_task: NDArray[np.bool_],
     ) -> NDArray[np.float32]:
-        """``(B, N, size)`` observations for every robot in every world."""
+        """``(B, N, size)`` observations for every robot in every world (compiled).
+
+        :meth:`reference` is the same in numpy. Targets outside the dense distance table
+        (or no table) take the numpy heuristic.
+        """
+        n_envs, n_robots, _ = pos.shape
+        out = np.empty((n_envs, n_robots, self.size), dtype=np.float32)
+        dense = self._table is not None
+        row_of, dist = self._dense
+        complete = kernels.local_observations(
+            pos,
+            goal,
+            carrying,
+            has_task,
+            self._statics,
+            row_of,
+            dist,
+            self.radius,
+            self.oracle is not None and dense,
+            out,
+        )
+        if self.oracle is not None and not (dense and complete):
+            out[..., -N_HEURISTIC:] = self.heuristic(pos, goal, has_task)
+        return out
+
+    def reference(
+        self,
+        pos: NDArray[np.int32],
+        goal: NDArray[np.int32],
+        carrying: NDArray[np.bool_],
+        has_task: NDArray[np.bool_],
+    ) -> NDArray[np.float32]:
+        """The numpy reference of :meth:`__call__`."""
         n_envs, n_robots, _ = pos.shape
         r = self.radius
         k = 2 * r + 1

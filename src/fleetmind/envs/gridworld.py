@@ -21,6 +21,7 @@ Version history:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Final
 
 import gymnasium as gym
@@ -133,14 +134,13 @@ class GridworldEnv(gym.Env[np.int64, np.int64]):
         """Return the grid as text (``R`` robot, ``G`` goal) when ``render_mode == 'ansi'``."""
         if self.render_mode != "ansi":
             return None
-        rows = []
-        for row in range(SIZE):
-            cells = []
-            for col in range(SIZE):
-                s = row * SIZE + col
-                cells.append("R" if s == self._state else ("G" if s == GOAL else "."))
-            rows.append(" ".join(cells))
-        return "\n".join(rows) + "\n"
+        return grid_text(lambda s: "R" if s == self._state else ("G" if s == GOAL else "."))
+
+
+def grid_text(glyph: Callable[[int], str]) -> str:
+    """The ``SIZE x SIZE`` grid as text: ``glyph(row * SIZE + col)`` in each cell."""
+    rows = (" ".join(glyph(row * SIZE + col) for col in range(SIZE)) for row in range(SIZE))
+    return "\n".join(rows) + "\n"
 
 
 def make_gridworld(

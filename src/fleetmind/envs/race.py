@@ -38,7 +38,15 @@ import numpy as np
 from gymnasium import spaces
 from pettingzoo import ParallelEnv
 
-from fleetmind.envs.gridworld import GOAL, N_ACTIONS, N_STATES, SIZE, START, TRANSITIONS
+from fleetmind.envs.gridworld import (
+    GOAL,
+    N_ACTIONS,
+    N_STATES,
+    SIZE,
+    START,
+    TRANSITIONS,
+    grid_text,
+)
 from fleetmind.envs.warehouse import ParallelStep
 from fleetmind.errors import ConfigError
 
@@ -214,17 +222,12 @@ class RaceEnv(ParallelEnv[str, np.int64, np.int64]):  # type: ignore[misc]
         """Return the grid as text (``0``/``1`` robots, ``X`` both, ``G`` goal) in ``ansi`` mode."""
         if self.render_mode != "ansi":
             return None
-        lines = []
-        for row in range(SIZE):
-            cells = []
-            for col in range(SIZE):
-                s = row * SIZE + col
-                here = [str(i) for i, c in enumerate(self._cells) if c == s]
-                cells.append(
-                    "X" if len(here) == 2 else (here[0] if here else "G" if s == GOAL else ".")
-                )
-            lines.append(" ".join(cells))
-        return "\n".join(lines) + "\n"
+
+        def glyph(s: int) -> str:
+            here = [str(i) for i, c in enumerate(self._cells) if c == s]
+            return "X" if len(here) == 2 else (here[0] if here else "G" if s == GOAL else ".")
+
+        return grid_text(glyph)
 
     def close(self) -> None:
         """Nothing to release."""

@@ -24,6 +24,7 @@ observations themselves did not change.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias, TypeVar, overload
 
 import numpy as np
@@ -180,22 +181,17 @@ class WarehouseParallelEnv(ParallelEnv[str, Any, int]):  # type: ignore[misc]
         """ASCII text (``ansi``) or an RGB frame (``rgb_array``)."""
         from fleetmind.sim import render
 
+        draws: dict[str | None, Callable[..., str | NDArray[np.uint8]]] = {
+            "ansi": render.ascii,
+            "rgb_array": render.rgb,
+        }
+        draw = draws.get(self.render_mode)
+        if draw is None:
+            return None
         w = self.world
-        if self.render_mode == "ansi":
-            return render.ascii(
-                self.grid,
-                w.pos,
-                carrying=w.carrying,
-                targets=np.where(w.has_task[:, None], w.goal, -1),
-            )
-        if self.render_mode == "rgb_array":
-            return render.rgb(
-                self.grid,
-                w.pos,
-                carrying=w.carrying,
-                targets=np.where(w.has_task[:, None], w.goal, -1),
-            )
-        return None
+        return draw(
+            self.grid, w.pos, carrying=w.carrying, targets=np.where(w.has_task[:, None], w.goal, -1)
+        )
 
     def close(self) -> None:
         """Nothing to release."""

@@ -13,7 +13,9 @@ Rules (the same for one world or a batch of worlds):
 - A robot that waits because of another robot (vertex loser, swap, or blocked by a robot that
   could not leave) counts as one *collision attempt*. Failures cascade until a fixed point.
 
-The hot path is numpy over ``(n_envs, n_robots)`` arrays; nothing here allocates per robot.
+:func:`resolve_moves` runs the compiled kernel of :mod:`fleetmind.sim.kernels`;
+:func:`resolve_moves_reference` is the same rules in numpy over ``(n_envs, n_robots)`` arrays,
+kept as the reference the kernel is tested against.
 """
 
 from __future__ import annotations
@@ -23,7 +25,11 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from fleetmind.errors import ConfigError
+from fleetmind.sim import kernels
 from fleetmind.sim.grid import DELTAS, WAIT
+
+_NOBODY_FROZEN = np.zeros((0, 0), dtype=bool)
 
 
 @dataclass(frozen=True)
@@ -51,7 +57,51 @@ def resolve_moves(
     tick: int | NDArray[np.integer] = 0,
     frozen: NDArray[np.bool_] | None = None,
 ) -> MoveResult:
-    """Resolve a joint action into a collision-free joint move.
+    """Resolve a joint action into a collision-free joint move (compiled).
+
+    Args:
+        pos: ``(B, N, 2)`` int positions (row, col); all distinct within a world.
+        actions: ``(B, N)`` action ids 0..4.
+        blocked: ``(H, W)`` bool, cells no robot may enter (shared by all worlds).
+        tick: the current tick (scalar or ``(B,)``), used to rotate priorities.
+        frozen: ``(B, N)`` bool, robots that cannot move this tick (broken, no battery).
+
+    Returns:
+        The joint move and the per-robot failure flags.
+
+    Raises:
+        ConfigError: an action id outside 0..4.
+    """
+    acts = np.asarray(actions)
+    n_envs, n_robots = acts.shape
+    ticks = np.broadcast_to(np.asarray(tick, dtype=np.int64), (n_envs,))
+    new_pos = np.empty((n_envs, n_robots, 2), dtype=np.int32)
+    flags = np.empty((3, n_envs, n_robots), dtype=bool)  # moved, wall bump, conflict
+    bad = kernels.resolve_moves(
+        pos,
+        acts,
+        blocked,
+        ticks,
+        _NOBODY_FROZEN if frozen is None else frozen,
+        new_pos,
+        flags[0],
+        flags[1],
+        flags[2],
+    )
+    if bad >= 0:
+        raise ConfigError(f"actions: ids must be in 0..4, got {bad}")
+    return MoveResult(pos=new_pos, moved=flags[0], wall_bump=flags[1], conflict=flags[2])
+
+
+def resolve_moves_reference(
+    pos: NDArray[np.int32],
+    actions: NDArray[np.integer],
+    blocked: NDArray[np.bool_],
+    *,
+    tick: int | NDArray[np.integer] = 0,
+    frozen: NDArray[np.bool_] | None = None,
+) -> MoveResult:
+    """The numpy reference of :func:`resolve_moves`: a collision-free joint move.
 
     Args:
         pos: ``(B, N, 2)`` int positions (row, col); all distinct within a world.

@@ -1,0 +1,87 @@
+"""fleetmind's numba kernels against their numpy references, on random states (hypothesis)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fleetmind.errors import ConfigError
+from fleetmind.sim.distances import DistanceOracle
+from fleetmind.sim.dynamics import resolve_moves, resolve_moves_reference
+from fleetmind.sim.maps import parse_text_map
+from fleetmind.sim.observe import LocalObserver
+
+
+@st.composite
+def states(draw: st.DrawFn) -> dict[str, object]:
+    """A random grid with walls, 1-3 worlds of distinct robots, actions, ticks, frozen robots."""
+    h, w = draw(st.integers(1, 7)), draw(st.integers(1, 7))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    blocked = rng.random((h, w)) < draw(st.sampled_from([0.0, 0.2, 0.5]))
+    b = draw(st.integers(1, 3))
+    n = draw(st.integers(1, h * w))
+    cells = np.stack([rng.choice(h * w, size=n, replace=False) for _ in range(b)])
+    pos = np.stack([cells // w, cells % w], axis=-1).astype(np.int32)  # may stand on walls
+    # Crowds: mostly moves, so chains, cycles, swaps and contested cells are common.
+    acts = rng.choice(5, size=(b, n), p=draw(st.sampled_from([None, (0.05, 0.3, 0.2, 0.3, 0.15)])))
+    frozen = rng.random((b, n)) < 0.2 if draw(st.booleans()) else None
+    tick = rng.integers(0, 50, size=b) if draw(st.booleans()) else int(rng.integers(0, 50))
+    return {"pos": pos, "acts": acts, "blocked": blocked, "tick": tick, "frozen": frozen}
+
+
+@settings(max_examples=300, deadline=None)
+@given(states())
+def test_resolve_moves_kernel_matches_numpy(state: dict[str, object]) -> None:
+    pos, acts, blocked = state["pos"], state["acts"], state["blocked"]
+    kw = {"tick": state["tick"], "frozen": state["frozen"]}
+    got = resolve_moves(pos, acts, blocked, **kw)  # type: ignore[arg-type]
+    want = resolve_moves_reference(pos, acts, blocked, **kw)  # type: ignore[arg-type]
+    for name in ("pos", "moved", "wall_bump", "conflict"):
+        a, b = getattr(got, name), getattr(want, name)
+        assert a.dtype == b.dtype, name
+        np.testing.assert_array_equal(a, b, err_msg=name)
+
+
+def test_resolve_moves_rejects_an_unknown_action() -> None:
+    pos = np.array([[[0, 0]]], dtype=np.int32)
+    with pytest.raises(ConfigError, match=r"0\.\.4"):
+        resolve_moves(pos, np.array([[5]]), np.zeros((2, 2), dtype=bool))
+
+
+MAP = """
+#......#
+#.xx.x.#
+#...#..#
+#.xx.x.#
+#..S..S#
+"""
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(0, 3), st.booleans(), st.booleans())
+def test_local_observations_kernel_matches_numpy(
+    seed: int, radius: int, heuristic: bool, off_table: bool
+) -> None:
+    grid = parse_text_map(MAP)
+    w = grid.shape[1]
+    oracle = DistanceOracle(grid) if heuristic else None
+    observer = LocalObserver(
+        grid.blocked, grid.pickups, radius, oracle=oracle, task_cells=grid.pickups | grid.stations
+    )
+    rng = np.random.default_rng(seed)
+    free = np.flatnonzero(~grid.blocked.ravel())
+    b, n = int(rng.integers(1, 4)), int(rng.integers(1, 8))
+    cells = np.stack([rng.choice(free, size=n, replace=False) for _ in range(b)])
+    pos = np.stack([cells // w, cells % w], axis=-1).astype(np.int32)
+    # Targets: task cells (in the dense table), or any free cell when off_table.
+    targets = free if off_table else np.flatnonzero((grid.pickups | grid.stations).ravel())
+    goal_cells = rng.choice(targets, size=(b, n))
+    goal = np.stack([goal_cells // w, goal_cells % w], axis=-1).astype(np.int32)
+    carrying = rng.random((b, n)) < 0.5
+    has_task = rng.random((b, n)) < 0.8
+    got = observer(pos, goal, carrying, has_task)
+    want = observer.reference(pos, goal, carrying, has_task)
+    assert got.dtype == want.dtype == np.float32
+    assert got.tobytes() == want.tobytes()  # bit for bit, signed zeros included

@@ -10,7 +10,13 @@ from hypothesis import strategies as st
 from numpy.typing import NDArray
 from scipy.sparse.csgraph import shortest_path
 
-from fleetmind.sim.distances import UNREACHABLE, DistanceOracle, adjacency, bfs_distances
+from fleetmind.sim.distances import (
+    UNREACHABLE,
+    DistanceOracle,
+    adjacency,
+    bfs_distances,
+    grid_bfs,
+)
 from fleetmind.sim.grid import GridMap
 
 
@@ -44,6 +50,33 @@ def test_breadth_first_distances_equal_scipy_shortest_paths(
     got = bfs_distances(adjacency(grid.blocked), flat)
     assert got.dtype == np.int32
     assert np.array_equal(got, _reference(grid, flat))
+
+
+@settings(max_examples=80, deadline=None)
+@given(grids(), st.data(), st.sampled_from([np.uint16, np.int32]))
+def test_the_compiled_search_equals_the_scipy_reference(
+    grid: GridMap, data: st.DataObject, dtype: type
+) -> None:
+    cells = grid.shape[0] * grid.shape[1]
+    flat = data.draw(st.integers(0, cells - 1))
+    none = np.iinfo(np.uint16).max if dtype is np.uint16 else UNREACHABLE
+    out = np.zeros(cells, dtype=dtype)
+    grid_bfs(grid.blocked.reshape(-1), grid.shape[1], flat, out, none)
+    want = bfs_distances(adjacency(grid.blocked), flat)
+    assert np.array_equal(np.where(out == none, UNREACHABLE, out.astype(np.int64)), want)
+    # The reference itself is scipy's shortest paths (a blocked source reaches only itself).
+    assert np.array_equal(want, _reference(grid, flat))
+
+
+def test_the_compiled_search_equals_the_reference_on_the_large_warehouse() -> None:
+    from fleetmind.envs.warehouse import resolve_map
+
+    grid = resolve_map("benchmarks/data/lorr/maps/warehouse_large.map")
+    graph = adjacency(grid.blocked)
+    oracle = DistanceOracle(grid, max_cached=4)
+    for flat in np.random.default_rng(0).choice(grid.blocked.size, 5, replace=False).tolist():
+        w = grid.shape[1]
+        assert np.array_equal(oracle.to((flat // w, flat % w)).ravel(), bfs_distances(graph, flat))
 
 
 @settings(max_examples=40, deadline=None)

@@ -66,7 +66,11 @@ class TickSink(Protocol):
         ...
 
     def snapshot(self, tick: int, state: dict[str, Any], *, reason: str) -> Any:
-        """A world snapshot (``Warehouse.snapshot()``) taken at a decision or periodically."""
+        """A world snapshot (``Warehouse.snapshot()``) taken at a decision or periodically.
+
+        A sink may also offer ``capture(tick, world, *, reason)``: then the loop hands it the
+        live world instead (the recorder captures it incrementally, without a deep copy).
+        """
         ...
 
 
@@ -357,11 +361,21 @@ class ControlLoop:
         self._emit("planner_call", events=list(events))
         if self.sink is not None:
             # Restart point for offline replay: the world exactly as the planner saw it.
-            self.sink.snapshot(w.tick, w.snapshot(), reason="decision")
+            self._record_world("decision")
         if self.config.planner_mode == "sync":
             self._apply(self.planner.plan(snap))
         else:
             self._future = self._submit(snap)
+
+    def _record_world(self, reason: str) -> None:
+        """Send the world to the sink: live to one that captures it, else as a deep copy."""
+        assert self.sink is not None
+        w = self.world
+        capture = getattr(self.sink, "capture", None)
+        if callable(capture):
+            capture(w.tick, w, reason=reason)
+        else:
+            self.sink.snapshot(w.tick, w.snapshot(), reason=reason)
 
     def _submit(self, snap: Snapshot) -> Future[PlanOutcome]:
         """Plan on a daemon thread: a call still running at the end never holds the process."""
@@ -478,7 +492,7 @@ class ControlLoop:
         t0 = time.perf_counter()
         every = self.config.snapshot_every
         if self.sink is not None and every and w.tick % every == 0:
-            self.sink.snapshot(w.tick, w.snapshot(), reason="periodic")
+            self._record_world("periodic")
         self._poll()
         self._inject_faults()
         self.desk.tick_start()

@@ -10,6 +10,7 @@ A run folder holds::
     latency.parquet/     one row per tick: executor, shield, sim and whole-step milliseconds
     calls.jsonl          every LLM call, as the LLM runtime records it
     snapshots/           world snapshots at planner decisions and every ``snapshot_every`` ticks
+                         (``tick_*.pkl``; captures need ``base.pkl`` and every earlier capture)
 
 Episode columns (one row per robot per tick ``tick``; cells are (row, col))::
 
@@ -42,15 +43,27 @@ hidden temporary name (``.part-00003.parquet.tmp``, which ``pyarrow.dataset``, D
 file readable up to the last flush, with its metrics (those of the flush before, if the kill
 falls between the renames and the metrics). DuckDB reads a folder directly
 (``SELECT * FROM 'RUN/episode.parquet/*.parquet'``).
+
+World snapshots are captured incrementally (:class:`WorldCapture`), since at a thousand robots
+the planner is asked nearly every tick and a deep copy of every order record per call costs more
+than the tick itself. A capture holds the world's fields as one pickle in which each order is a
+reference into an append-only log (an order is written once, in the first capture that meets
+it) and the static map is a reference into ``snapshots/base.pkl``; the order records go as
+columns, for the records not yet delivered only (a delivered record never changes again, so its
+last captured row stands). :class:`SnapshotChain` reads captures back in tick order into the
+same ``Warehouse.snapshot()`` states a deep copy gives. Two snapshots at one tick keep the later
+(its capture then carries what the earlier one logged).
 """
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import pickle
 import subprocess
 from collections.abc import Callable
+from operator import attrgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -66,6 +79,7 @@ if TYPE_CHECKING:
 
 import fleetmind
 from fleetmind.errors import ConfigError
+from fleetmind.sim.orders import Order
 
 
 def git_revision() -> str | None:
@@ -127,6 +141,214 @@ class _PartWriter:
         self.rows = 0
 
 
+# Fields of a Warehouse that never change in an episode (Warehouse.snapshot() leaves them out).
+STATIC_FIELDS: tuple[str, ...] = (
+    "grid",
+    "config",
+    "robot_ids",
+    "capabilities",
+    "_fixed_orders",
+    "_start",
+)
+# Order-record fields that change (the order itself is logged apart); ``assigned_cell`` is a
+# cell or None, kept as two columns with -1 for None.
+_RECORD_INTS: tuple[str, ...] = ("robot", "assigned_tick", "picked_tick", "delivered_tick")
+CAPTURE_FORMAT = 2
+BASE_FILE = "base.pkl"
+
+
+def _ref(kind: str, key: int) -> None:  # pragma: no cover - resolved by _CaptureUnpickler
+    """Stands for a logged object in a capture's pickle (never called)."""
+    raise AssertionError("a capture reference was not resolved")
+
+
+class _CapturePickler(pickle.Pickler):
+    """Pickles world fields with orders and the static map as references."""
+
+    def __init__(self, fh: io.BytesIO, capture: WorldCapture, grid: object) -> None:
+        super().__init__(fh, protocol=pickle.HIGHEST_PROTOCOL)
+        self._capture = capture
+        self._grid = grid
+
+    def reducer_override(self, obj: Any) -> Any:
+        if type(obj) is Order:
+            return _ref, ("order", self._capture.log(obj))
+        if obj is self._grid:
+            return _ref, ("grid", 0)
+        return NotImplemented
+
+
+class _CaptureUnpickler(pickle.Unpickler):
+    """Reads a capture's pickle, resolving references to the order log and the map."""
+
+    def __init__(self, data: bytes, orders: list[Order], grid: object) -> None:
+        super().__init__(io.BytesIO(data))
+        self._orders = orders
+        self._grid = grid
+
+    def _resolve(self, kind: str, key: int) -> object:
+        return self._orders[key] if kind == "order" else self._grid
+
+    def find_class(self, module: str, name: str) -> Any:
+        if module == __name__ and name == "_ref":
+            return self._resolve
+        return super().find_class(module, name)
+
+
+class WorldCapture:
+    """Incremental captures of a Warehouse's state: what a snapshot file holds.
+
+    Each :meth:`take` returns a payload that, read in order by :class:`SnapshotChain` after the
+    payloads before it, gives the state ``Warehouse.snapshot()`` would have given at that moment.
+    Its cost is one pickle of the world's arrays and small fields plus one row per record not
+    yet delivered, never a copy of every order.
+    """
+
+    def __init__(self) -> None:
+        self._orders: list[Order] = []  # the log: an order's position is its reference
+        self._ref: dict[int, int] = {}  # id(order) -> position (the log keeps the order alive)
+        self._records: list[Any] | None = None  # the world's record list seen last
+        self._known = 0  # records met so far
+        self._live: list[int] = []  # record indices not delivered at the last capture
+        # The log's state before the last capture: orders, records, live rows, previous tick.
+        self._mark: tuple[int, int, list[int], int | None] = (0, 0, [], None)
+        self._last_tick: int | None = None  # tick of the last capture written
+        self.needs_base = True
+
+    def log(self, order: Order) -> int:
+        """The log position of ``order`` (appended the first time it is met)."""
+        key = self._ref.get(id(order))
+        if key is None:
+            key = len(self._orders)
+            self._orders.append(order)
+            self._ref[id(order)] = key
+        return key
+
+    def forget(self, tick: int) -> None:
+        """The capture at ``tick`` is being replaced: the next one carries what it logged."""
+        if tick != self._last_tick:
+            return
+        n_orders, self._known, live, self._last_tick = self._mark
+        for order in self._orders[n_orders:]:
+            del self._ref[id(order)]
+        del self._orders[n_orders:]
+        self._live = list(live)
+
+    def take(self, tick: int, world: Warehouse, *, reason: str) -> dict[str, Any]:
+        """A capture of ``world`` now (to pickle as it is: it holds no live references)."""
+        self.forget(tick)
+        recs = world.records
+        if recs is not self._records or len(recs) < self._known:
+            # A new episode or a restored world: every record is captured afresh.
+            self._records = recs
+            self._known = 0
+            self._live = []
+        self._mark = (len(self._orders), self._known, list(self._live), self._last_tick)
+        after, self._last_tick = self._last_tick, tick
+        start = len(self._orders)
+        buf = io.BytesIO()
+        fields = {
+            k: v for k, v in world.__dict__.items() if k not in (*STATIC_FIELDS, "records", "index")
+        }
+        _CapturePickler(buf, self, world.grid).dump(fields)
+        rows = self._live + list(range(self._known, len(recs)))
+        sub = [recs[i] for i in rows]
+        count = len(sub)
+        columns: dict[str, NDArray[np.int64]] = {
+            "index": np.asarray(rows, dtype=np.int64),
+            "order": np.fromiter(
+                (self.log(o) for o in map(attrgetter("order"), sub)), np.int64, count
+            ),
+        }
+        for name in _RECORD_INTS:
+            columns[name] = np.fromiter(map(attrgetter(name), sub), np.int64, count)
+        cells = [(-1, -1) if c is None else c for c in map(attrgetter("assigned_cell"), sub)]
+        columns["cell"] = np.asarray(cells, dtype=np.int64).reshape(count, 2)
+        self._known = len(recs)
+        self._live = [
+            i for i, d in zip(rows, columns["delivered_tick"].tolist(), strict=True) if d < 0
+        ]
+        return {
+            "format": CAPTURE_FORMAT,
+            "tick": tick,
+            "reason": reason,
+            "after": after,
+            "first_order": start,
+            "orders": self._orders[start:],
+            "records": len(recs),
+            "columns": columns,
+            "fields": buf.getvalue(),
+        }
+
+
+class SnapshotChain:
+    """Reads captures (:class:`WorldCapture` payloads) back into ``Warehouse.snapshot()`` states.
+
+    Args:
+        folder: the ``snapshots`` folder (for ``base.pkl``).
+
+    Captures must be handed to :meth:`expand` in tick order, each after the ones before it.
+    """
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self._grid: object | None = None
+        self._orders: list[Order] = []
+        self._tick: int | None = None  # the last capture expanded
+        self._cols: dict[str, NDArray[np.int64]] = {}
+
+    def _base(self) -> object:
+        if self._grid is None:
+            path = self.folder / BASE_FILE
+            try:
+                with path.open("rb") as fh:
+                    self._grid = pickle.load(fh)["grid"]  # our own recording
+            except (OSError, EOFError, pickle.UnpicklingError, KeyError, TypeError) as exc:
+                raise ConfigError(f"{path}: not a readable snapshot base ({exc})") from None
+        return self._grid
+
+    def expand(self, capture: dict[str, Any]) -> dict[str, Any]:
+        """``{"tick", "reason", "state"}`` of one capture (the state restorable as recorded)."""
+        from fleetmind.sim.warehouse import OrderRecord
+
+        grid = self._base()
+        if capture["after"] != self._tick or capture["first_order"] != len(self._orders):
+            raise ConfigError(
+                f"capture of tick {capture['tick']} follows tick {capture['after']}, but the "
+                f"capture before it is {self._tick} (a snapshot file is missing)"
+            )
+        self._orders.extend(capture["orders"])
+        size = int(capture["records"])
+        cols = capture["columns"]
+        for name in ("order", *_RECORD_INTS, "cell"):
+            have = self._cols.get(name)
+            shape = (size, 2) if name == "cell" else (size,)
+            if have is None or len(have) < size:
+                grown = np.full(shape, -1, dtype=np.int64)
+                if have is not None:
+                    grown[: len(have)] = have
+                self._cols[name] = grown
+            self._cols[name][cols["index"]] = cols[name]
+        c = {k: v[:size].tolist() for k, v in self._cols.items()}
+        orders = self._orders
+        records = [
+            OrderRecord(
+                orders[c["order"][i]],
+                robot=c["robot"][i],
+                assigned_tick=c["assigned_tick"][i],
+                assigned_cell=None if c["cell"][i][0] < 0 else (c["cell"][i][0], c["cell"][i][1]),
+                picked_tick=c["picked_tick"][i],
+                delivered_tick=c["delivered_tick"][i],
+            )
+            for i in range(size)
+        ]
+        state = _CaptureUnpickler(capture["fields"], orders, grid).load()
+        state["records"] = records
+        state["index"] = {rec.order.id: i for i, rec in enumerate(records)}
+        self._tick = capture["tick"]
+        return {"tick": capture["tick"], "reason": capture["reason"], "state": state}
+
+
 class RunRecorder:
     """Records one run into a folder; implements the control loop's ``TickSink``.
 
@@ -176,6 +398,7 @@ class RunRecorder:
         self._metrics: Callable[[], dict[str, Any]] | None = None
         self._ticks = 0
         (self.dir / "snapshots").mkdir(exist_ok=True)
+        self._capture = WorldCapture()
         # Present even when no tier calls an LLM, so readers need no special case.
         self.calls_path.touch()
 
@@ -262,11 +485,27 @@ class RunRecorder:
         )
 
     def snapshot(self, tick: int, state: dict[str, Any], *, reason: str) -> Path:
-        """Write a world snapshot (restorable with ``Warehouse.restore``)."""
-        path = self.dir / "snapshots" / f"tick_{tick:06d}.pkl"
+        """Write a world snapshot given whole (restorable with ``Warehouse.restore``)."""
+        self._capture.forget(tick)
+        return self._write_snapshot(tick, {"tick": tick, "reason": reason, "state": state})
+
+    def capture(self, tick: int, world: Warehouse, *, reason: str) -> Path:
+        """Write a world snapshot of ``world`` now, incrementally (see :class:`WorldCapture`).
+
+        Read back by :func:`fleetmind.eval.store.load_snapshots` as the state
+        ``world.snapshot()`` gives, at a fraction of its cost.
+        """
+        if self._capture.needs_base:
+            self._write_snapshot(None, {"grid": world.grid})
+            self._capture.needs_base = False
+        return self._write_snapshot(tick, self._capture.take(tick, world, reason=reason))
+
+    def _write_snapshot(self, tick: int | None, payload: dict[str, Any]) -> Path:
+        name = BASE_FILE if tick is None else f"tick_{tick:06d}.pkl"
+        path = self.dir / "snapshots" / name
         tmp = path.with_suffix(".tmp")
         with tmp.open("wb") as fh:
-            pickle.dump({"tick": tick, "reason": reason, "state": state}, fh)
+            pickle.dump(payload, fh, protocol=pickle.HIGHEST_PROTOCOL)
         os.replace(tmp, path)
         return path
 
@@ -376,6 +615,7 @@ def _clear_run(folder: Path) -> None:
             part.unlink()
     for pkl in (folder / "snapshots").glob("tick_*"):
         pkl.unlink()
+    (folder / "snapshots" / BASE_FILE).unlink(missing_ok=True)
     for name in RUN_FILES:
         (folder / name).unlink(missing_ok=True)
 

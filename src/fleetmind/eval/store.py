@@ -34,6 +34,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from fleetmind.errors import ConfigError, read_input
+from fleetmind.eval.recorder import CAPTURE_FORMAT, SnapshotChain
 
 log = logging.getLogger(__name__)
 
@@ -258,12 +259,21 @@ def load_snapshots(run_dir: str | Path, *, reason: str | None = None) -> list[di
         reason: keep only ``"decision"`` or ``"periodic"`` snapshots.
     """
     out = []
-    for path in sorted((run_path(run_dir) / "snapshots").glob("tick_*.pkl")):
+    folder = run_path(run_dir) / "snapshots"
+    chain = SnapshotChain(folder)
+    for path in sorted(folder.glob("tick_*.pkl")):
         try:
             with path.open("rb") as fh:
                 snap = pickle.load(fh)  # our own recording, never a download
+            if snap.get("format") == CAPTURE_FORMAT:
+                # An incremental capture: expanded after every earlier one (tick order).
+                snap = chain.expand(snap)
         except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ValueError) as exc:
             raise ConfigError(f"{path}: not a readable snapshot ({_first_line(exc)})") from None
+        except (KeyError, IndexError, TypeError) as exc:
+            raise ConfigError(f"{path}: not a readable capture ({_first_line(exc)})") from None
+        except ConfigError as exc:
+            raise ConfigError(f"{path}: {exc}") from None
         if reason is None or snap.get("reason") == reason:
             out.append(snap)
     return out

@@ -23,7 +23,6 @@ clipped to ``[-1, 1]``); :class:`DQNConfig` overrides any of them.
 from __future__ import annotations
 
 import copy
-import dataclasses
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -34,8 +33,8 @@ import torch
 from torch import nn
 
 from fleetmind.errors import ConfigError
-from fleetmind.rl import hyper
 from fleetmind.rl.neural import base, buffers
+from fleetmind.rl.neural.config import ReplayConfig, resolved_record
 from fleetmind.rl.neural.ppo import env_horizon
 
 log = logging.getLogger(__name__)
@@ -44,55 +43,25 @@ BASE_LR = 1e-3
 
 
 @dataclass(frozen=True)
-class DQNConfig:
-    """Value-based hyperparameters (None: resolved by the §3.3 rules).
+class DQNConfig(ReplayConfig):
+    """Value-based hyperparameters: :class:`~fleetmind.rl.neural.config.ReplayConfig`'s and these.
+
+    The learning rate's base is 1e-3 (halved for several agents on one shared reward).
 
     Attributes:
-        buffer_size: replay capacity in joint transitions (one per world step).
-        batch_size: transitions per gradient step.
-        learning_starts: world steps collected before the first gradient step.
-        train_every: batched env steps between gradient steps.
-        lr: Adam learning rate (None: 1e-3, halved for several agents on one shared reward).
-        gamma: discount (None: by horizon).
-        tau: Polyak factor of the target update (1.0: hard copy).
         eps_start: initial exploration rate.
         eps_end: final exploration rate.
         eps_fraction: fraction of the run over which epsilon decays linearly.
-        max_grad_norm: gradient clipping.
-        hidden: hidden layer widths of the Q-network.
         mixing_embed: width of the QMIX mixing layer.
-        agent_id: append the agent-id one-hot to Q-network inputs.
-        horizon: episode length for the gamma rule (None: the env's ``max_steps``).
-        shared_reward: whether agents share one reward (for the learning-rate rule).
-        reward_scale: reward multiplier before clipping (None: from ``reward_bound``).
-        reward_bound: largest absolute one-step reward, sets the default scale.
     """
 
-    buffer_size: int = 10_000
-    batch_size: int = 64
-    learning_starts: int = 500
-    train_every: int = 1
-    lr: float | None = None
-    gamma: float | None = None
-    tau: float = 0.01
     eps_start: float = 1.0
     eps_end: float = 0.05
     eps_fraction: float = 0.5
-    max_grad_norm: float = 10.0
-    hidden: tuple[int, ...] = (64, 64)
     mixing_embed: int = 32
-    agent_id: bool = True
-    horizon: int | None = None
-    shared_reward: bool = False
-    reward_scale: float | None = None
-    reward_bound: float | None = None
 
     def __post_init__(self) -> None:
-        for name in ("buffer_size", "batch_size", "train_every"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"DQNConfig.{name} must be >= 1, got {getattr(self, name)}")
-        if not 0.0 < self.tau <= 1.0:
-            raise ConfigError(f"DQNConfig.tau must be in (0, 1], got {self.tau}")
+        super().__post_init__()
         if not 0.0 < self.eps_fraction <= 1.0:
             raise ConfigError(f"DQNConfig.eps_fraction must be in (0, 1], got {self.eps_fraction}")
 
@@ -159,16 +128,12 @@ def train_dqn(
     steps, out_dir, callbacks = run.steps, run.out_dir, run.callbacks
     n, d, a, b = env.n_robots, env.obs_size, env.n_actions, env.num_envs
     agents = [f"robot_{i}" for i in range(n)]
-    h = hyper.resolve(
-        horizon=config.horizon or env_horizon(env),
-        n_learners=n,
+    h, lr = config.resolve(
+        n,
+        env_horizon(env),
+        base_lr=BASE_LR,
         shared_reward=config.shared_reward or mixer is not None,
-        gamma=config.gamma,
-        reward_scale=config.reward_scale,
-        reward_bound=config.reward_bound,
     )
-    lr = float(config.lr) if config.lr is not None else BASE_LR * h.alpha / hyper.ALPHA_SINGLE
-    h.sources["lr"] = "override" if config.lr is not None else f"rule: {BASE_LR} x alpha factor"
     env_seq, q_seq, _mixer_seq, explore_seq, sample_seq = split_seed(run.seed)
     q_net = base.build_seeded(q_seq, lambda: QNetwork(d, a, n, config.hidden, config.agent_id))
     target_q = copy.deepcopy(q_net)
@@ -184,19 +149,9 @@ def train_dqn(
     tracker = base.EpisodeTracker(b, agents)
     losses: dict[str, list[float]] = {"td": [], "q_mean": [], "epsilon": []}
     done_steps = updates = batched_steps = 0
-    resolved = {
-        "algo": algo,
-        **dataclasses.asdict(config),
-        "lr": lr,
-        "gamma": h.gamma,
-        "reward_scale": h.reward_scale,
-        "hyper": h.to_dict(),
-        "num_envs": b,
-        "n_agents": n,
-        "obs_size": d,
-        "n_actions": a,
-        "mixer": type(mixer).__name__ if mixer is not None else None,
-    }
+    resolved = resolved_record(
+        algo, config, lr, h, env, mixer=type(mixer).__name__ if mixer is not None else None
+    )
 
     ck = run.resume_checkpoint(algo)
     if ck is not None:

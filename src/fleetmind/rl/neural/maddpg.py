@@ -46,7 +46,6 @@ Usage::
 from __future__ import annotations
 
 import copy
-import dataclasses
 import logging
 import time
 from collections.abc import Sequence
@@ -57,8 +56,8 @@ import torch
 from torch import nn
 
 from fleetmind.errors import ConfigError
-from fleetmind.rl import hyper
 from fleetmind.rl.neural import base, buffers
+from fleetmind.rl.neural.config import ReplayConfig, resolved_record
 from fleetmind.rl.neural.ppo import Actor, env_horizon
 
 __all__ = ["CentralQCritic", "MADDPGConfig", "gumbel_softmax", "train"]
@@ -70,58 +69,28 @@ BASE_LR = 5e-4
 
 
 @dataclass(frozen=True)
-class MADDPGConfig:
-    """MADDPG hyperparameters (None: resolved by the §3.3 rules).
+class MADDPGConfig(ReplayConfig):
+    """MADDPG hyperparameters: :class:`~fleetmind.rl.neural.config.ReplayConfig`'s and these.
+
+    The learning rate (actor and critic) has the base 5e-4; ``tau`` updates both targets,
+    ``max_grad_norm`` clips actor and critic apart, ``hidden`` and ``agent_id`` shape both.
 
     Attributes:
-        buffer_size: replay capacity in joint transitions (one per world step).
-        batch_size: transitions per gradient step.
-        learning_starts: world steps collected before the first gradient step.
-        train_every: batched env steps between gradient steps.
-        lr: Adam learning rate of actor and critic (None: 5e-4, halved for several agents on one
-            shared reward).
-        gamma: discount (None: by horizon).
-        tau: Polyak factor of the target updates (1.0: hard copy).
         temperature: Gumbel-softmax temperature of the actor update.
         actor_reg: weight of the mean squared logits in the actor loss.
-        max_grad_norm: gradient clipping (actor and critic apart).
-        hidden: hidden layer widths of actor and critic.
-        agent_id: append the agent-id one-hot to actor and critic inputs.
-        horizon: episode length for the gamma rule (None: the env's ``max_steps``).
-        shared_reward: whether agents share one reward (for the learning-rate rule).
-        reward_scale: reward multiplier before clipping (None: from ``reward_bound``).
-        reward_bound: largest absolute one-step reward, sets the default scale.
     """
 
-    buffer_size: int = 10_000
-    batch_size: int = 64
-    learning_starts: int = 500
-    train_every: int = 1
-    lr: float | None = None
-    gamma: float | None = None
-    tau: float = 0.01
     temperature: float = 1.0
     actor_reg: float = 1e-3
-    max_grad_norm: float = 10.0
-    hidden: tuple[int, ...] = (64, 64)
-    agent_id: bool = True
-    horizon: int | None = None
-    shared_reward: bool = False
-    reward_scale: float | None = None
-    reward_bound: float | None = None
 
     def __post_init__(self) -> None:
-        for name in ("buffer_size", "batch_size", "train_every"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"MADDPGConfig.{name} must be >= 1, got {getattr(self, name)}")
+        super().__post_init__()
         if self.learning_starts < 0:
             raise ConfigError(
                 f"MADDPGConfig.learning_starts must be >= 0, got {self.learning_starts}"
             )
         if self.lr is not None and not self.lr > 0:
             raise ConfigError(f"MADDPGConfig.lr must be > 0, got {self.lr}")
-        if not 0.0 < self.tau <= 1.0:
-            raise ConfigError(f"MADDPGConfig.tau must be in (0, 1], got {self.tau}")
         if not self.temperature > 0:
             raise ConfigError(f"MADDPGConfig.temperature must be > 0, got {self.temperature}")
         if self.actor_reg < 0:
@@ -193,16 +162,7 @@ def _run(env: base.BatchEnv, config: MADDPGConfig, run: base.RunOptions) -> base
     steps, out_dir, callbacks = run.steps, run.out_dir, run.callbacks
     n, d, a, b = env.n_robots, env.obs_size, env.n_actions, env.num_envs
     agents = [f"robot_{i}" for i in range(n)]
-    h = hyper.resolve(
-        horizon=config.horizon or env_horizon(env),
-        n_learners=n,
-        shared_reward=config.shared_reward,
-        gamma=config.gamma,
-        reward_scale=config.reward_scale,
-        reward_bound=config.reward_bound,
-    )
-    lr = float(config.lr) if config.lr is not None else BASE_LR * h.alpha / hyper.ALPHA_SINGLE
-    h.sources["lr"] = "override" if config.lr is not None else f"rule: {BASE_LR} x alpha factor"
+    h, lr = config.resolve(n, env_horizon(env), base_lr=BASE_LR)
     env_seq, actor_seq, critic_seq, act_seq, replay_seq, noise_seq = split_seed(run.seed)
     actor = base.build_seeded(actor_seq, lambda: Actor(d, a, n, config.hidden, config.agent_id))
     critic = base.build_seeded(critic_seq, lambda: CentralQCritic(d, a, n, config.hidden))
@@ -216,19 +176,9 @@ def _run(env: base.BatchEnv, config: MADDPGConfig, run: base.RunOptions) -> base
     tracker = base.EpisodeTracker(b, agents)
     losses: dict[str, list[float]] = {"critic": [], "actor": [], "q_mean": []}
     done_steps = updates = batched_steps = 0
-    resolved = {
-        "algo": algo,
-        **dataclasses.asdict(config),
-        "lr": lr,
-        "gamma": h.gamma,
-        "reward_scale": h.reward_scale,
-        "hyper": h.to_dict(),
-        "num_envs": b,
-        "n_agents": n,
-        "obs_size": d,
-        "n_actions": a,
-        "critic": "shared, all observations and actions + agent id",
-    }
+    resolved = resolved_record(
+        algo, config, lr, h, env, critic="shared, all observations and actions + agent id"
+    )
     nets = {
         "actor": actor,
         "critic": critic,

@@ -38,6 +38,15 @@ RayAddress = Annotated[
     str | None, typer.Option(help="Ray cluster address (default: start a local Ray).")
 ]
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print the result as JSON.")]
+MapName = Annotated[str, typer.Option("--map", help="Preset, map file or rware layout.")]
+Robots = Annotated[int, typer.Option(help="Number of robots.")]
+OrderRate = Annotated[
+    float | None, typer.Option(help="Orders per tick (Poisson). [default: robots/40]")
+]
+LLMGguf = Annotated[
+    str | None,
+    typer.Option(help="GGUF model file for the embedded server (default: SmolLM2-135M)."),
+]
 DEMO_OUT = Path("runs/demo")
 TRAIN_OUT = Path("runs/train")
 

@@ -14,8 +14,12 @@ from fleetmind.cli.common import (
     JsonFlag,
     LLMApiKey,
     LLMBaseUrl,
+    LLMGguf,
     LLMModel,
+    MapName,
+    OrderRate,
     RayAddress,
+    Robots,
     app,
     console,
     kpi_table,
@@ -105,9 +109,7 @@ def run(
         int | None,
         typer.Option(help="Ticks after an incident by which the desk must decide. [default: 100]"),
     ] = None,
-    order_rate: Annotated[
-        float | None, typer.Option(help="Orders per tick (Poisson). [default: robots/40]")
-    ] = None,
+    order_rate: OrderRate = None,
     text_share: Annotated[
         float | None,
         typer.Option(help="Share of orders with a text-only constraint. [default: 0.3]"),
@@ -129,10 +131,7 @@ def run(
     llm_base_url: LLMBaseUrl = None,
     llm_model: LLMModel = None,
     llm_api_key: LLMApiKey = None,
-    llm_gguf: Annotated[
-        str | None,
-        typer.Option(help="GGUF model file for the embedded server (default: SmolLM2-135M)."),
-    ] = None,
+    llm_gguf: LLMGguf = None,
     llm_threads: Annotated[
         int | None, typer.Option(help="Threads of the embedded model. [default: 1]")
     ] = None,
@@ -189,10 +188,8 @@ def run(
 
 @app.command()
 def demo(
-    map_name: Annotated[
-        str, typer.Option("--map", help="Preset, map file or rware layout.")
-    ] = "warehouse-small",
-    robots: Annotated[int, typer.Option(help="Number of robots.")] = 8,
+    map_name: MapName = "warehouse-small",
+    robots: Robots = 8,
     steps: Annotated[int, typer.Option(help="Ticks per strategy.")] = 300,
     seed: Annotated[int, typer.Option(help="Root seed.")] = 0,
     tick_period: Annotated[
@@ -204,10 +201,7 @@ def demo(
     llm_base_url: LLMBaseUrl = None,
     llm_model: LLMModel = None,
     llm_api_key: LLMApiKey = None,
-    llm_gguf: Annotated[
-        str | None,
-        typer.Option(help="GGUF model file for the embedded server (default: SmolLM2-135M)."),
-    ] = None,
+    llm_gguf: LLMGguf = None,
     desk: Annotated[
         str,
         typer.Option(help="Incident desk of every strategy: off, rules or llm. [default: off]"),
@@ -289,10 +283,8 @@ def compare(
             "oracle, greedy (append :noshield to drop the shield)."
         ),
     ] = "classical,rl,classical:noshield",
-    map_name: Annotated[
-        str, typer.Option("--map", help="Preset, map file or rware layout.")
-    ] = "warehouse-small",
-    robots: Annotated[int, typer.Option(help="Number of robots.")] = 8,
+    map_name: MapName = "warehouse-small",
+    robots: Robots = 8,
     steps: Annotated[int, typer.Option(help="Ticks per run.")] = 300,
     seeds: Annotated[int, typer.Option(help="Seeds per strategy (confidence intervals).")] = 3,
     seed: Annotated[int, typer.Option(help="First seed.")] = 0,
@@ -317,9 +309,7 @@ def compare(
         list[str] | None,
         typer.Option(help="Inject a fault in every run (same specs as `fleetmind run`)."),
     ] = None,
-    order_rate: Annotated[
-        float | None, typer.Option(help="Orders per tick (Poisson). [default: robots/40]")
-    ] = None,
+    order_rate: OrderRate = None,
     llm_base_url: LLMBaseUrl = None,
     llm_model: LLMModel = None,
     llm_api_key: LLMApiKey = None,

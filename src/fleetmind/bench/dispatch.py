@@ -198,11 +198,14 @@ def executors_case(map_path: Path, robots: int, *, steps: int, seed: int = 0) ->
         m = loop.run(steps)
         oracle = getattr(executor, "oracle", None) or DistanceOracle(grid)
         out[name] = {
-            "throughput": m["throughput"],
-            "tasks_completed": m["tasks_completed"],
-            "collisions": m["collisions"],
-            "conflicts_commanded": m["conflicts_commanded"],
-            "shield_interventions": m["shield_interventions"],
+            **_pick(
+                m,
+                "throughput",
+                "tasks_completed",
+                "collisions",
+                "conflicts_commanded",
+                "shield_interventions",
+            ),
             "congestion_free_share": congestion_free_share(world, oracle),
             "step_latency_ms": m["step_latency_ms"],
             "wall_s": time.perf_counter() - start,
@@ -240,14 +243,22 @@ def llm_direct_case(
         )
         m = loop.run(steps)
         out[name] = {
-            "throughput": m["throughput"],
-            "step_latency_ms": m["step_latency_ms"],
-            "shield_interventions": m["shield_interventions"],
-            "collisions": m["collisions"],
-            "llm_calls": m["llm_calls"],
+            **_pick(
+                m,
+                "throughput",
+                "step_latency_ms",
+                "shield_interventions",
+                "collisions",
+                "llm_calls",
+            ),
             "llm_tokens": m["llm_tokens_prompt"] + m["llm_tokens_completion"],
         }
     return out
+
+
+def _pick(metrics: dict[str, Any], *keys: str) -> dict[str, Any]:
+    """The named entries of a run's metrics, in the order named."""
+    return {k: metrics[k] for k in keys}
 
 
 def valid_plan(prompt: str) -> list[dict[str, Any]]:
@@ -299,13 +310,14 @@ def slow_llm_case(*, steps: int, robots: int = 16, delay_s: float = 2.0) -> dict
                 planner = LLMPlanner(srv.client(timeout_s=30.0), grid)
                 loop = ControlLoop(world, planner, ShortestPathExecutor(grid), config=cfg)
                 m = loop.run(steps)
-        result[name] = {
-            "step_latency_ms": m["step_latency_ms"],
-            "planner_calls": m["planner_calls"],
-            "planner_fallbacks": m["planner_fallbacks"],
-            "assignments_applied": m["assignments_applied"],
-            "tasks_completed": m["tasks_completed"],
-        }
+        result[name] = _pick(
+            m,
+            "step_latency_ms",
+            "planner_calls",
+            "planner_fallbacks",
+            "assignments_applied",
+            "tasks_completed",
+        )
     a = result["assignment"]["step_latency_ms"]["p99"]
     b = result["llm-2s"]["step_latency_ms"]["p99"]
     result["p99_ratio"] = b / a if a > 0 else None
@@ -329,10 +341,7 @@ def scaling_case(counts: list[int], *, steps: int, map_path: Path | str) -> dict
         rows.append(
             {
                 "robots": n,
-                "step_latency_ms": m["step_latency_ms"],
-                "tier_latency_ms": m["tier_latency_ms"],
-                "throughput": m["throughput"],
-                "collisions": m["collisions"],
+                **_pick(m, "step_latency_ms", "tier_latency_ms", "throughput", "collisions"),
             }
         )
     return {"map": grid.name, "steps": steps, "rows": rows}

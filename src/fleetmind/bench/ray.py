@@ -184,6 +184,16 @@ def run(*, quick: bool = False, address: str | None = None) -> dict[str, Any]:
     }
 
 
+def _rate_row(label: str, case: dict[str, Any]) -> tuple[str, str, str, str]:
+    """A table row of world steps/s with 1 and 2 workers and the speed-up."""
+    return (
+        f"{label} (world steps/s)",
+        f"{case['1']['world_steps_per_s']:.0f}",
+        f"{case['2']['world_steps_per_s']:.0f}",
+        f"{case['speedup_2_vs_1']:.2f}x",
+    )
+
+
 def format_table(result: dict[str, Any]) -> Any:
     """A Rich table of :func:`run`'s result."""
     from rich.table import Table
@@ -203,19 +213,9 @@ def format_table(result: dict[str, Any]) -> Any:
     )
     ro = result["rollout"]
     r = result["cases"]["rollout"]
-    table.add_row(
-        f"rollout: {r['num_envs']} worlds x {r['robots']} robots (world steps/s)",
-        f"{ro['1']['world_steps_per_s']:.0f}",
-        f"{ro['2']['world_steps_per_s']:.0f}",
-        f"{ro['speedup_2_vs_1']:.2f}x",
-    )
+    table.add_row(*_rate_row(f"rollout: {r['num_envs']} worlds x {r['robots']} robots", ro))
     co = result["collect"]
-    table.add_row(
-        "rollout, policy in the workers (world steps/s)",
-        f"{co['1']['world_steps_per_s']:.0f}",
-        f"{co['2']['world_steps_per_s']:.0f}",
-        f"{co['speedup_2_vs_1']:.2f}x",
-    )
+    table.add_row(*_rate_row("rollout, policy in the workers", co))
     table.add_row(
         "in-process shard, no Ray: lockstep / policy in shard (world steps/s)",
         f"{ro['local-1']['world_steps_per_s']:.0f} / {co['local-1']['world_steps_per_s']:.0f}",

@@ -45,6 +45,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
@@ -126,12 +127,22 @@ def _bad_char_pattern(legend: dict[str, str]) -> re.Pattern[str]:
     return re.compile("[^" + re.escape("".join(legend)) + "]")
 
 
-_TEXT_TABLE: Final = _table(TEXT_LEGEND)
-_MOVINGAI_TABLE: Final = _table(MOVINGAI_LEGEND)
-_RWARE_TABLE: Final = _table(_RWARE_LEGEND)
-_TEXT_BAD: Final = _bad_char_pattern(TEXT_LEGEND)
-_MOVINGAI_BAD: Final = _bad_char_pattern(MOVINGAI_LEGEND)
-_RWARE_BAD: Final = _bad_char_pattern(_RWARE_LEGEND)
+@dataclass(frozen=True)
+class _Format:
+    """One map format's legend, its lookup table and the pattern of characters outside it."""
+
+    legend: dict[str, str]
+    table: NDArray[np.int8]
+    bad: re.Pattern[str]
+
+    @classmethod
+    def of(cls, legend: dict[str, str]) -> _Format:
+        return cls(legend, _table(legend), _bad_char_pattern(legend))
+
+
+_TEXT: Final = _Format.of(TEXT_LEGEND)
+_MOVINGAI: Final = _Format.of(MOVINGAI_LEGEND)
+_RWARE: Final = _Format.of(_RWARE_LEGEND)
 
 
 def _legend_text(legend: dict[str, str]) -> str:
@@ -143,25 +154,14 @@ def _lines(text: str) -> list[str]:
     return [line.removesuffix("\r") for line in text.split("\n")]
 
 
-def _build(
-    rows: list[tuple[int, str]],
-    *,
-    source: str,
-    name: str,
-    legend: dict[str, str],
-    table: NDArray[np.int8],
-    bad: re.Pattern[str],
-) -> GridMap:
+def _build(rows: list[tuple[int, str]], *, source: str, fmt: _Format) -> GridMap:
     """Validate ``rows`` (pairs of 1-based line number and row text) and build the grid.
 
     Args:
         rows: the map rows with their line numbers, all of the same length already checked
             by the caller, at least one row.
-        source: the file path or short name used in errors.
-        name: the name of the resulting :class:`GridMap`.
-        legend: character -> kind name, for error messages.
-        table: ASCII code -> kind lookup table.
-        bad: a pattern matching any character outside the legend.
+        source: the file path or short name used in errors; the grid's name derives from it.
+        fmt: the format's legend (for error messages), lookup table and bad-character pattern.
 
     Returns:
         The grid.
@@ -170,10 +170,10 @@ def _build(
         MapError: a character is not in the legend, or no cell is free.
     """
     for lineno, row in rows:
-        match = bad.search(row)
+        match = fmt.bad.search(row)
         if match is not None:
             raise MapError(
-                f"unknown character {match.group()!r}; expected one of: {_legend_text(legend)}",
+                f"unknown character {match.group()!r}; expected one of: {_legend_text(fmt.legend)}",
                 source=source,
                 line=lineno,
                 column=match.start() + 1,
@@ -181,13 +181,13 @@ def _build(
     height, width = len(rows), len(rows[0][1])
     # Every character is ASCII now, so one byte a cell.
     codes = np.frombuffer("".join(row for _, row in rows).encode("ascii"), dtype=np.uint8)
-    kinds = table[codes].reshape(height, width)
+    kinds = fmt.table[codes].reshape(height, width)
     blocked = kinds == _WALL
     if bool(blocked.all()):
         raise MapError("the map has no free cell", source=source, line=rows[0][0], column=1)
     starts: tuple[Cell, ...] = tuple((int(r), int(c)) for r, c in np.argwhere(kinds == _START))
     return GridMap(
-        name=name,
+        name=_name_of(source),
         blocked=blocked,
         pickups=kinds == _PICKUP,
         stations=kinds == _STATION,
@@ -249,14 +249,7 @@ def parse_text_map(text: str, *, source: str = "<text>") -> GridMap:
     if not rows:
         raise MapError("the map has no rows", source=source, line=1, column=1)
     _check_rectangular(rows, source=source, width=len(rows[0][1]))
-    return _build(
-        rows,
-        source=source,
-        name=_name_of(source),
-        legend=TEXT_LEGEND,
-        table=_TEXT_TABLE,
-        bad=_TEXT_BAD,
-    )
+    return _build(rows, source=source, fmt=_TEXT)
 
 
 def _header_int(value: str, *, field: str, source: str, lineno: int, column: int) -> int:
@@ -367,14 +360,7 @@ def parse_movingai(text: str, *, source: str) -> GridMap:
             message = f"the header says height {height} but the map has more rows"
         raise MapError(message, source=source, line=at, column=1)
     _check_rectangular(rows, source=source, width=width)
-    return _build(
-        rows,
-        source=source,
-        name=_name_of(source),
-        legend=MOVINGAI_LEGEND,
-        table=_MOVINGAI_TABLE,
-        bad=_MOVINGAI_BAD,
-    )
+    return _build(rows, source=source, fmt=_MOVINGAI)
 
 
 def parse_rware_layout(text: str, *, source: str = "<rware>") -> GridMap:
@@ -401,7 +387,7 @@ def parse_rware_layout(text: str, *, source: str = "<rware>") -> GridMap:
         # rware strips the layout and deletes every space; keep each kept cell's column.
         columns = [col for col, char in enumerate(lines[i], start=1) if not char.isspace()]
         row = "".join(lines[i][col - 1] for col in columns)
-        match = _RWARE_BAD.search(row)
+        match = _RWARE.bad.search(row)
         if match is not None:
             raise MapError(
                 f"unknown character {match.group()!r}; expected one of: "
@@ -421,14 +407,7 @@ def parse_rware_layout(text: str, *, source: str = "<rware>") -> GridMap:
                 column=(columns[-1] + 1 if columns else 1) if short else columns[width],
             )
         rows.append((i + 1, row))
-    return _build(
-        rows,
-        source=source,
-        name=_name_of(source),
-        legend=_RWARE_LEGEND,
-        table=_RWARE_TABLE,
-        bad=_RWARE_BAD,
-    )
+    return _build(rows, source=source, fmt=_RWARE)
 
 
 _RWARE_ONLY: Final = re.compile(r"[xXgG.\s]+")

@@ -75,6 +75,17 @@ def _exploration(steps: int) -> dict[str, float]:
     }
 
 
+_LLM_COUNTS = (
+    "scored_ticks",
+    "calls",
+    "evaluations",
+    "cache_hits",
+    "parse_fallbacks",
+    "variance_fallbacks",
+)
+"""Counters of the LLM scorer (``metrics.json``'s ``llm_reward``) reported as ``llm_<name>``."""
+
+
 def _run_figures(run: TrainRun, wall_s: float) -> dict[str, Any]:
     """One run's figures from its curves and metrics."""
     import csv
@@ -106,12 +117,7 @@ def _run_figures(run: TrainRun, wall_s: float) -> dict[str, Any]:
         "greedy_deliveries_per_tick": float(m["throughput"]),
         "train_wall_s": float(m["train_wall_s"]),
         "wall_s": wall_s,
-        "llm_scored_ticks": int(lr.get("scored_ticks", 0)),
-        "llm_calls": int(lr.get("calls", 0)),
-        "llm_evaluations": int(lr.get("evaluations", 0)),
-        "llm_cache_hits": int(lr.get("cache_hits", 0)),
-        "llm_parse_fallbacks": int(lr.get("parse_fallbacks", 0)),
-        "llm_variance_fallbacks": int(lr.get("variance_fallbacks", 0)),
+        **{f"llm_{key}": int(lr.get(key, 0)) for key in _LLM_COUNTS},
         "llm_tokens": int(lr.get("prompt_tokens", 0)) + int(lr.get("completion_tokens", 0)),
         "llm_score_mean": lr.get("score_mean"),
         "findings": [

@@ -31,10 +31,12 @@ from numpy.typing import NDArray
 from fleetmind.errors import ConfigError
 from fleetmind.rl.tabular import (
     EpisodeLog,
-    UniformStream,
+    EpisodeTally,
     check_schedule,
     discrete_n,
     epsilon_schedule,
+    explore_streams,
+    winner_of,
 )
 
 log = logging.getLogger(__name__)
@@ -154,10 +156,8 @@ def ctde_q(
             f"joint table of {n_states} x {n_joint} exceeds {MAX_JOINT_CELLS} cells; use 'vdn'"
         )
 
-    env_seq, explore_seq = np.random.SeedSequence(seed).spawn(2)
-    env_seed = int(env_seq.generate_state(1)[0])
-    rng = np.random.default_rng(explore_seq)
-    streams = {a: UniformStream(rng, n_act) for a in agents}
+    n_act_map = dict.fromkeys(agents, n_act)
+    env_seed, streams = explore_streams(seed, n_act_map)
     eps = epsilon_schedule(episodes, eps_start, eps_decay, eps_min)
     result = CTDEResult(
         **vars(EpisodeLog.empty(agents, episodes)),
@@ -169,7 +169,6 @@ def ctde_q(
     q_joint = np.zeros((n_states, n_joint)) if method == "joint" else np.zeros((0, 0))
     util = np.zeros((n_agents, n_states, n_act))  # (agent, state, action), vdn only
     place = n_act ** np.arange(n_agents - 1, -1, -1)  # joint index = sum a_i * place_i (C order)
-    n_act_map = dict.fromkeys(agents, n_act)
 
     observations, _ = env.reset(seed=env_seed)
     for ep in range(episodes):
@@ -177,11 +176,7 @@ def ctde_q(
             observations, _ = env.reset()
         s = to_state(observations)
         epsilon = float(eps[ep])
-        totals = dict.fromkeys(agents, 0.0)
-        peaks = dict.fromkeys(agents, 0.0)
-        taken: dict[str, list[int]] = {a: [] for a in agents}
-        steps = 0
-        winner = None
+        tally = EpisodeTally.start(agents)
         while env.agents:
             greedy: tuple[int, ...]
             if method == "joint":
@@ -193,10 +188,10 @@ def ctde_q(
             for i, a in enumerate(agents):
                 u, random_action = streams[a].draw()
                 chosen[i] = random_action if u < epsilon else int(greedy[i])
-                taken[a].append(int(chosen[i]))
+                tally.actions[a].append(int(chosen[i]))
             actions = {a: int(chosen[i]) for i, a in enumerate(agents)}
             observations, rewards, terms, _, infos = env.step(actions)
-            steps += 1
+            tally.steps += 1
             r_each = [float(rewards.get(a, 0.0)) for a in agents]
             r_team = float(np.mean(r_each))
             done = any(terms.get(a, False) for a in agents)
@@ -211,19 +206,10 @@ def ctde_q(
                 target = r_team if done else r_team + gamma * float(util[:, s2].max(axis=1).sum())
                 util[idx, s, chosen] += alpha * (target - current)
             for a, r in zip(agents, r_each, strict=True):
-                totals[a] += r
-                peaks[a] = max(peaks[a], abs(r))
-            winner = next((i["winner"] for i in infos.values() if "winner" in i), None)
+                tally.add(a, r)
+            tally.winner = winner_of(infos)
             s = s2
-        result.record(
-            ep,
-            totals=totals,
-            peaks=peaks,
-            actions=taken,
-            n_actions=n_act_map,
-            steps=steps,
-            winner=winner,
-        )
+        result.record(ep, tally, n_actions=n_act_map)
 
     result.q_joint = q_joint
     if method == "vdn":

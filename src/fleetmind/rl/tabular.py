@@ -362,29 +362,64 @@ class EpisodeLog:
         w = self.winners if last is None else self.winners[-last:]
         return {a: int(np.count_nonzero(w == i)) for i, a in enumerate(self.agents)}
 
-    def record(
-        self,
-        ep: int,
-        *,
-        totals: Mapping[str, float],
-        peaks: Mapping[str, float],
-        actions: Mapping[str, list[int]],
-        n_actions: Mapping[str, int],
-        steps: int,
-        winner: Any,
-    ) -> None:
-        """Store one finished episode."""
+    def record(self, ep: int, tally: EpisodeTally, *, n_actions: Mapping[str, int]) -> None:
+        """Store one finished episode (``n_actions``: each agent's action count, for entropy)."""
         for a in self.agents:
-            self.returns[a][ep] = totals[a]
-            self.reward_peak[a][ep] = peaks[a]
-            counts = np.bincount(np.asarray(actions[a], dtype=np.int64), minlength=n_actions[a])
+            self.returns[a][ep] = tally.totals[a]
+            self.reward_peak[a][ep] = tally.peaks[a]
+            counts = np.bincount(
+                np.asarray(tally.actions[a], dtype=np.int64), minlength=n_actions[a]
+            )
             self.action_entropy[a][ep] = entropy_of_counts(counts)
-        self.lengths[ep] = steps
-        if winner in self.agents:
-            self.winners[ep] = self.agents.index(winner)
+        self.lengths[ep] = tally.steps
+        if tally.winner in self.agents:
+            self.winners[ep] = self.agents.index(tally.winner)
 
 
-def _last_winner(infos: Mapping[str, Mapping[str, Any]]) -> Any:
+@dataclass(eq=False)
+class EpisodeTally:
+    """One episode's running figures, kept by a multi-agent learner until :meth:`EpisodeLog.record`.
+
+    Attributes:
+        totals: agent -> return so far.
+        peaks: agent -> largest absolute single-step reward so far.
+        actions: agent -> actions taken.
+        steps: steps so far.
+        winner: the env's ``infos[...]["winner"]`` at the last step (None: none).
+    """
+
+    totals: dict[str, float]
+    peaks: dict[str, float]
+    actions: dict[str, list[int]]
+    steps: int = 0
+    winner: Any = None
+
+    @classmethod
+    def start(cls, agents: Sequence[str]) -> EpisodeTally:
+        """An episode's tally before its first step."""
+        return cls(dict.fromkeys(agents, 0.0), dict.fromkeys(agents, 0.0), {a: [] for a in agents})
+
+    def add(self, agent: str, reward: float) -> None:
+        """Count one step's reward of ``agent``."""
+        self.totals[agent] += reward
+        self.peaks[agent] = max(self.peaks[agent], abs(reward))
+
+
+def explore_streams(
+    seed: int, n_actions: Mapping[str, int]
+) -> tuple[int, dict[str, UniformStream]]:
+    """The env seed and each agent's exploration stream, both from the root ``seed``.
+
+    The streams share one generator, created in ``n_actions``' (the agents') order.
+    """
+    env_seq, explore_seq = np.random.SeedSequence(seed).spawn(2)
+    rng = np.random.default_rng(explore_seq)
+    streams = {a: UniformStream(rng, n) for a, n in n_actions.items()}
+    return int(env_seq.generate_state(1)[0]), streams
+
+
+def winner_of(infos: Mapping[str, Mapping[str, Any]]) -> Any:
+    """The first ``infos[agent]["winner"]`` of a step (None: no agent's info names one)."""
     for info in infos.values():
         if "winner" in info:
             return info["winner"]
@@ -466,10 +501,7 @@ def independent_q(
     rows = _table_rows(env, agents, obs_to_state, n_states)
     to_state = obs_to_state or _default_obs_to_state
     n_act = {a: discrete_n(env.action_space(a), f"action_space({a!r})") for a in agents}
-    env_seq, explore_seq = np.random.SeedSequence(seed).spawn(2)
-    env_seed = int(env_seq.generate_state(1)[0])
-    rng = np.random.default_rng(explore_seq)
-    streams = {a: UniformStream(rng, n_act[a]) for a in agents}
+    env_seed, streams = explore_streams(seed, n_act)
     tables = {a: np.zeros((rows[a], n_act[a])).tolist() for a in agents}
     eps = epsilon_schedule(episodes, eps_start, eps_decay, eps_min)
     result = IQLResult(**vars(EpisodeLog.empty(agents, episodes)), epsilons=eps)
@@ -480,20 +512,16 @@ def independent_q(
             observations, _ = env.reset()
         states = {a: to_state(a, o) for a, o in observations.items()}
         epsilon = float(eps[ep])
-        totals = dict.fromkeys(agents, 0.0)
-        peaks = dict.fromkeys(agents, 0.0)
-        taken: dict[str, list[int]] = {a: [] for a in agents}
-        steps = 0
-        winner = None
+        tally = EpisodeTally.start(agents)
         while env.agents:
             actions: dict[str, int] = {}
             for a in env.agents:
                 u, random_action = streams[a].draw()
                 row = tables[a][states[a]]
                 actions[a] = random_action if u < epsilon else row.index(max(row))
-                taken[a].append(actions[a])
+                tally.actions[a].append(actions[a])
             observations, rewards, terms, _truncs, infos = env.step(actions)
-            steps += 1
+            tally.steps += 1
             for a, act in actions.items():
                 r = float(rewards.get(a, 0.0))
                 row = tables[a][states[a]]
@@ -504,18 +532,9 @@ def independent_q(
                     target = r + gamma * max(tables[a][s2])
                     states[a] = s2
                 row[act] += alpha * (target - row[act])
-                totals[a] += r
-                peaks[a] = max(peaks[a], abs(r))
-            winner = _last_winner(infos)
-        result.record(
-            ep,
-            totals=totals,
-            peaks=peaks,
-            actions=taken,
-            n_actions=n_act,
-            steps=steps,
-            winner=winner,
-        )
+                tally.add(a, r)
+            tally.winner = winner_of(infos)
+        result.record(ep, tally, n_actions=n_act)
 
     result.q = {a: np.asarray(tables[a], dtype=np.float64) for a in agents}
     result.obs_to_state = to_state
@@ -579,7 +598,7 @@ def rollout(env: Any, policy: JointPolicy, *, seed: int | None = 0) -> Rollout:
         steps += 1
         for a, r in rewards.items():
             returns[a] += float(r)
-        winner = _last_winner(infos)
+        winner = winner_of(infos)
         collisions += int(any(bool(i.get("collision", False)) for i in infos.values()))
         terminated = any(terms.values())
     return Rollout(

@@ -207,3 +207,64 @@ def test_assignment_costs_equal_the_pair_by_pair_reference() -> None:
         assert np.array_equal(fast, _reference_costs(planner, snap, robots, orders, truth))
         compared += fast.size
     assert compared > 1000
+
+
+def test_the_snapshot_fleet_view_equals_the_per_robot_views() -> None:
+    import dataclasses
+
+    from fleetmind.dispatch.planners import arbitrate_by_rule
+    from fleetmind.dispatch.plans import FleetView, RobotView, Snapshot
+    from fleetmind.sim.warehouse import BatteryConfig
+
+    grid = resolve_map("warehouse-small")
+    world = Warehouse(
+        grid,
+        WarehouseConfig(
+            n_robots=20,
+            max_steps=100,
+            orders=OrderConfig(rate=1.0, capability_share=0.5),
+            battery=BatteryConfig(capacity=40.0),
+        ),
+        seed=3,
+    )
+    world.break_robot(4, 30)
+    rng = np.random.default_rng(2)
+    kinds = set()
+    for _ in range(40):
+        world.step(rng.integers(0, 5, len(world.robot_ids)))
+        snap = Snapshot.take(world, with_text=False)
+        # The views as Snapshot.take first built them: one object per robot, eagerly.
+        want = [
+            RobotView(
+                id=rid,
+                index=i,
+                cell=world.cell_of(i),
+                idle=bool(not world.has_task[i] and not world.broken[i]),
+                broken=bool(world.broken[i]),
+                carrying=bool(world.carrying[i]),
+                order=(o.id if (o := world.task_of(i)) is not None else None),
+                capabilities=world.capabilities[i],
+                battery=float(world.battery[i]),
+            )
+            for i, rid in enumerate(world.robot_ids)
+        ]
+        assert snap.idle_robots == [r for r in want if r.idle]
+        assert list(snap.robots) == want
+        assert snap.robots[-1] == want[-1]
+        assert isinstance(snap.robots, FleetView)
+        assert snap.robots.get("robot_7") == want[7]
+        assert snap.robots.get("robot_99") is None
+        # Deadlock arbitration reads only the stuck robots' views: the same boost as all.
+        stuck = tuple(f"robot_{i}" for i in rng.choice(20, 4, replace=False))
+        some = dataclasses.replace(snap, stuck=stuck)
+        every = dataclasses.replace(some, robots=tuple(want))
+        assert arbitrate_by_rule(some) == arbitrate_by_rule(every) != ()
+        assert list(snap.robots[2:5]) == want[2:5]
+        held = tuple(
+            o
+            for i in range(len(world.robot_ids))
+            if not world.carrying[i] and (o := world.task_of(i)) is not None
+        )
+        assert snap.tasks == held
+        kinds |= {(r.idle, r.broken, r.carrying) for r in want}
+    assert {(True, False, False), (False, True, False), (False, False, True)} <= kinds

@@ -134,3 +134,29 @@ def test_a_capture_out_of_its_chain_is_one_clear_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"tick_.*a snapshot file is missing"):
         load_snapshots(tmp_path / "run")
     assert pickle.loads(files[1].read_bytes())["format"] == 2
+
+
+def test_the_fault_column_equals_the_per_robot_reference(tmp_path: Path) -> None:
+    from fleetmind.dispatch.faults import parse_fault
+
+    cfg = RunConfig(robots=12, steps=5, seed=0)
+    world = runner.prepare(cfg).world
+    specs = ["breakdown:robot_3@2+5", "breakdown:7@4+2", "surge@3:4", "breakdown:robot_3@3+1"]
+    faults = [parse_fault(f) for f in specs]
+    rec = RunRecorder(tmp_path / "run")
+    rec.attach(world, faults=faults)
+    seen = set()
+    for tick in range(8):
+        got = rec._extra_columns(tick, len(world.robot_ids))["fault"].tolist()
+        want = [
+            ";".join(
+                f.spec
+                for f in faults
+                if f.active(tick) and (f.kind != "breakdown" or f.robot in (rid, str(i)))
+            )
+            for i, rid in enumerate(world.robot_ids)
+        ]
+        assert got == want
+        seen |= set(want)
+    assert {"", "breakdown:robot_3@2+5", "breakdown:7@4+2"} <= seen
+    assert "breakdown:robot_3@2+5;surge@3:4;breakdown:robot_3@3+1" in seen

@@ -204,7 +204,7 @@ class ControlLoop:
         self._width = g.shape[1]
         # Room for a map per robot target, and the pickup maps made before the first tick (a
         # new robot target is then a station, asked for in the background at assignment).
-        self._oracle.reserve(n + int(g.pickups.sum()) + 64)
+        self._oracle.reserve(n + int(g.pickups.sum()) + 64, touch=True)
         if g.pickups.sum() <= self._oracle.max_cached // 2:
             self._oracle.prefetch((int(r), int(c)) for r, c in np.argwhere(g.pickups))
         self.desk = IncidentHost(

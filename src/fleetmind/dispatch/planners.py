@@ -34,7 +34,14 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.optimize import linear_sum_assignment
 
-from fleetmind.dispatch.plans import Assignment, Plan, PlanOutcome, RobotView, Snapshot
+from fleetmind.dispatch.plans import (
+    Assignment,
+    FleetView,
+    Plan,
+    PlanOutcome,
+    RobotView,
+    Snapshot,
+)
 from fleetmind.sim.distances import UNREACHABLE, DistanceOracle
 from fleetmind.sim.grid import GridMap
 from fleetmind.sim.notes import Constraint
@@ -69,8 +76,14 @@ def arbitrate_by_rule(snapshot: Snapshot) -> tuple[tuple[str, float], ...]:
     """
     if len(snapshot.stuck) < 2:
         return ()
-    robots = {r.id: r for r in snapshot.robots}
-    stuck = [robots[rid] for rid in snapshot.stuck if rid in robots]
+    fleet = snapshot.robots
+    if isinstance(fleet, FleetView):
+        # Only the stuck robots' views (a fleet of thousands has many reports a tick).
+        found = [fleet.get(rid) for rid in snapshot.stuck]
+        stuck = [r for r in found if r is not None]
+    else:
+        robots = {r.id: r for r in fleet}
+        stuck = [robots[rid] for rid in snapshot.stuck if rid in robots]
     if not stuck:
         return ()
     first = max(stuck, key=lambda r: (r.carrying, r.order is not None, -r.index))
@@ -249,6 +262,17 @@ class AssignmentPlanner:
         could meet it is freed; the next plan gives it the deadline order.
         """
         t = snapshot.tick
+        if not constraints:
+            return ()
+        # Only open orders with a note deadline (and no robot or hold rule) can free a robot;
+        # without one nothing below runs (it reads every robot of the snapshot).
+        wanted = [
+            o
+            for o in snapshot.orders
+            if any(c.kind == "deadline" and c.tick for c in constraints.get(o.id, ()))
+        ]
+        if not wanted:
+            return ()
         idle = snapshot.idle_robots
         tasks = {o.id: o for o in snapshot.tasks}
         movable = [
@@ -262,7 +286,7 @@ class AssignmentPlanner:
         if not movable:
             return ()
         out: list[str] = []
-        for o in snapshot.orders:
+        for o in wanted:
             deadline = min(
                 (c.tick for c in constraints.get(o.id, ()) if c.kind == "deadline" and c.tick),
                 default=None,

@@ -8,8 +8,9 @@ older snapshot cannot double-book a robot or an order.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, overload
 
 import numpy as np
 
@@ -18,7 +19,7 @@ from fleetmind.sim.grid import Cell, GridMap
 from fleetmind.sim.orders import Order
 
 if TYPE_CHECKING:
-    from fleetmind.sim.warehouse import Warehouse
+    from fleetmind.sim.warehouse import OrderRecord, Warehouse
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,91 @@ class RobotView:
     battery: float
 
 
+class FleetView(Sequence[RobotView]):
+    """Every robot of a snapshot as :class:`RobotView` s, each built when first read.
+
+    The columns are copied when the snapshot is taken; a view is made from them on first
+    access, since a planner often reads only the idle robots (a thousand views per planner call
+    would cost more than the call).
+    """
+
+    def __init__(
+        self,
+        *,
+        ids: Sequence[str],
+        cells: list[list[int]],
+        broken: list[bool],
+        busy: list[bool],
+        carrying: list[bool],
+        order_of: list[int],
+        records: Sequence[OrderRecord],
+        capabilities: Sequence[frozenset[str]],
+        battery: list[float],
+    ) -> None:
+        self._ids = ids
+        self._cells = cells
+        self._broken = broken
+        self._busy = busy
+        self._carrying = carrying
+        # Record indices; a record's order id never changes and records are only appended,
+        # so the id can be read when the view is built.
+        self._order_of = order_of
+        self._records = records
+        self._capabilities = capabilities
+        self._battery = battery
+        self._views: list[RobotView | None] = [None] * len(ids)
+        self._index: dict[str, int] | None = None
+        self._idle = [i for i, (b, k) in enumerate(zip(busy, broken, strict=True)) if not (b or k)]
+
+    def __len__(self) -> int:
+        return len(self._views)
+
+    def _view(self, i: int) -> RobotView:
+        view = self._views[i]
+        if view is None:
+            cell = self._cells[i]
+            view = RobotView(
+                id=self._ids[i],
+                index=i,
+                cell=(cell[0], cell[1]),
+                idle=not (self._busy[i] or self._broken[i]),
+                broken=self._broken[i],
+                carrying=self._carrying[i],
+                order=None if (k := self._order_of[i]) < 0 else self._records[k].order.id,
+                capabilities=self._capabilities[i],
+                battery=self._battery[i],
+            )
+            self._views[i] = view
+        return view
+
+    @overload
+    def __getitem__(self, i: int) -> RobotView: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[RobotView]: ...
+
+    def __getitem__(self, i: int | slice) -> RobotView | Sequence[RobotView]:
+        if isinstance(i, slice):
+            return tuple(self._view(k) for k in range(len(self))[i])
+        if not -len(self) <= i < len(self):
+            raise IndexError(i)
+        return self._view(i % len(self))
+
+    def __iter__(self) -> Iterator[RobotView]:
+        return (self._view(i) for i in range(len(self)))
+
+    def idle(self) -> list[RobotView]:
+        """The robots that may take an order now (only their views are built)."""
+        return [self._view(i) for i in self._idle]
+
+    def get(self, robot: str) -> RobotView | None:
+        """The robot with id ``robot`` (only its view is built), or None."""
+        if self._index is None:
+            self._index = {rid: i for i, rid in enumerate(self._ids)}
+        i = self._index.get(robot)
+        return None if i is None else self._view(i)
+
+
 @dataclass(frozen=True)
 class Snapshot:
     """An immutable view of the world at one tick, for planning on another thread.
@@ -66,7 +152,7 @@ class Snapshot:
 
     tick: int
     seed: int | None
-    robots: tuple[RobotView, ...]
+    robots: Sequence[RobotView]
     orders: tuple[Order, ...]
     text: str
     grid: GridMap
@@ -77,6 +163,8 @@ class Snapshot:
     @property
     def idle_robots(self) -> list[RobotView]:
         """Robots that may take an order now."""
+        if isinstance(self.robots, FleetView):
+            return self.robots.idle()
         return [r for r in self.robots if r.idle]
 
     @staticmethod
@@ -88,22 +176,24 @@ class Snapshot:
         text_tokens: int = 600,
         with_text: bool = True,
     ) -> Snapshot:
-        """Freeze the planning-relevant state of ``world``."""
-        broken = world.broken
-        robots = tuple(
-            RobotView(
-                id=rid,
-                index=i,
-                cell=world.cell_of(i),
-                idle=bool(not world.has_task[i] and not broken[i]),
-                broken=bool(broken[i]),
-                carrying=bool(world.carrying[i]),
-                order=(o.id if (o := world.task_of(i)) is not None else None),
-                capabilities=world.capabilities[i],
-                battery=float(world.battery[i]),
-            )
-            for i, rid in enumerate(world.robot_ids)
+        """Freeze the planning-relevant state of ``world``.
+
+        Per robot only columns are copied here (no object per robot): see :class:`FleetView`.
+        """
+        recs = world.records
+        robots = FleetView(
+            ids=tuple(world.robot_ids),
+            cells=world.pos.tolist(),
+            broken=world.broken.tolist(),
+            busy=world.has_task.tolist(),
+            carrying=world.carrying.tolist(),
+            order_of=world.order_of.tolist(),
+            records=recs,
+            capabilities=tuple(world.capabilities),
+            battery=world.battery.astype(np.float64).tolist(),
         )
+        # Orders held by a robot that has not loaded them, in robot order.
+        held = np.flatnonzero(~world.carrying & (world.order_of >= 0))
         return Snapshot(
             tick=world.tick,
             seed=world.seed,
@@ -113,11 +203,7 @@ class Snapshot:
             grid=world.grid,
             events=events,
             stuck=stuck,
-            tasks=tuple(
-                o
-                for i in range(len(world.robot_ids))
-                if not world.carrying[i] and (o := world.task_of(i)) is not None
-            ),
+            tasks=tuple(recs[k].order for k in world.order_of[held].tolist()),
         )
 
 

@@ -254,11 +254,16 @@ class WorldCapture:
         rows = self._live + list(range(self._known, len(recs)))
         sub = [recs[i] for i in rows]
         count = len(sub)
+        orders = list(map(attrgetter("order"), sub))
+        keys = list(map(self._ref.get, map(id, orders)))  # known orders: one C-level pass
+        # Orders met for the first time are mostly those of the new records, at the end.
+        first = keys.index(None) if None in keys else count
+        for k in range(first, count):
+            if keys[k] is None:
+                keys[k] = self.log(orders[k])
         columns: dict[str, NDArray[np.int64]] = {
             "index": np.asarray(rows, dtype=np.int64),
-            "order": np.fromiter(
-                (self.log(o) for o in map(attrgetter("order"), sub)), np.int64, count
-            ),
+            "order": np.asarray(keys, dtype=np.int64),
         }
         for name in _RECORD_INTS:
             columns[name] = np.fromiter(map(attrgetter(name), sub), np.int64, count)
@@ -441,20 +446,27 @@ class RunRecorder:
         w = self._world
         if w is None or len(w.robot_ids) != n:
             return {}
-        faults = []
-        for i, rid in enumerate(w.robot_ids):
-            active = [
-                f.spec
-                for f in self._faults
-                if f.active(tick) and (f.kind != "breakdown" or f.robot in (rid, str(i)))
-            ]
-            faults.append(";".join(active))
+        now = [f for f in self._faults if f.active(tick)]
+        # Fleet-wide faults touch every robot; a breakdown only the robots it names (few).
+        fleet = ";".join(f.spec for f in now if f.kind != "breakdown")
+        faults = np.full(n, fleet, dtype=object)
+        touched = set()
+        for name in {f.robot for f in now if f.kind == "breakdown" and f.robot is not None}:
+            if name in w.robot_ids:
+                touched.add(w.robot_ids.index(name))
+            if name.isdigit() and str(int(name)) == name and int(name) < n:
+                touched.add(int(name))
+        for i in sorted(touched):
+            rid = w.robot_ids[i]
+            faults[i] = ";".join(
+                f.spec for f in now if f.kind != "breakdown" or f.robot in (rid, str(i))
+            )
         return {
             "target_row": w.goal[:, 0].astype(np.int32),
             "target_col": w.goal[:, 1].astype(np.int32),
             "has_task": w.has_task.copy(),
             "battery": w.battery.astype(np.float32),
-            "fault": np.array(faults, dtype=object).astype(str),
+            "fault": faults.astype(str),
         }
 
     def on_tick(self, tick: int, columns: dict[str, NDArray[Any]]) -> None:

@@ -26,9 +26,10 @@ order), and robots they push step sideways (off the pusher's line of travel) bef
 which is how a robot pushed down a corridor finds a side pocket.
 
 Performance: static legality of the 5 moves of all robots is computed with numpy in one pass; the
-push loop reads Python lists (scalar access to a list is several times faster than to a numpy
-array). The occupancy tables are kept between calls and only the cells touched by a call are
-cleared, so nothing proportional to the grid size is rebuilt per tick.
+push loop is compiled (:func:`pibt_step`, numba), and :meth:`Shield._pibt_reference`, the same
+loop in plain Python over lists, stays as the reference the kernel is tested against (the same
+actions and reasons on the same inputs). The occupancy tables are kept between calls and only the
+cells touched by a call are cleared, so nothing proportional to the grid size is rebuilt per tick.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Final
 
+import numba
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
@@ -84,6 +86,140 @@ _SIDEWAYS: Final[tuple[frozenset[int], ...]] = (
     frozenset((UP, DOWN)),
     frozenset((UP, DOWN)),
 )
+
+
+# The same as an array for the kernel: _SIDEWAYS_MASK[a, b] is True when b is sideways of a.
+_SIDEWAYS_MASK: Final = np.array(
+    [[b in side for b in range(N_ACTIONS)] for side in _SIDEWAYS], dtype=np.bool_
+)
+
+
+@numba.njit(cache=True)
+def pibt_step(
+    cur: NDArray[np.int64],
+    target: NDArray[np.int64],
+    code: NDArray[np.int64],
+    cands: NDArray[np.int64],
+    order: NDArray[np.int64],
+    broken: NDArray[np.bool_],
+    escaping: NDArray[np.bool_],
+    sideways: NDArray[np.bool_],
+    occ_now: NDArray[np.int64],
+    occ_next: NDArray[np.int64],
+    act: NDArray[np.int64],
+    reasons: NDArray[np.int64],
+) -> int:
+    """One PIBT step on flat cells, compiled: :meth:`Shield._pibt_reference` as a kernel.
+
+    Args:
+        cur: ``(N,)`` current flat cells.
+        target: ``(N, 5)`` flat target cell of each action (0 where off the grid).
+        code: ``(N, 5)`` static legality of each action (``_OK``, ``_WALL``, ``_FORBIDDEN``).
+        cands: ``(N, 5)`` sanitised preference rows; rows of pushed robots may be reordered.
+        order: ``(N,)`` robot indices in planning order.
+        broken: ``(N,)`` broken robots.
+        escaping: ``(N,)`` escaping robots.
+        sideways: ``(5, 5)`` ``[a, b]``: action ``b`` is sideways of ``a``.
+        occ_now: ``(H * W,)`` all -1; filled and cleared again here.
+        occ_next: ``(H * W,)`` all -1; filled and cleared again here.
+        act: ``(N,)`` written: each robot's action.
+        reasons: ``(N,)`` written: the code of the rule that rejected its first choice.
+
+    Returns:
+        -1, or the robot whose own cell was taken (an invariant broken: the tables are left
+        dirty and the caller must start them afresh).
+    """
+    n = cur.shape[0]
+    nxt = np.full(n, -1, dtype=np.int64)
+    parent = np.full(n, -1, dtype=np.int64)
+    tried = np.zeros(n, dtype=np.int64)
+    stack = np.empty(n, dtype=np.int64)
+    row = np.empty(N_ACTIONS, dtype=np.int64)
+    for i in range(n):
+        act[i] = WAIT
+        reasons[i] = _OK
+        occ_now[cur[i]] = i
+    for i in range(n):
+        if broken[i]:
+            nxt[i] = cur[i]
+            occ_next[cur[i]] = i
+    for root in order:
+        if nxt[root] != -1:
+            continue
+        escape = escaping[root]
+        parent[root] = -1
+        top = 0
+        stack[0] = root
+        while top >= 0:
+            i = stack[top]
+            p = parent[i]
+            p_cell = cur[p] if p >= 0 else -1
+            k = tried[i]
+            pushed = -1
+            done = False
+            while k < N_ACTIONS:
+                a = cands[i, k]
+                k += 1
+                bad = code[i, a]
+                v = target[i, a]
+                if bad == _OK:
+                    holder = occ_next[v]
+                    if holder != -1:
+                        if holder == p and a == WAIT:
+                            bad = _YIELD
+                        elif broken[holder]:
+                            bad = _BROKEN
+                        else:
+                            bad = _VERTEX
+                    elif v == p_cell:
+                        bad = _SWAP
+                if bad != _OK:
+                    if k == 1:
+                        reasons[i] = bad
+                    continue
+                occ_next[v] = i
+                nxt[i] = v
+                act[i] = a
+                j = occ_now[v]
+                if j != -1 and j != i and nxt[j] == -1:
+                    parent[j] = i
+                    tried[j] = 0
+                    if escape:
+                        # Sideways moves first for the pushed robot, the rest in its order.
+                        for m in range(N_ACTIONS):
+                            row[m] = cands[j, m]
+                        w = 0
+                        for m in range(N_ACTIONS):
+                            if sideways[a, row[m]]:
+                                cands[j, w] = row[m]
+                                w += 1
+                        for m in range(N_ACTIONS):
+                            if not sideways[a, row[m]]:
+                                cands[j, w] = row[m]
+                                w += 1
+                    pushed = j
+                else:
+                    done = True
+                break
+            tried[i] = k
+            if pushed >= 0:
+                top += 1
+                stack[top] = pushed
+            elif done:
+                break
+            else:
+                # No cell left: stay. Only the pusher can hold this cell right now.
+                c = cur[i]
+                if occ_next[c] != -1 and occ_next[c] != p:
+                    return int(i)
+                occ_next[c] = i
+                nxt[i] = c
+                act[i] = WAIT
+                top -= 1
+    for i in range(n):
+        occ_now[cur[i]] = -1
+        occ_next[nxt[i]] = -1
+    return -1
 
 
 class ShieldInputError(FleetmindError, ValueError):
@@ -195,8 +331,8 @@ class Shield:
         self._rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
         # Occupancy tables over flat cell indices, -1 where empty. Kept between calls; each call
         # clears exactly the entries it wrote.
-        self._occ_now: list[int] = [-1] * (height * width)
-        self._occ_next: list[int] = [-1] * (height * width)
+        self._occ_now = np.full(height * width, -1, dtype=np.int64)
+        self._occ_next = np.full(height * width, -1, dtype=np.int64)
         # Escape state, sized to the fleet on first use.
         self._escape_left: NDArray[np.int64] = np.zeros(0, dtype=np.int64)  # (N,)
         self._escape_rank: NDArray[np.float64] = np.zeros(0, dtype=np.float64)  # (N,)
@@ -368,33 +504,31 @@ class Shield:
         )
         code[:, WAIT] = _OK  # waiting is always legal, even on a forbidden cell
 
-        actions, reasons = self._pibt(
-            cur=(pos[:, 0] * self._width + pos[:, 1]).tolist(),
-            target=flat.tolist(),
-            code=code.tolist(),
-            cands=ranked.tolist(),
-            order=order.tolist(),
-            broken=brk.tolist(),
-            escaping=escaping.tolist(),
+        act, reasons = self._pibt(
+            cur=pos[:, 0] * self._width + pos[:, 1],
+            target=flat.astype(np.int64, copy=False),
+            code=code.astype(np.int64, copy=False),
+            cands=ranked,
+            order=order.astype(np.int64, copy=False),
+            broken=brk,
+            escaping=escaping,
         )
 
-        act = np.asarray(actions, dtype=np.int64)
         first = raw_prefs[:, 0].astype(np.int64) if raw_prefs.shape[1] else np.full(n, -1)
         intervened = act != first
         first_invalid = (first < 0) | (first >= N_ACTIONS)
+        # Why each intervened robot lost its first choice: broken, an invalid first entry, or
+        # the rule that rejected it; one whose tentative first cell was lost to a push that
+        # failed (reason still _OK) is a vertex conflict.
+        why = np.where(
+            brk,
+            _BROKEN,
+            np.where(first_invalid, _INVALID, np.where(reasons == _OK, _VERTEX, reasons)),
+        )
+        tally = np.bincount(why[intervened], minlength=len(_REASON_NAMES)).tolist()
         counts = dict.fromkeys(RULES, 0)
-        for i in np.flatnonzero(intervened).tolist():
-            if brk[i]:
-                reason = _BROKEN
-            elif first_invalid[i]:
-                reason = _INVALID
-            else:
-                reason = reasons[i]
-                # The first choice was executed only if reasons stayed _OK; a robot whose
-                # tentative first cell was lost to a push that failed is a vertex conflict.
-                if reason == _OK:
-                    reason = _VERTEX
-            counts[_REASON_NAMES[reason]] += 1
+        for code_id, name in enumerate(_REASON_NAMES[1:], start=1):
+            counts[name] = int(tally[code_id])
         counts["sanitised"] = int(repaired.sum())
         counts["deadlock_escape"] = len(stuck) - int(brk[stuck].sum()) if stuck else 0
 
@@ -413,6 +547,45 @@ class Shield:
     def _pibt(
         self,
         *,
+        cur: NDArray[np.int64],
+        target: NDArray[np.int64],
+        code: NDArray[np.int64],
+        cands: NDArray[np.int64],
+        order: NDArray[np.int64],
+        broken: NDArray[np.bool_],
+        escaping: NDArray[np.bool_],
+    ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+        """Run one PIBT step on flat cell indices with the kernel (:func:`pibt_step`).
+
+        Arguments as :meth:`_pibt_reference` (as arrays; ``cands`` may be reordered in place).
+        """
+        n = len(cur)
+        act = np.empty(n, dtype=np.int64)
+        reasons = np.empty(n, dtype=np.int64)
+        bad = pibt_step(
+            np.ascontiguousarray(cur, dtype=np.int64),
+            np.ascontiguousarray(target, dtype=np.int64),
+            np.ascontiguousarray(code, dtype=np.int64),
+            np.ascontiguousarray(cands, dtype=np.int64),
+            np.ascontiguousarray(order, dtype=np.int64),
+            np.ascontiguousarray(broken, dtype=np.bool_),
+            np.ascontiguousarray(escaping, dtype=np.bool_),
+            _SIDEWAYS_MASK,
+            self._occ_now,
+            self._occ_next,
+            act,
+            reasons,
+        )
+        if bad >= 0:
+            # Tentative reservations may be left anywhere: start the tables afresh.
+            self._occ_now.fill(-1)
+            self._occ_next.fill(-1)
+            raise AssertionError(f"PIBT invariant: own cell of robot {bad} taken")
+        return act, reasons
+
+    def _pibt_reference(
+        self,
+        *,
         cur: list[int],
         target: list[list[int]],
         code: list[list[int]],
@@ -421,7 +594,7 @@ class Shield:
         broken: list[bool],
         escaping: list[bool],
     ) -> tuple[list[int], list[int]]:
-        """Run one PIBT step on flat cell indices.
+        """Run one PIBT step on flat cell indices (plain Python: the kernel's reference).
 
         Args:
             cur: ``N`` current flat cells.
@@ -437,95 +610,89 @@ class Shield:
             rule that rejected its first choice (``_OK`` when none did).
         """
         n = len(cur)
-        occ_now = self._occ_now
-        occ_next = self._occ_next
+        # Tables of its own (the kernel's stay untouched), as lists: fast scalar access.
+        occ_now = [-1] * (self._height * self._width)
+        occ_next = [-1] * (self._height * self._width)
         nxt = [-1] * n  # planned flat cell, -1 while unplanned
         act = [WAIT] * n
         parent = [-1] * n
         tried = [0] * n  # how many candidates each robot has tried
         reasons = [_OK] * n
         sideways = _SIDEWAYS
-        try:
-            for i in range(n):
-                occ_now[cur[i]] = i
-            for i in range(n):
-                if broken[i]:
-                    nxt[i] = cur[i]
-                    occ_next[cur[i]] = i
+        for i in range(n):
+            occ_now[cur[i]] = i
+        for i in range(n):
+            if broken[i]:
+                nxt[i] = cur[i]
+                occ_next[cur[i]] = i
 
-            for root in order:
-                if nxt[root] != -1:
-                    continue
-                escape = escaping[root]
-                parent[root] = -1
-                stack = [root]
-                while stack:
-                    i = stack[-1]
-                    cand = cands[i]
-                    tgt = target[i]
-                    legal = code[i]
-                    p = parent[i]
-                    p_cell = cur[p] if p >= 0 else -1
-                    k = tried[i]
-                    pushed = -1
-                    done = False
-                    while k < N_ACTIONS:
-                        a = cand[k]
-                        k += 1
-                        bad = legal[a]
-                        if not bad:
-                            v = tgt[a]
-                            holder = occ_next[v]
-                            if holder != -1:
-                                if holder == p and a == WAIT:
-                                    bad = _YIELD
-                                elif broken[holder]:
-                                    bad = _BROKEN
-                                else:
-                                    bad = _VERTEX
-                            elif v == p_cell:
-                                bad = _SWAP
-                        if bad:
-                            if k == 1:
-                                reasons[i] = bad
-                            continue
-                        occ_next[v] = i
-                        nxt[i] = v
-                        act[i] = a
-                        j = occ_now[v]
-                        if j != -1 and j != i and nxt[j] == -1:
-                            parent[j] = i
-                            tried[j] = 0
-                            if escape:
-                                side = sideways[a]
-                                row = cands[j]
-                                cands[j] = [b for b in row if b in side] + [
-                                    b for b in row if b not in side
-                                ]
-                            pushed = j
-                        else:
-                            done = True
-                        break
-                    tried[i] = k
-                    if pushed >= 0:
-                        stack.append(pushed)
-                    elif done:
-                        # Success propagates: every robot on the stack keeps its cell.
-                        break
+        for root in order:
+            if nxt[root] != -1:
+                continue
+            escape = escaping[root]
+            parent[root] = -1
+            stack = [root]
+            while stack:
+                i = stack[-1]
+                cand = cands[i]
+                tgt = target[i]
+                legal = code[i]
+                p = parent[i]
+                p_cell = cur[p] if p >= 0 else -1
+                k = tried[i]
+                pushed = -1
+                done = False
+                while k < N_ACTIONS:
+                    a = cand[k]
+                    k += 1
+                    bad = legal[a]
+                    if not bad:
+                        v = tgt[a]
+                        holder = occ_next[v]
+                        if holder != -1:
+                            if holder == p and a == WAIT:
+                                bad = _YIELD
+                            elif broken[holder]:
+                                bad = _BROKEN
+                            else:
+                                bad = _VERTEX
+                        elif v == p_cell:
+                            bad = _SWAP
+                    if bad:
+                        if k == 1:
+                            reasons[i] = bad
+                        continue
+                    occ_next[v] = i
+                    nxt[i] = v
+                    act[i] = a
+                    j = occ_now[v]
+                    if j != -1 and j != i and nxt[j] == -1:
+                        parent[j] = i
+                        tried[j] = 0
+                        if escape:
+                            side = sideways[a]
+                            row = cands[j]
+                            cands[j] = [b for b in row if b in side] + [
+                                b for b in row if b not in side
+                            ]
+                        pushed = j
                     else:
-                        # No cell left: stay. Only the pusher can hold this cell right now.
-                        c = cur[i]
-                        assert occ_next[c] in (-1, p), "PIBT invariant: own cell taken"
-                        occ_next[c] = i
-                        nxt[i] = c
-                        act[i] = WAIT
-                        stack.pop()
-        except BaseException:
-            # Tentative reservations may be left anywhere: start the tables afresh.
-            size = self._height * self._width
-            self._occ_now = [-1] * size
-            self._occ_next = [-1] * size
-            raise
+                        done = True
+                    break
+                tried[i] = k
+                if pushed >= 0:
+                    stack.append(pushed)
+                elif done:
+                    # Success propagates: every robot on the stack keeps its cell.
+                    break
+                else:
+                    # No cell left: stay. Only the pusher can hold this cell right now.
+                    c = cur[i]
+                    assert occ_next[c] in (-1, p), "PIBT invariant: own cell taken"
+                    occ_next[c] = i
+                    nxt[i] = c
+                    act[i] = WAIT
+                    stack.pop()
         for i in range(n):
             occ_now[cur[i]] = -1
             occ_next[nxt[i]] = -1

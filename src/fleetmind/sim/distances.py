@@ -178,18 +178,27 @@ class DistanceOracle:
         """Bytes of the maps held."""
         return self._filled * self._cells * self._dtype.itemsize
 
-    def reserve(self, count: int) -> None:
-        """Keep room for at least ``count`` maps (e.g. one per robot target)."""
-        if count <= self.max_cached:
-            return
-        grow = count - self.max_cached
-        if self._slab is not None:
-            slab = np.empty((count, self._cells), dtype=self._dtype)
-            slab[: self._filled] = self._slab[: self._filled]
-            self._slab = slab
-        self._target_of = np.concatenate([self._target_of, np.full(grow, -1, dtype=np.int64)])
-        self._used = np.concatenate([self._used, np.zeros(grow, dtype=np.int64)])
-        self.max_cached = count
+    def reserve(self, count: int, *, touch: bool = False) -> None:
+        """Keep room for at least ``count`` maps (e.g. one per robot target).
+
+        Args:
+            count: maps to hold at once.
+            touch: write the room now, so that the page faults of fresh memory (about as
+                long as a search per map) are paid here, not when a map is first stored.
+        """
+        if count > self.max_cached:
+            grow = count - self.max_cached
+            if self._slab is not None:
+                slab = np.empty((count, self._cells), dtype=self._dtype)
+                slab[: self._filled] = self._slab[: self._filled]
+                self._slab = slab
+            self._target_of = np.concatenate([self._target_of, np.full(grow, -1, dtype=np.int64)])
+            self._used = np.concatenate([self._used, np.zeros(grow, dtype=np.int64)])
+            self.max_cached = count
+        if touch:
+            if self._slab is None:
+                self._slab = np.empty((self.max_cached, self._cells), dtype=self._dtype)
+            self._slab[self._filled : count].fill(0)  # rows not stored yet: never read
 
     def _flat(self, cell: Cell) -> int:
         return int(cell[0]) * self.shape[1] + int(cell[1])

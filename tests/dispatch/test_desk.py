@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -13,7 +14,16 @@ import numpy as np
 import pytest
 
 from fleetmind.dispatch.faults import check_faults, parse_fault
-from fleetmind.dispatch.incidents import Refused, check, floor_labels, take_state
+from fleetmind.dispatch.incidents import (
+    MAX_OPTIONS,
+    Incident,
+    Refused,
+    check,
+    floor_labels,
+    rule_actions,
+    rule_options,
+    take_state,
+)
 from fleetmind.envs.warehouse import resolve_map
 from fleetmind.errors import ConfigError
 from fleetmind.eval.runner import RunConfig, execute
@@ -145,6 +155,37 @@ def test_sim_parks_hands_over_and_charges() -> None:
     assert w.task_of(0) is None
 
 
+def test_the_coordinators_options_put_the_rules_first_and_waiting_last() -> None:
+    w = _world()
+    w.inject([w.stream.make(0) for _ in range(2)])
+    oid = w.open_orders()[0].id
+    state = take_state(
+        w,
+        fault_zone=frozenset(),
+        desk_zone=frozenset(),
+        zone_until=None,
+        labels=floor_labels(w.grid, ()),
+    )
+    # robot_2 broke down with oid's load: the rules give it to the nearest able robot.
+    r2 = dataclasses.replace(state.robots["robot_2"], broken=True, carrying=True, order=oid)
+    o = dataclasses.replace(state.orders[oid], state="loaded", robot="robot_2")
+    state = dataclasses.replace(
+        state, robots=state.robots | {"robot_2": r2}, orders=state.orders | {oid: o}
+    )
+    inc = Incident("i0", "breakdown", 5, "robot_2 broke down", robots=("robot_2",), orders=(oid,))
+    options = rule_options(inc, state)
+    assert options[0] == rule_actions(inc, state)
+    assert options[0][0][0] == "reassign"
+    assert len(options) == MAX_OPTIONS
+    assert options[-1] == []
+    helpers = [opt[0][1]["robot"] for opt in options[:-1] if opt[0][0] == "reassign"]
+    assert len(helpers) == len(set(helpers)) >= 2  # other helpers, none twice
+    assert "robot_2" not in helpers
+    # A deadlock with nobody to boost leaves waiting as the only option.
+    quiet = Incident("i1", "deadlock", 5, "stuck", robots=())
+    assert rule_options(quiet, state) == [[]]
+
+
 # ------------------------------------------------------------------ runs
 def test_rules_handle_every_incident_with_no_collision_and_no_lost_order() -> None:
     m = _run(None, desk="rules")
@@ -193,7 +234,27 @@ def test_a_behaving_model_resolves_through_the_desk_with_role_and_phase(tmp_path
     roles = {(c["context"]["extra"]["role"], c["context"]["extra"]["phase"]) for c in calls}
     assert ("coordinator", "decide") in roles
     assert ("executor", "act") in roles
-    assert ("coordinator", "review") in roles
+    # Every execution was clean, so the coordinator's choice stood without a review.
+    assert ("coordinator", "review") not in roles
+    decides = [c for c in calls if c["context"]["extra"]["phase"] == "decide"]
+    assert all(c["parsed"]["content"] == "A" for c in decides)
+    for c in decides:
+        # The options: the rules' own first, at most four, waiting always last.
+        prompt = c["messages"][-1]["content"]
+        options = prompt.split("Options:\n", 1)[1].splitlines()
+        assert 1 <= len(options) <= 4
+        assert options[-1].endswith("no action for now")
+        assert [o[0] for o in options] == list("ABCD"[: len(options)])
+        assert c["params"]["json_schema"]["$defs"]["Option"]["enum"] == list("ABCD"[: len(options)])
+    acts = [c for c in calls if c["context"]["extra"]["phase"] == "act"]
+    for c in acts:
+        # The executor's schema is grounded in the chosen option: no tool or id beyond it.
+        tools = {
+            v["properties"]["tool"]["const"]
+            for v in c["params"]["json_schema"]["anyOf"]
+            if "tool" in v["properties"]
+        }
+        assert tools <= {"reassign", "hand_over", "hold", "send_to_charger", "boost"}
     tools = [c["parsed"]["tool_call"] for c in calls if (c.get("parsed") or {}).get("tool_call")]
     assert tools
     assert all({"name", "args", "validation"} <= set(t) for t in tools)
@@ -273,5 +334,80 @@ def test_the_desk_with_the_real_embedded_model(embedded_client: Any) -> None:
     assert inc["handler"] in ("desk", "rules")
     assert inc["calls"] >= 1
     assert inc["tokens"] > 0
+    assert m["collisions"] == 0
+    assert m["orders_lost"] == 0
+
+
+def _stumbling(choice: str) -> Any:
+    """The follower, but the coordinator picks ``choice`` and each first executor call errs."""
+    from fleetmind.testing.fake_server import Received
+
+    follow = proposal_follower()
+    first: set[str] = set()
+
+    def script(received: Received) -> Reply:
+        msgs = received.messages
+        system = str(msgs[0].get("content", "")) if msgs else ""
+        if "calling tools" in system:
+            task = str(msgs[1].get("content", ""))
+            if task not in first:
+                first.add(task)
+                return Reply('{"type": "call_tool", "tool": "teleport", "args": {}}')
+            rest = [m for m in msgs if "teleport" not in str(m.get("content", ""))]
+            rest = [m for i, m in enumerate(rest) if i < 2 or m.get("role") == "assistant"]
+            received = dataclasses.replace(received, body=received.body | {"messages": rest})
+        elif '"verdict"' not in system:
+            return Reply(json.dumps({"phase": "decide", "content": choice}))
+        return follow(received)
+
+    return script
+
+
+def test_trouble_in_the_executor_brings_the_coordinators_review(tmp_path: Path) -> None:
+    with FakeChatServer(_stumbling("A")) as srv:
+        m = _run(
+            tmp_path / "run",
+            desk="llm",
+            tick_period_s=0.03,
+            desk_deadline_ticks=60,
+            llm_base_url=srv.base_url,
+            llm_model="fake",
+        )
+    calls = [c for c in _calls(tmp_path / "run") if c["context"]["caller"] == "dispatch.desk"]
+    reviews = [c for c in calls if c["context"]["extra"]["phase"] == "review"]
+    assert reviews
+    # The review offers the options on the fresh state and R; the script lets it stand.
+    for c in reviews:
+        prompt = c["messages"][-1]["content"]
+        assert "Executor's report: status finished" in prompt
+        assert prompt.rstrip().endswith("R: leave it to the rule handler")
+        assert c["params"]["json_schema"]["$defs"]["Option"]["enum"][-1] == "R"
+    convo = [msg for i in m["incident_log"] for msg in i["conversation"]]
+    assert any(
+        msg["phase"] == "review" and msg["content"].endswith("no action for now") for msg in convo
+    )
+    assert m["collisions"] == 0
+
+
+def test_the_coordinator_may_choose_to_wait(tmp_path: Path) -> None:
+    """The last option is always 'no action for now': choosing it runs no executor."""
+    with FakeChatServer(_stumbling("D")) as srv:
+        m = _run(
+            tmp_path / "run",
+            desk="llm",
+            tick_period_s=0.03,
+            desk_deadline_ticks=60,
+            llm_base_url=srv.base_url,
+            llm_model="fake",
+        )
+    calls = [c for c in _calls(tmp_path / "run") if c["context"]["caller"] == "dispatch.desk"]
+    decides = [c for c in calls if c["context"]["extra"]["phase"] == "decide"]
+    assert decides
+    # "D" exists only where there are four options; elsewhere the schema refuses it and the
+    # rules' option A is applied by default.
+    for log in m["incident_log"]:
+        said = [msg["content"] for msg in log["conversation"] if msg["phase"] == "decide"]
+        assert said, log
+        assert said[0].startswith(("Option D: no action", "Option A")), said
     assert m["collisions"] == 0
     assert m["orders_lost"] == 0

@@ -248,3 +248,23 @@ def test_tool_needs_annotations() -> None:
 
     with pytest.raises(ConfigError, match="no type"):
         Tool.from_function(bad)
+
+
+def test_a_narrowed_tool_offers_only_its_values_and_refuses_others() -> None:
+    narrow = Tool.from_function(lookup).narrowed({"key": ["y"]})
+    schema = narrow.args_model.model_json_schema()
+    assert schema["properties"]["key"]["enum"] == ["y"]
+    assert (
+        Tool.from_function(lookup).args_model.model_json_schema()["properties"]["key"].get("enum")
+        is None
+    )  # the original is unchanged
+    script = [call("lookup", key="x"), call("lookup", key="y"), finish("2")]
+    with FakeChatServer(script, repeat_last=True) as srv:
+        out = ToolLoop(srv.client(max_retries=0), [narrow]).run("compute")
+    assert out.finished
+    assert out.answer == "2"
+    assert out.errors
+    assert "must be one of y" in (out.steps[0].feedback or "")
+    sent = srv.requests[0].body["response_format"]
+    assert '"enum": ["y"]' in json.dumps(sent)
+    assert '"x"' not in json.dumps(sent)

@@ -9,10 +9,17 @@ For each incident (:mod:`fleetmind.dispatch.incidents`) the desk holds a short t
    (:class:`~fleetmind.llm.tool_loop.ToolLoop`, its guards included) with tools over the live
    world: ``robot_status``, ``order_status``, ``reassign``, ``hand_over``, ``hold``,
    ``release``, ``send_to_charger``, ``block_zone``, ``unblock_zone``, ``boost``;
-3. ``review`` -- when the executor met trouble (errors, or fewer actions than proposed), the
-   coordinator reads what it did and has the final word: ``resolved``, ``retry`` (one more act
-   round, then the round limit ends the talk) or ``rules`` (hand the incident to the rule
-   handler); a clean execution leaves the coordinator's decision as the final word.
+3. ``review`` -- when the executor met trouble (errors, or fewer actions than chosen), the
+   coordinator reads its report and the options on the fresh state and has the final word:
+   another option (one more act round, then the round limit ends the talk), waiting (what was
+   done stands) or ``R`` (hand the incident to the rule handler); a clean execution leaves the
+   coordinator's choice as the final word.
+
+The coordinator chooses among courses of action (:func:`~fleetmind.dispatch.incidents.rule_options`:
+the rule handler's proposal first, alternatives, and waiting), and the executor's tools are
+narrowed to the chosen calls (:meth:`~fleetmind.llm.tools.Tool.narrowed`): the schema lets a
+small model say only what can be carried out, and the world still checks every call. The
+executor's run ends as soon as every chosen call has been tried, without a closing turn.
 
 The control loop never waits for the desk: a tool checks its action against the latest view,
 queues it, and the loop applies it at the next tick boundary after checking it again; the tool
@@ -34,18 +41,17 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Any
 
 from fleetmind.dispatch.incidents import (
+    Call,
     DeskState,
     DeskWorker,
     Incident,
     IncidentHost,
     Refused,
     check,
-    rule_actions,
+    rule_options,
 )
 from fleetmind.llm.budgets import Budgets
 from fleetmind.llm.chat import (
@@ -59,41 +65,28 @@ from fleetmind.llm.chat import (
 )
 from fleetmind.llm.conversation import Conversation, Role
 from fleetmind.llm.errors import BudgetExceeded
-from fleetmind.llm.structured import structured
+from fleetmind.llm.parse import Finish
 from fleetmind.llm.tool_loop import ToolLoop
 from fleetmind.llm.tools import Tool
 
 log = logging.getLogger(__name__)
 
-PROMPT_VERSION = "desk-v1"
+PROMPT_VERSION = "desk-v2"
 APPLY_WAIT_S = 2.0
 """How long a tool waits for the loop to apply its action (the loop answers at a tick boundary)."""
 
 COORDINATOR_PROMPT = (
     "You are the coordinator of a warehouse robot fleet's incident desk. You read an incident "
-    "and decide, in one or two short sentences, which actions the executor must take. The rule "
-    "handler's proposal is given; take it unless you see a better one. You have the final word."
+    "and choose which course of action the executor must take. Option A is the rule handler's "
+    "proposal; take it unless you see a better one. You have the final word."
 )
 EXECUTOR_PROMPT = (
     "You are the executor of a warehouse incident desk. Carry out the coordinator's decision "
     "with the tools, one call at a time, then finish with a one-line report. Ids look like "
     "robot_3 and o12; cells are [row, col]."
 )
-REVIEW_FORMAT = (
-    'Reply with one JSON object: {"phase": "decide", "verdict": "resolved" or "retry" or '
-    '"rules", "content": "..."}. resolved: the actions handle the incident; retry: the executor '
-    "must try again (say what to do); rules: leave it to the rule handler."
-)
-
-
-class Review(BaseModel):
-    """The coordinator's final word after the executor acted."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    phase: Literal["decide"]
-    verdict: Literal["resolved", "retry", "rules"]
-    content: str = Field(max_length=400)
+RULES = "R"
+"""The review's extra option: hand the incident to the rule handler."""
 
 
 class _DeskClient(ChatWrapper):
@@ -313,8 +306,40 @@ class LLMDesk(DeskWorker):
             return "queued; not applied yet (the loop applies it at a tick boundary)"
         return box[0]
 
-    def _tools(self, inc: Incident, client: _DeskClient, applied: list[str]) -> list[Tool]:
+    def _tools(
+        self,
+        inc: Incident,
+        client: _DeskClient,
+        applied: list[str],
+        calls: list[Call],
+        tried: list[str] | None = None,
+    ) -> list[Tool]:
+        """The executor's tools for carrying out ``calls``: those tools, limited to their values.
+
+        Grounding the schema in the chosen option keeps a small model from inventing ids or
+        actions; every call is still checked against the world when it runs.
+        """
+        allowed: dict[str, dict[str, list[str | int]]] = {}
+        for name, args in calls:
+            for k, v in args.items():
+                if isinstance(v, (str, int)):
+                    allowed.setdefault(name, {}).setdefault(k, []).append(v)
+        return [
+            t.narrowed(allowed.get(t.name, {}))
+            for t in self._all_tools(inc, client, applied, tried)
+            if t.name in allowed or (not calls and t.name in ("robot_status", "order_status"))
+        ]
+
+    def _all_tools(
+        self,
+        inc: Incident,
+        client: _DeskClient,
+        applied: list[str],
+        tried: list[str] | None = None,
+    ) -> list[Tool]:
         def act(name: str, args: dict[str, Any]) -> str:
+            if tried is not None:
+                tried.append(_call_text(name, args))
             if inc.id in self._abandoned or self._closed:
                 client.tool_result(name, args, "refused: incident closed")
                 raise Refused("the incident is closed: the rules took it over; finish")
@@ -429,55 +454,91 @@ class LLMDesk(DeskWorker):
         started = inc.started_s if inc.started_s is not None else time.perf_counter()
         return max(0.05, self.deadline_s - (time.perf_counter() - started))
 
-    def _handle(self, inc: Incident, client: _DeskClient) -> dict[str, Any]:
-        view = self._view()
-        if view is None:
-            return {"fallback": "no view of the world"}
-        proposal = rule_actions(inc, view)
-        proposal_text = (
-            "; ".join(_call_text(n, a) for n, a in proposal) if proposal else "no action"
-        )
+    def _choose(
+        self, inc: Incident, client: _DeskClient, view: DeskState, phase: str, report: str = ""
+    ) -> tuple[str, list[Call], str, list[dict[str, Any]], str | None]:
+        """The coordinator's choice among the options on ``view``.
+
+        ``decide`` offers the options; ``review`` (after trouble in the executor) offers the
+        options on the fresh state, plus ``R``: leave the incident to the rule handler.
+
+        Returns:
+            The label chosen, its calls, their text, the messages of the talk, and why the
+            coordinator gave no decision (None when it decided).
+        """
+        options = rule_options(inc, view)
+        labels = [chr(ord("A") + i) for i in range(len(options))]
+        texts = {
+            lab: "; ".join(_call_text(n, a) for n, a in opt) if opt else "no action for now"
+            for lab, opt in zip(labels, options, strict=True)
+        }
+        if phase == "review":
+            texts[RULES] = "leave it to the rule handler"
         task = (
             f"Incident {inc.id} ({inc.kind}) at tick {inc.tick}: {inc.summary}.\n"
-            f"State:\n{state_text(view, robots=inc.robots)}\n"
-            f"Rule handler's proposal: {proposal_text}."
+            + (f"Executor's report: {report}\n" if report else "")
+            + f"State:\n{state_text(view, robots=inc.robots)}\n"
+            + "Options:\n"
+            + "\n".join(f"{lab}: {txt}" for lab, txt in texts.items())
         )
-        convo: list[dict[str, Any]] = []
+        # Without a word from the coordinator: the rules' option at first, and after trouble
+        # what was done stands (waiting, the last option).
+        fallback_label = labels[0] if phase == "decide" else labels[-1]
         talk = Conversation(
             client,
             Role("coordinator", "coordinator", COORDINATOR_PROMPT),
             [],
             max_rounds=1,
-            default_decision=lambda _t: f"Do what the rule handler proposes: {proposal_text}.",
+            default_decision=lambda _t: fallback_label,
             deadline_s=self._left(inc),
-            max_tokens=96,
-            context=self._context(inc, "coordinator", "decide"),
+            max_tokens=24,
+            context=self._context(inc, "coordinator", phase),
+            choices=list(texts),
         )
         transcript = talk.run(task)
-        decision = transcript.decision or f"Do what the rule handler proposes: {proposal_text}."
-        for m in transcript.messages:
-            convo.append({"role": m.role, "phase": m.phase, "content": m.content})
+        choice = transcript.decision if transcript.decision in texts else fallback_label
+        convo = [
+            {
+                "role": m.role,
+                "phase": m.phase if m.phase == "error" else phase,
+                "content": f"Option {m.content}: {texts[m.content]}"
+                if m.content in texts
+                else m.content,
+            }
+            for m in transcript.messages
+        ]
         if transcript.decided_by == "default":
-            convo.append({"role": "coordinator", "phase": "decide", "content": decision})
+            convo.append(
+                {
+                    "role": "coordinator",
+                    "phase": phase,
+                    "content": f"Option {choice}: {texts[choice]} (default: {transcript.ended_by})",
+                }
+            )
+        calls = [] if choice == RULES else options[labels.index(choice)]
+        undecided = None if transcript.decided_by != "default" else transcript.ended_by
+        return choice, calls, texts[choice], convo, undecided
+
+    def _handle(self, inc: Incident, client: _DeskClient) -> dict[str, Any]:
+        view = self._view()
+        if view is None:
+            return {"fallback": "no view of the world"}
+        choice, calls, text, convo, undecided = self._choose(inc, client, view, "decide")
+        if undecided is not None:
+            # No decision from the coordinator: the rule handler acts, and that is a fallback.
+            return {
+                "conversation": convo,
+                "fallback": f"coordinator gave no decision ({undecided})",
+            }
         applied: list[str] = []
-        instruction = decision
         fallback: str | None = None
         for rnd in range(1, self.max_rounds + 1):
+            if not calls:
+                # Waiting is a decision too: there is nothing for the executor to carry out.
+                break
             if inc.id in self._abandoned:
                 return {"conversation": convo, "fallback": "abandoned"}
-            loop = ToolLoop(
-                client,
-                self._tools(inc, client, applied),
-                system_prompt=EXECUTOR_PROMPT,
-                budgets=Budgets(max_iter=self.max_iter, deadline_s=self._left(inc)),
-                max_tokens=96,
-                context=self._context(inc, "executor", "act"),
-                loop_window=4,
-            )
-            out = loop.run(
-                f"{task}\nCoordinator's decision: {instruction}\n"
-                f"Proposed calls: {proposal_text}. Make the calls, then finish."
-            )
+            out, tried = self._act(inc, client, applied, calls, f"Option {choice}: {text}.")
             for step in out.steps:
                 convo.append(
                     {
@@ -489,54 +550,70 @@ class LLMDesk(DeskWorker):
                     }
                 )
             report = (
-                f"status {out.status}; actions applied: {', '.join(applied) or 'none'}; "
-                f"answer: {str(out.answer)[:200] if out.answer is not None else '-'}"
+                f"status {out.status}; tried: {', '.join(tried) or 'none'}; "
+                f"applied: {', '.join(applied) or 'none'}"
             )
             convo.append({"role": "executor", "phase": "report", "content": report})
+            if out.finished and len(applied) >= len(calls) and not out.errors:
+                # Carried out cleanly: the coordinator's choice stands as its final word.
+                break
             if not out.finished and not applied:
                 fallback = f"executor {out.status}: {out.fallback_reason}"
                 break
-            if out.finished and proposal and len(applied) >= len(proposal) and not out.errors:
-                # The decision was carried out cleanly: the coordinator's decision stands as its
-                # final word; a review is held only when the executor met trouble.
-                break
-            review = structured(
-                client,
-                [
-                    Message.system(COORDINATOR_PROMPT + "\n" + REVIEW_FORMAT),
-                    Message.user(
-                        f"Incident: {inc.summary}.\nYour decision: {instruction}\n"
-                        f"Executor's report: {report}"
-                    ),
-                ],
-                Review,
-                budgets=Budgets(
-                    retries={"parse": 1, "validation": 1, "empty": 1, "network": 1},
-                    deadline_s=self._left(inc),
-                ),
-                context=self._context(inc, "coordinator", "review"),
-                max_tokens=96,
-            )
-            if review.value is None:
-                # No final word: what was applied stands; nothing applied goes to the rules.
-                convo.append(
-                    {"role": "coordinator", "phase": "error", "content": review.last_error or ""}
-                )
-                fallback = None if applied else f"review: {review.fallback_reason}"
-                break
-            v = review.value
-            convo.append(
-                {"role": "coordinator", "phase": "decide", "content": f"{v.verdict}: {v.content}"}
-            )
-            if v.verdict == "resolved":
-                break
-            if v.verdict == "rules":
-                fallback = "coordinator chose the rule handler"
-                break
-            instruction = v.content
             if rnd == self.max_rounds:
                 fallback = None if applied else "round limit with no action applied"
+                break
+            view = self._view()
+            if view is None:
+                break
+            choice, calls, text, said, undecided = self._choose(inc, client, view, "review", report)
+            convo += said
+            if undecided is not None:
+                fallback = None if applied else f"review gave no decision ({undecided})"
+                break
+            if choice == RULES:
+                fallback = "coordinator chose the rule handler"
+                break
         return {"conversation": convo, "fallback": fallback, "applied": applied}
+
+    def _act(
+        self,
+        inc: Incident,
+        client: _DeskClient,
+        applied: list[str],
+        calls: list[Call],
+        decision: str,
+    ) -> tuple[Any, list[str]]:
+        """The executor carries ``calls`` out through the tool loop; returns its outcome."""
+        tried: list[str] = []
+        wanted = "; ".join(_call_text(n, a) for n, a in calls)
+
+        def all_tried() -> bool:
+            return len(set(tried)) >= len(calls)
+
+        def veto(action: Any) -> str | None:
+            if isinstance(action, Finish) and not all_tried():
+                return f"make the calls first: {wanted}"
+            return None
+
+        loop = ToolLoop(
+            client,
+            self._tools(inc, client, applied, calls, tried),
+            system_prompt=EXECUTOR_PROMPT,
+            budgets=Budgets(max_iter=self.max_iter, deadline_s=self._left(inc)),
+            max_tokens=96,
+            context=self._context(inc, "executor", "act"),
+            loop_window=4,
+            may_finish=all_tried,
+            veto=veto,
+            done=lambda: f"made {len(set(tried))} of {len(calls)} calls" if all_tried() else None,
+        )
+        out = loop.run(
+            f"Incident {inc.id} ({inc.kind}): {inc.summary}.\n"
+            f"Coordinator's decision: {decision}\n"
+            f"Calls to make: {wanted}. Make the calls, then finish."
+        )
+        return out, tried
 
 
 DeskFactory = Callable[[ChatClient], LLMDesk]

@@ -487,7 +487,48 @@ def rule_actions(inc: Incident, state: DeskState) -> list[tuple[str, dict[str, A
     return out
 
 
-def _nearest_idle(state: DeskState, oid: str, cell: Cell) -> str | None:
+Call = tuple[str, dict[str, Any]]
+MAX_OPTIONS = 4
+
+
+def rule_options(inc: Incident, state: DeskState) -> list[list[Call]]:
+    """Courses of action for the desk's coordinator to choose from, the rules' own first.
+
+    The first option is :func:`rule_actions`; the others change one thing a dispatcher would
+    weigh: another helper for a load (the next nearest able robots) or setting the load down
+    for the planner; another stuck robot to boost; and doing nothing for now. At most
+    :data:`MAX_OPTIONS`, no two alike.
+    """
+    first = rule_actions(inc, state)
+    options: list[list[Call]] = [first]
+    for i, (name, args) in enumerate(first):
+        if name == "reassign":
+            o = state.orders[args["order"]]
+            r = state.robots.get(inc.robots[0]) if inc.robots else None
+            cell = r.cell if r is not None else o.pickup
+            for other in _able_helpers(state, args["order"], cell)[1:3]:
+                options.append(
+                    [*first[:i], ("reassign", {**args, "robot": other}), *first[i + 1 :]]
+                )
+            options.append([*first[:i], ("hand_over", {"order": args["order"]}), *first[i + 1 :]])
+        elif name == "boost" and inc.kind == "deadlock":
+            for rid in inc.robots:
+                if rid != args["robot"] and rid in state.robots and not state.robots[rid].frozen:
+                    options.append([("boost", {"robot": rid})])
+    options.append([])
+    out: list[list[Call]] = []
+    for opt in options:
+        if opt not in out:
+            out.append(opt)
+    if len(out) > MAX_OPTIONS:
+        # Doing nothing stays on the list: it is the coordinator's way to wait and see.
+        kept = out[: MAX_OPTIONS - 1]
+        out = kept + ([[]] if [] not in kept else [out[MAX_OPTIONS - 1]])
+    return out
+
+
+def _able_helpers(state: DeskState, oid: str, cell: Cell) -> list[str]:
+    """Robots that could take order ``oid``'s load at ``cell``, best first."""
     o = state.orders[oid]
     able = [
         r
@@ -498,18 +539,20 @@ def _nearest_idle(state: DeskState, oid: str, cell: Cell) -> str | None:
         and (o.capability is None or o.capability in r.capabilities)
         and state.reachable(r.cell, cell)
     ]
-    if not able:
-        return None
     # Idle robots first, then the nearest robot still on its way to an unloaded order.
-    best = min(
-        able,
+    able.sort(
         key=lambda r: (
             r.order is not None,
             abs(r.cell[0] - cell[0]) + abs(r.cell[1] - cell[1]),
             r.id,
-        ),
+        )
     )
-    return best.id
+    return [r.id for r in able]
+
+
+def _nearest_idle(state: DeskState, oid: str, cell: Cell) -> str | None:
+    ranked = _able_helpers(state, oid, cell)
+    return ranked[0] if ranked else None
 
 
 def _by_desk(inc: Incident) -> bool:

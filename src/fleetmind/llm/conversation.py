@@ -7,18 +7,23 @@ always ends it: when rounds run out, or no role says anything new for ``stall_ro
 the coordinator is asked for a decision with a schema that only allows ``decide``; if even that
 fails, a rule-based default is applied. The transcript records why the talk ended.
 
+With ``choices`` the decision is one of a given list of options, enforced by the schema (a small
+model then cannot decide something nobody can carry out); a coordinator with no other roles
+makes that choice in one call, since there is nobody to discuss with.
+
 Failure this prevents (FIELD-NOTES §2): three agents questioning each other for eight rounds and
 never starting, because no role had the final say.
 """
 
 from __future__ import annotations
 
+import enum
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from fleetmind.llm.budgets import Budgets, Clock
 from fleetmind.llm.chat import CallContext, ChatClient, Message
@@ -128,6 +133,10 @@ COORDINATOR_FORMAT = (
     'Reply with one JSON object: {"phase": "discuss" or "decide", "content": "..."}. '
     'Use "decide" with the final decision in "content" as soon as you can decide.'
 )
+CHOICE_FORMAT = (
+    'Reply with one JSON object: {{"phase": "decide", "content": "<option>"}}, where <option> is '
+    "one of: {options}."
+)
 MEMBER_FORMAT = (
     'Reply with one JSON object: {"phase": "propose" or "report" or "question", "content": "..."}.'
 )
@@ -148,6 +157,7 @@ class Conversation:
         temperature: sampling temperature.
         max_tokens: cap per turn.
         context: caller context for recording and accounting.
+        choices: when given, the decision must be one of these strings (see the module doc).
     """
 
     def __init__(
@@ -164,6 +174,7 @@ class Conversation:
         temperature: float = 0.2,
         max_tokens: int = 128,
         context: CallContext | None = None,
+        choices: Sequence[str] = (),
     ) -> None:
         names = [coordinator.name, *(m.name for m in members)]
         if len(set(names)) != len(names):
@@ -183,6 +194,14 @@ class Conversation:
         self.temperature = temperature
         self.max_tokens = max_tokens
         self.context = context
+        self.choices = tuple(choices)
+        self._decision_cls: type[DecisionTurn] = DecisionTurn
+        if self.choices:
+            # A str enum: the schema lists the options, and the value still reads as text.
+            options = enum.StrEnum("Option", {f"o{i}": c for i, c in enumerate(self.choices)})  # type: ignore[misc]
+            self._decision_cls = create_model(
+                "ChoiceTurn", __base__=DecisionTurn, content=(options, ...)
+            )
 
     def run(self, task: str) -> Transcript:
         """Hold the conversation.
@@ -197,15 +216,24 @@ class Conversation:
         transcript = Transcript(task=task)
         history: dict[str, list[Message]] = {
             r.name: [
-                Message.system(
-                    r.system_prompt.strip()
-                    + "\n"
-                    + (COORDINATOR_FORMAT if r is self.coordinator else MEMBER_FORMAT)
-                ),
+                Message.system(r.system_prompt.strip() + "\n" + self._format(r)),
                 Message.user(f"Task: {task}"),
             ]
             for r in (self.coordinator, *self.members)
         }
+        if self.choices and not self.members:
+            transcript.rounds = 1
+            msg = self._turn(self.coordinator, history, transcript, 1, clock, self._decision_cls)
+            if msg is not None and msg.phase == "decide":
+                transcript.decision = str(msg.content)
+                transcript.decided_by = "coordinator"
+                transcript.ended_by = "decided"
+                return transcript
+            transcript.ended_by = (
+                "usage_budget" if msg is None else "deadline" if clock.expired() else "round_limit"
+            )
+            self._default(transcript)
+            return transcript
         seen: set[str] = set()
         stalled = 0
         end: EndReason | None = None
@@ -239,6 +267,13 @@ class Conversation:
         transcript.ended_by = end or "round_limit"
         self._force_decision(history, transcript, clock)
         return transcript
+
+    def _format(self, r: Role) -> str:
+        if r is not self.coordinator:
+            return MEMBER_FORMAT
+        if self.choices and not self.members:
+            return CHOICE_FORMAT.format(options=", ".join(self.choices))
+        return COORDINATOR_FORMAT
 
     @staticmethod
     def _novel(msg: TalkMessage, seen: set[str]) -> bool:
@@ -285,7 +320,7 @@ class Conversation:
             )
         else:
             msg = TalkMessage(
-                speaker.role, outcome.value.phase, outcome.value.content, speaker.name, rnd
+                speaker.role, outcome.value.phase, str(outcome.value.content), speaker.name, rnd
             )
             history[speaker.name].append(Message.assistant(outcome.value.model_dump_json()))
         transcript.messages.append(msg)
@@ -306,16 +341,20 @@ class Conversation:
             "decided": "",
         }[transcript.ended_by]
         if transcript.ended_by not in ("deadline", "usage_budget"):
+            among = f" with one of: {', '.join(self.choices)}" if self.choices else ""
             history[self.coordinator.name].append(
-                Message.user(f'{why} You must decide now: reply with phase "decide".')
+                Message.user(f'{why} You must decide now: reply with phase "decide"{among}.')
             )
             msg = self._turn(
-                self.coordinator, history, transcript, transcript.rounds, clock, DecisionTurn
+                self.coordinator, history, transcript, transcript.rounds, clock, self._decision_cls
             )
             if msg is not None and msg.phase == "decide":
-                transcript.decision = msg.content
+                transcript.decision = str(msg.content)
                 transcript.decided_by = "coordinator_forced"
                 return
+        self._default(transcript)
+
+    def _default(self, transcript: Transcript) -> None:
         if self.default_decision is not None:
             transcript.decision = self.default_decision(transcript)
             transcript.decided_by = "default"

@@ -252,6 +252,8 @@ def decoding_schema(schema: Any) -> Any:
 
 def action_schema(
     tools: Mapping[str, dict[str, Any]] | Sequence[str] | None = None,
+    *,
+    finish: bool = True,
 ) -> dict[str, Any]:
     """JSON schema of a tool-loop action, for constrained decoding.
 
@@ -259,11 +261,12 @@ def action_schema(
         tools: tool names, or tool names mapped to their argument schemas (then each tool's
             ``args`` is constrained to its own schema). An empty collection allows only
             ``finish``; None allows any tool name and any arguments.
+        finish: whether ``finish`` is allowed (it always is when there is no tool to call).
 
     Returns:
         A JSON schema (``anyOf`` of the action shapes, no ``$ref``).
     """
-    finish = {
+    done = {
         "type": "object",
         "properties": {"type": {"const": "finish"}, "answer": {"type": "string"}},
         "required": ["type", "answer"],
@@ -281,8 +284,8 @@ def action_schema(
             else []
         )
     if not calls:
-        return finish
-    return {"anyOf": [*calls, finish]}
+        return done
+    return {"anyOf": [*calls, done] if finish else calls}
 
 
 def _call_schema(tool: dict[str, Any], args: dict[str, Any]) -> dict[str, Any]:

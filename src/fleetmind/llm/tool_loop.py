@@ -135,6 +135,12 @@ class ToolLoop:
         max_tokens: cap per model turn (§4.1: 256).
         context: caller context for recording and accounting.
         loop_window: how many recent calls a repeat is searched in (2 catches A→B→A).
+        may_finish: when given and False, ``finish`` is left out of the schema (the caller
+            still has work for the model; pair it with a ``veto`` for backends without
+            constrained decoding).
+        done: when given, asked after every tool call; a returned text ends the run as
+            finished with that answer, without another model turn (the caller knows the work
+            is done, so a closing report from the model would only cost time).
     """
 
     def __init__(
@@ -150,6 +156,8 @@ class ToolLoop:
         max_tokens: int = 256,
         context: CallContext | None = None,
         loop_window: int = 4,
+        may_finish: Callable[[], bool] | None = None,
+        done: Callable[[], str | None] | None = None,
     ) -> None:
         self.client = client
         self.tools = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
@@ -161,6 +169,8 @@ class ToolLoop:
         self.max_tokens = max_tokens
         self.context = context
         self.loop_window = max(1, loop_window)
+        self.may_finish = may_finish
+        self.done = done
 
     def system_message(self) -> Message:
         """The system message: the prompt, the JSON format and the tool list."""
@@ -248,7 +258,10 @@ class _Run:
             step = Step(index=len(out.steps))
             out.steps.append(step)
             schema = (
-                action_schema({n: self.loop.tools.args_schema(n) for n in self.available()})
+                action_schema(
+                    {n: self.loop.tools.args_schema(n) for n in self.available()},
+                    finish=loop.may_finish is None or loop.may_finish(),
+                )
                 if loop.use_schema
                 else None
             )
@@ -311,6 +324,11 @@ class _Run:
                 self.messages.append(Message.assistant(result.text[:RESULT_CHARS]))
                 return
             if self._call(step, action, result.text):
+                return
+            answer = loop.done() if loop.done is not None else None
+            if answer is not None:
+                out.answer = answer
+                out.status = "finished"
                 return
 
     def _call(self, step: Step, action: CallTool, reply: str) -> bool:

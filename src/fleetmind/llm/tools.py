@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import inspect
 import json
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
-from typing import Any, get_type_hints
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Annotated, Any, get_type_hints
 
-from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from fleetmind.errors import ConfigError
 from fleetmind.llm.parse import summarize_validation
@@ -72,6 +72,30 @@ class Tool:
         doc = description or (inspect.getdoc(fn) or "").split("\n", 1)[0]
         return cls(tool_name, doc, fn, args_model)
 
+    def narrowed(self, allowed: Mapping[str, Sequence[str | int]]) -> Tool:
+        """The same tool with some parameters limited to given values.
+
+        The values go into the argument schema as an ``enum`` (so constrained decoding cannot
+        produce another) and are checked on validation (so an unconstrained backend is told).
+
+        Args:
+            allowed: parameter name to the values it may take.
+
+        Returns:
+            A new tool; this one is unchanged.
+        """
+        fields: dict[str, Any] = {}
+        for name, info in self.args_model.model_fields.items():
+            ann: Any = info.annotation
+            if name in allowed:
+                values: list[Any] = list(dict.fromkeys(allowed[name]))
+                ann = Annotated[
+                    ann, Field(json_schema_extra={"enum": values}), AfterValidator(_one_of(values))
+                ]
+            fields[name] = (ann, ... if info.is_required() else info.default)
+        model = create_model(f"{self.name}_args", __config__=ConfigDict(extra="forbid"), **fields)
+        return replace(self, args_model=model)
+
     def signature(self) -> str:
         """A one-line description such as ``add(a: integer, b: integer) - Add two numbers``."""
         props = self.args_model.model_json_schema().get("properties", {})
@@ -100,6 +124,15 @@ class Tool:
     def run(self, validated: BaseModel) -> Any:
         """Call the function with validated arguments."""
         return self.fn(**{k: getattr(validated, k) for k in type(validated).model_fields})
+
+
+def _one_of(values: Sequence[str | int]) -> Callable[[Any], Any]:
+    def check(v: Any) -> Any:
+        if v not in values:
+            raise ValueError(f"must be one of {', '.join(map(str, values))}")
+        return v
+
+    return check
 
 
 class ToolRegistry:

@@ -4,8 +4,10 @@
   unknown tools, bad arguments, ids that do not exist, the same failing call again and again,
   HTTP 500s and replies slower than the desk's deadline. The desk must still end every incident
   (by itself or through the rule fallback) with no collision and no lost order.
-- :func:`proposal_follower`: a model that behaves: the coordinator takes the rule proposal, the
-  executor makes the proposed calls in order and finishes, the review says ``resolved``. It
+- :func:`proposal_follower`: a model that behaves: the coordinator takes the rule proposal
+  (option ``A``), the
+  executor makes the proposed calls in order and finishes, the review lets what was done stand
+  (it chooses waiting). It
   exercises the desk's success path without a real model.
 
 Both read only the request text, so a run with them is as repeatable as the loop's timing.
@@ -76,7 +78,7 @@ _ARG = re.compile(r"(\w+)=('[^']*'|-?\d+|\[[^\]]*\])")
 
 
 def _proposed(text: str) -> list[tuple[str, dict[str, object]]]:
-    line = next((ln for ln in text.splitlines() if ln.startswith("Proposed calls:")), "")
+    line = next((ln for ln in text.splitlines() if ln.startswith("Calls to make:")), "")
     calls = []
     for name, inner in _CALL.findall(line):
         args: dict[str, object] = {}
@@ -100,8 +102,12 @@ def proposal_follower() -> Callable[[Received], Reply]:
                 name, args = calls[done]
                 return Reply(json.dumps({"type": "call_tool", "tool": name, "args": args}))
             return Reply(json.dumps({"type": "finish", "answer": "done"}))
-        if '"verdict"' in system:
-            return Reply(json.dumps({"phase": "decide", "verdict": "resolved", "content": "ok"}))
-        return Reply(json.dumps({"phase": "decide", "content": "Take the rule proposal."}))
+        task = str(msgs[-1].get("content", "")) if msgs else ""
+        if "Executor's report:" in task:
+            wait = next(
+                (ln[0] for ln in task.splitlines() if ln.endswith(": no action for now")), "R"
+            )
+            return Reply(json.dumps({"phase": "decide", "content": wait}))
+        return Reply(json.dumps({"phase": "decide", "content": "A"}))
 
     return script

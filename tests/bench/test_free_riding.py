@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from typer.testing import CliRunner
 
 from fleetmind.bench.free_riding import (
     RunRecord,
+    RunSettings,
     ci95,
     free_riding,
     own_rewards,
@@ -22,7 +24,7 @@ from fleetmind.cli import app
 from fleetmind.envs.warehouse import make_parallel
 from fleetmind.errors import ConfigError
 
-SMALL = {"episodes": 12, "episode_len": 80, "eval_episodes": 2}
+SMALL = RunSettings(episodes=12, episode_len=80, eval_episodes=2)
 
 
 @pytest.fixture(scope="module")
@@ -32,9 +34,8 @@ def smoke(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, object], 
         robots=2,
         modes=("shared", "difference"),
         seeds=[0, 1],
-        order_rate=None,
+        settings=SMALL,
         out_dir=out,
-        **SMALL,
     )
     return metrics, out
 
@@ -67,9 +68,9 @@ def test_smoke_result_and_files_have_the_documented_structure(
     assert on_disk == json.loads(json.dumps(metrics))
     with (out / "curves.csv").open() as fh:
         rows = list(csv.DictReader(fh))
-    assert len(rows) == 2 * 2 * SMALL["episodes"] * 2  # modes x seeds x episodes x robots
+    assert len(rows) == 2 * 2 * SMALL.episodes * 2  # modes x seeds x episodes x robots
     assert {r["robot"] for r in rows} == {"robot_0", "robot_1"}
-    assert all(int(r["ticks"]) == SMALL["episode_len"] for r in rows)
+    assert all(int(r["ticks"]) == SMALL.episode_len for r in rows)
     png = (out / "curves.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
     assert len(png) > 5000
@@ -88,7 +89,7 @@ def test_csv_curves_match_the_metrics(smoke: tuple[dict[str, object], Path]) -> 
 
 @pytest.fixture(scope="module")
 def record() -> RunRecord:
-    return run_once(robots=3, mode="shared", seed=4, **SMALL)
+    return run_once(robots=3, mode="shared", seed=4, settings=SMALL)
 
 
 def test_per_agent_deliveries_sum_to_team_deliveries(record: RunRecord) -> None:
@@ -103,8 +104,8 @@ def test_per_agent_deliveries_sum_to_team_deliveries(record: RunRecord) -> None:
 
 
 def test_same_seed_same_result_other_seed_differs(record: RunRecord) -> None:
-    again = run_once(robots=3, mode="shared", seed=4, **SMALL)
-    other = run_once(robots=3, mode="shared", seed=5, **SMALL)
+    again = run_once(robots=3, mode="shared", seed=4, settings=SMALL)
+    other = run_once(robots=3, mode="shared", seed=5, settings=SMALL)
     for a in record.agents:
         np.testing.assert_array_equal(again.train_deliveries[a], record.train_deliveries[a])
         np.testing.assert_array_equal(again.train_own_reward[a], record.train_own_reward[a])
@@ -162,17 +163,10 @@ def test_ci95_uses_student_t() -> None:
 def test_bad_arguments_raise_config_error_naming_the_field(
     kwargs: dict[str, object], field: str
 ) -> None:
-    args: dict[str, object] = {
-        "robots": 2,
-        "seeds": [0],
-        "episodes": 1,
-        "episode_len": 5,
-        "order_rate": None,
-        "out_dir": None,
-        **kwargs,
-    }
+    args: dict[str, object] = {"robots": 2, "seeds": [0], "out_dir": None, **kwargs}
+    settings = {"episodes": args.pop("episodes", 1), "episode_len": 5}
     with pytest.raises(ConfigError, match=field):
-        free_riding(**args)  # type: ignore[arg-type]
+        free_riding(settings=RunSettings(**settings), **args)  # type: ignore[arg-type]
 
 
 def test_command_line_writes_the_files(tmp_path: Path) -> None:
@@ -193,16 +187,23 @@ def test_command_line_writes_the_files(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_independent_learners_raise_throughput_on_warehouse_tiny() -> None:
-    r = run_once(robots=2, mode="individual", seed=0, episodes=300, episode_len=200)
+    r = run_once(
+        robots=2, mode="individual", seed=0, settings=RunSettings(episodes=300, episode_len=200)
+    )
     early, late = r.train_throughput(0, 30), r.train_throughput(270, 300)
     assert late > 3 * early
     assert late > 0.005
 
 
 def test_baseline_shifts_only_what_the_learners_see() -> None:
-    kw = {"robots": 2, "mode": "difference", "seed": 1, "episodes": 1, "episode_len": 40}
-    plain = run_once(**kw, eval_episodes=1)  # type: ignore[arg-type]
-    shifted = run_once(**kw, eval_episodes=1, baseline=-0.01)  # type: ignore[arg-type]
+    settings = RunSettings(episodes=1, episode_len=40, eval_episodes=1)
+    plain = run_once(robots=2, mode="difference", seed=1, settings=settings)
+    shifted = run_once(
+        robots=2,
+        mode="difference",
+        seed=1,
+        settings=dataclasses.replace(settings, baseline=-0.01),
+    )
     scale = plain.hyper.reward_scale
     for a in plain.agents:
         # one episode, same seed: the same actions until the shifted Q-values change a choice,

@@ -39,6 +39,7 @@ Reproduce from the shell::
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import logging
 import math
@@ -279,27 +280,11 @@ def _split_seed(seed: int) -> tuple[int, int, int]:
     )
 
 
-def run_once(
-    *,
-    robots: int,
-    mode: str,
-    seed: int,
-    episodes: int,
-    episode_len: int,
-    order_rate: float | None = None,
-    eval_episodes: int = 5,
-    eps_start: float = 1.0,
-    eps_min: float = 0.05,
-    eps_reach: float = 0.6,
-    baseline: float = 0.0,
-    map_name: str = MAP,
-) -> RunRecord:
-    """Train and evaluate one (mode, seed) run; see the module docstring.
+@dataclass(frozen=True)
+class RunSettings:
+    """What every run of the experiment shares besides its fleet size, reward mode and seed.
 
-    Args:
-        robots: fleet size.
-        mode: reward mode (``individual``, ``shared``, ``mixed(w)``, ``difference``).
-        seed: root seed.
+    Attributes:
         episodes: training episodes.
         episode_len: ticks per episode (the env's ``max_steps``, also the §3.3 horizon).
         order_rate: ``None`` for the lifelong stream (a fresh task per idle robot), else Poisson
@@ -314,17 +299,50 @@ def run_once(
             (untried actions look better than tried ones), which drives exploration.
         map_name: map preset or file.
 
+    Raises:
+        ConfigError: a count below 1 or an exploration rate out of range.
+    """
+
+    episodes: int
+    episode_len: int
+    order_rate: float | None = None
+    eval_episodes: int = 5
+    eps_start: float = 1.0
+    eps_min: float = 0.05
+    eps_reach: float = 0.6
+    baseline: float = 0.0
+    map_name: str = MAP
+
+    def __post_init__(self) -> None:
+        for name in ("episodes", "episode_len", "eval_episodes"):
+            _check_count(name, getattr(self, name))
+        if not 0.0 < self.eps_reach <= 1.0:
+            raise ConfigError(f"eps_reach must be in (0, 1], got {self.eps_reach}")
+        if not 0.0 < self.eps_min <= self.eps_start <= 1.0:
+            raise ConfigError(
+                f"need 0 < eps_min <= eps_start <= 1, got {self.eps_min}, {self.eps_start}"
+            )
+
+
+def run_once(*, robots: int, mode: str, seed: int, settings: RunSettings) -> RunRecord:
+    """Train and evaluate one (mode, seed) run; see the module docstring.
+
+    Args:
+        robots: fleet size.
+        mode: reward mode (``individual``, ``shared``, ``mixed(w)``, ``difference``).
+        seed: root seed.
+        settings: episodes, exploration, map and the rest every run shares.
+
     Returns:
         The run's curves and evaluation.
 
     Raises:
-        ConfigError: a bad argument or mode.
+        ConfigError: a bad fleet size or mode.
     """
-    _check(robots=robots, episodes=episodes, episode_len=episode_len, eval_episodes=eval_episodes)
-    if not 0.0 < eps_reach <= 1.0:
-        raise ConfigError(f"eps_reach must be in (0, 1], got {eps_reach}")
-    if not 0.0 < eps_min <= eps_start <= 1.0:
-        raise ConfigError(f"need 0 < eps_min <= eps_start <= 1, got {eps_min}, {eps_start}")
+    _check_count("robots", robots)
+    episodes, episode_len = settings.episodes, settings.episode_len
+    eps_start, eps_min = settings.eps_start, settings.eps_min
+    map_name = settings.map_name
     t0 = time.perf_counter()
     cfg = rw.RewardConfig.parse(mode)
     hyper = resolve(
@@ -337,15 +355,15 @@ def run_once(
     options: dict[str, Any] = {
         "obs": "tabular",
         "reward_mode": mode,
-        "order_rate": order_rate,
+        "order_rate": settings.order_rate,
         "max_steps": episode_len,
     }
     # independent_q's first reset passes its own env seed; the wrapper draws every episode's seed
     # from it, so episode_seed only seeds the env's construction.
     env = _Instrumented(
-        make_parallel(map_name, robots, seed=episode_seed, **options), hyper, baseline
+        make_parallel(map_name, robots, seed=episode_seed, **options), hyper, settings.baseline
     )
-    decay = (eps_min / eps_start) ** (1.0 / max(1.0, eps_reach * episodes))
+    decay = (eps_min / eps_start) ** (1.0 / max(1.0, settings.eps_reach * episodes))
     result = independent_q(
         env,
         episodes=episodes,
@@ -361,7 +379,7 @@ def run_once(
     own = np.asarray(env.own, dtype=np.float64)  # (episodes, N)
     eval_env = make_parallel(map_name, robots, seed=eval_seed, **options)
     greedy, explore = (
-        _evaluate(eval_env, result, episodes=eval_episodes, seed=eval_seed, epsilon=e)
+        _evaluate(eval_env, result, episodes=settings.eval_episodes, seed=eval_seed, epsilon=e)
         for e in (0.0, eps_min)
     )
     record = RunRecord(
@@ -457,15 +475,9 @@ def _finite(x: float) -> float | None:
     return float(x) if math.isfinite(x) else None
 
 
-def _check(*, robots: int, episodes: int, episode_len: int, eval_episodes: int) -> None:
-    for name, value in (
-        ("robots", robots),
-        ("episodes", episodes),
-        ("episode_len", episode_len),
-        ("eval_episodes", eval_episodes),
-    ):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ConfigError(f"{name} must be an integer >= 1, got {value!r}")
+def _check_count(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{name} must be an integer >= 1, got {value!r}")
 
 
 # --------------------------------------------------------------------------- the experiment
@@ -480,16 +492,8 @@ def free_riding(
     robots: int,
     modes: Sequence[str] = DEFAULT_MODES,
     seeds: Sequence[int],
-    episodes: int,
-    episode_len: int,
-    order_rate: float | None,
+    settings: RunSettings,
     out_dir: Path | None,
-    eval_episodes: int = 5,
-    eps_start: float = 1.0,
-    eps_min: float = 0.05,
-    eps_reach: float = 0.6,
-    baseline: float = 0.0,
-    map_name: str = MAP,
     workers: int = 1,
 ) -> dict[str, Any]:
     """Train IQL on the warehouse under each reward mode and seed; measure free-riding (§5.2).
@@ -498,16 +502,8 @@ def free_riding(
         robots: fleet size.
         modes: reward modes to compare.
         seeds: root seeds (one run per mode and seed).
-        episodes: training episodes per run.
-        episode_len: ticks per episode.
-        order_rate: ``None`` for the lifelong stream, else Poisson orders per tick.
+        settings: what every run shares (episodes, exploration, map; see :class:`RunSettings`).
         out_dir: where to write ``metrics.json``, ``curves.csv`` and ``curves.png`` (None: none).
-        eval_episodes: greedy episodes per run after training.
-        eps_start: exploration rate of the first episode.
-        eps_min: exploration floor.
-        eps_reach: share of training after which epsilon reaches the floor.
-        baseline: constant added to every raw learner reward (see :func:`run_once`).
-        map_name: map preset or file (default ``warehouse-tiny``).
         workers: processes running runs in parallel (1: in this process).
 
     Returns:
@@ -520,7 +516,7 @@ def free_riding(
     Raises:
         ConfigError: bad arguments (empty or repeated modes or seeds, unknown mode, counts < 1).
     """
-    _check(robots=robots, episodes=episodes, episode_len=episode_len, eval_episodes=eval_episodes)
+    _check_count("robots", robots)
     if not modes:
         raise ConfigError("modes must name at least one reward mode")
     if not seeds:
@@ -532,29 +528,20 @@ def free_riding(
         rw.RewardConfig.parse(m)  # raises ConfigError naming the bad mode
     if workers < 1:
         raise ConfigError(f"workers must be >= 1, got {workers}")
-    # What every run shares, as run_once takes it and as metrics.json records it.
-    common = {
-        "episodes": episodes,
-        "episode_len": episode_len,
-        "order_rate": order_rate,
-        "eval_episodes": eval_episodes,
-        "eps_start": eps_start,
-        "eps_min": eps_min,
-        "eps_reach": eps_reach,
-        "baseline": baseline,
-    }
     jobs = [
-        {"robots": robots, "mode": m, "seed": int(s), **common, "map_name": map_name}
+        {"robots": robots, "mode": m, "seed": int(s), "settings": settings}
         for m in modes
         for s in seeds
     ]
+    # metrics.json records the shared settings beside the map.
+    common = {k: v for k, v in dataclasses.asdict(settings).items() if k != "map_name"}
     if workers == 1:
         records = [_run_job(j) for j in jobs]
     else:
         with ProcessPoolExecutor(max_workers=workers) as pool:
             records = list(pool.map(_run_job, jobs))
     config = {
-        "map": map_name,
+        "map": settings.map_name,
         "robots": robots,
         "modes": list(modes),
         "seeds": [int(s) for s in seeds],

@@ -253,20 +253,23 @@ def bench_free_riding(
     """Free-riding under reward modes on warehouse-tiny (FIELD-NOTES §5.2); -v shows progress."""
     from fleetmind.bench import free_riding as bench
 
-    metrics = bench.free_riding(
-        robots=robots,
-        modes=_str_list(modes),
-        seeds=_int_list(seeds, "--seeds"),
+    settings = bench.RunSettings(
         episodes=episodes,
         episode_len=episode_len,
         order_rate=order_rate,
-        out_dir=out,
         eval_episodes=eval_episodes,
         eps_start=eps_start,
         eps_min=eps_min,
         eps_reach=eps_reach,
         baseline=baseline,
         map_name=map_name,
+    )
+    metrics = bench.free_riding(
+        robots=robots,
+        modes=_str_list(modes),
+        seeds=_int_list(seeds, "--seeds"),
+        settings=settings,
+        out_dir=out,
         workers=workers,
     )
     if as_json:

@@ -8,10 +8,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fleetmind.errors import ConfigError
+from fleetmind.sim import kernels
+from fleetmind.sim import rewards as rw
 from fleetmind.sim.distances import DistanceOracle
 from fleetmind.sim.dynamics import resolve_moves, resolve_moves_reference
 from fleetmind.sim.maps import parse_text_map
 from fleetmind.sim.observe import LocalObserver
+from fleetmind.sim.warehouse import Warehouse, WarehouseConfig
 
 
 @st.composite
@@ -85,3 +88,60 @@ def test_local_observations_kernel_matches_numpy(
     want = observer.reference(pos, goal, carrying, has_task)
     assert got.dtype == want.dtype == np.float32
     assert got.tobytes() == want.tobytes()  # bit for bit, signed zeros included
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 12), st.booleans(), st.booleans())
+def test_warehouse_tick_kernel_matches_the_numpy_tick(
+    seed: int, n: int, gates: bool, batteries: bool
+) -> None:
+    grid = parse_text_map(MAP)
+    rng = np.random.default_rng(seed)
+    world = Warehouse(grid, WarehouseConfig(n_robots=n), seed=seed)
+    h, w = grid.shape
+    free = np.flatnonzero(~grid.blocked.ravel())
+    world.pos = np.stack(divmod(rng.choice(free, size=n, replace=False), w), axis=-1).astype(
+        np.int32
+    )
+    # Targets often one step away, so pickups and deliveries happen.
+    near = world.pos + rng.integers(-1, 2, size=(n, 2))
+    world.goal = np.clip(near, 0, [h - 1, w - 1]).astype(np.int32)
+    world.has_task = rng.random(n) < 0.8
+    world.errand = rng.random(n) < 0.2
+    world.carrying = rng.random(n) < 0.5
+    world.broken_until = rng.integers(-2, 3, size=n) + world.tick
+    if batteries:
+        world.battery = np.where(rng.random(n) < 0.5, rng.integers(-1, 3, size=n), np.inf)
+    gated = rng.random(n) < 0.5 if gates else np.zeros(0, dtype=bool)
+    acts = rng.integers(0, 5, size=n)
+    cfg = world.config.reward
+    new_pos = np.empty_like(world.pos)
+    flags = np.empty((5, n), dtype=bool)
+    ind = np.empty(n, dtype=np.float32)
+    events, n_conflict, n_bump = kernels.warehouse_tick(
+        world.pos,
+        acts,
+        grid.blocked,
+        world.tick,
+        (world.goal, world.has_task, world.errand, world.carrying, gated),
+        world.broken_until,
+        world.battery,
+        (cfg.step_cost, cfg.delivery_bonus, cfg.pickup_bonus, cfg.conflict_penalty),
+        new_pos,
+        flags,
+        ind,
+    )
+    if gates:
+        world.gated = lambda: gated  # type: ignore[method-assign]
+        world.gates = {0: (None, "test")}
+    res, picked, delivered = world._transition(acts)
+    want = rw.individual(cfg, delivered=delivered[0], picked=picked[0], conflict=res.conflict[0])
+    np.testing.assert_array_equal(new_pos, res.pos[0])
+    refs = (res.moved, res.wall_bump, res.conflict, picked, delivered)
+    for got, ref in zip(flags, refs, strict=True):
+        np.testing.assert_array_equal(got, ref[0])
+    assert ind.tobytes() == want.tobytes()
+    assert (n_conflict, n_bump) == (int(res.conflict.sum()), int(res.wall_bump.sum()))
+    assert bool(events & 1) == bool(picked.any())
+    assert bool(events & 2) == bool(delivered.any())
+    assert bool(events & 8) == bool(np.isfinite(world.battery).any())

@@ -128,7 +128,7 @@ class WarehouseParallelEnv(ParallelEnv[str, Any, int]):  # type: ignore[misc]
         pos, goal, carrying, has_task = self._batch()
         if self.obs_kind == "local":
             obs = self._observer(pos, goal, carrying, has_task)[0]
-            return {a: obs[i] for i, a in enumerate(self.agents)}
+            return dict(zip(self.agents, obs, strict=True))
         codes = observe.tabular_state(self.grid.blocked, pos, goal, carrying, has_task)[0]
         # numpy int64 scalars, as the gridworld and the race (PettingZoo's api_test wants numpy).
         return {a: np.int64(codes[i]) for i, a in enumerate(self.agents)}
@@ -157,21 +157,25 @@ class WarehouseParallelEnv(ParallelEnv[str, Any, int]):  # type: ignore[misc]
         """One tick; missing agents wait."""
         acts = np.array([int(actions.get(a, 0)) for a in self.possible_agents], dtype=np.int64)
         res = self.world.step(acts)
-        delivered_now = np.zeros(len(self.possible_agents), dtype=bool)
+        delivered_now = [False] * len(self.possible_agents)
         for oid in res.delivered:
             delivered_now[self.world.order(oid).robot] = True
         obs = self._observations()
-        rewards = {a: float(res.rewards[i]) for i, a in enumerate(self.agents)}
+        # Python lists, not numpy scalars, per agent: a per-element numpy read costs more.
+        rewards = dict(zip(self.agents, res.rewards.tolist(), strict=True))
         terminations = dict.fromkeys(self.agents, False)
         truncations = dict.fromkeys(self.agents, res.truncated)
+        per_agent = zip(
+            self.agents,
+            delivered_now,
+            self.world.delivered_by.tolist(),
+            res.conflict.tolist(),
+            res.wall_bump.tolist(),
+            strict=True,
+        )
         infos = {
-            a: {
-                "delivered": bool(delivered_now[i]),
-                "deliveries": int(self.world.delivered_by[i]),
-                "conflict": bool(res.conflict[i]),
-                "wall_bump": bool(res.wall_bump[i]),
-            }
-            for i, a in enumerate(self.agents)
+            a: {"delivered": d, "deliveries": n, "conflict": c, "wall_bump": b}
+            for a, d, n, c, b in per_agent
         }
         if res.truncated:
             self.agents = []

@@ -56,68 +56,110 @@ def resolve_moves(
         for i in range(n):
             if acts[k, i] < 0 or acts[k, i] > 4:
                 return int(acts[k, i])
+    scratch = _scratch(h * w, n)
+    nobody = np.zeros(0, dtype=np.bool_)
+    for k in range(b):
+        _resolve_world(
+            pos[k],
+            acts[k],
+            blocked,
+            ticks[k],
+            frozen[k] if frozen.shape[0] > 0 else nobody,
+            scratch,
+            new_pos[k],
+            moved[k],
+            wall_bump[k],
+            conflict[k],
+        )
+    return -1
+
+
+@numba.njit(cache=True)
+def _scratch(cells: int, n: int) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]:
+    """Per-cell scratch of :func:`_resolve_world` (occupant, best key, best robot)."""
+    return (
+        np.full(cells, -1, dtype=np.int64),
+        np.full(cells, -1, dtype=np.int64),
+        np.empty(cells, dtype=np.int64),
+    )
+
+
+@numba.njit(cache=True)
+def _resolve_world(
+    pos: NDArray[np.integer],
+    acts: NDArray[np.integer],
+    blocked: NDArray[np.bool_],
+    tick: int,
+    frozen: NDArray[np.bool_],
+    scratch: tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]],
+    new_pos: NDArray[np.int32],
+    moved: NDArray[np.bool_],
+    wall_bump: NDArray[np.bool_],
+    conflict: NDArray[np.bool_],
+) -> None:
+    """One world of :func:`resolve_moves` (arrays ``(N, ...)``; ``frozen`` empty: none).
+
+    The scratch arrays come back as they came (-1 in the first two).
+    """
+    n = acts.shape[0]
+    h, w = blocked.shape
+    occupant, best_key, best_robot = scratch
     has_frozen = frozen.shape[0] > 0
-    # Per-cell scratch, reset after each world (touched cells only).
-    occupant = np.full(h * w, -1, dtype=np.int64)
-    best_key = np.full(h * w, -1, dtype=np.int64)
-    best_robot = np.empty(h * w, dtype=np.int64)
     cur = np.empty(n, dtype=np.int64)
     nxt = np.empty(n, dtype=np.int64)
     rank = np.empty(n, dtype=np.int64)
     fail = np.empty(n, dtype=np.bool_)
-    for k in range(b):
+    for i in range(n):
+        r, c = np.int64(pos[i, 0]), np.int64(pos[i, 1])
+        a = 0 if has_frozen and frozen[i] else np.int64(acts[i])
+        tr, tc = r + _DR[a], c + _DC[a]
+        off = tr < 0 or tr >= h or tc < 0 or tc >= w
+        if off:
+            tr, tc = r, c
+        bump = off or blocked[tr, tc]
+        if bump:
+            tr, tc = r, c
+        wall_bump[i] = bump and a != 0
+        cur[i] = r * w + c
+        nxt[i] = tr * w + tc
+        rank[i] = (i - tick) % n  # lower rank, higher priority
+        conflict[i] = False
+        occupant[cur[i]] = i
+    while True:
+        any_moving = False
         for i in range(n):
-            r, c = np.int64(pos[k, i, 0]), np.int64(pos[k, i, 1])
-            a = 0 if has_frozen and frozen[k, i] else np.int64(acts[k, i])
-            tr, tc = r + _DR[a], c + _DC[a]
-            off = tr < 0 or tr >= h or tc < 0 or tc >= w
-            if off:
-                tr, tc = r, c
-            bump = off or blocked[tr, tc]
-            if bump:
-                tr, tc = r, c
-            wall_bump[k, i] = bump and a != 0
-            cur[i] = r * w + c
-            nxt[i] = tr * w + tc
-            rank[i] = (i - ticks[k]) % n  # lower rank, higher priority
-            conflict[k, i] = False
-            occupant[cur[i]] = i
-        while True:
-            any_moving = False
-            for i in range(n):
-                any_moving = any_moving or nxt[i] != cur[i]
-            if not any_moving:
-                break
-            # Vertex conflicts: a robot staying in the cell keeps it, else the highest priority.
-            for i in range(n):
-                key = 0 if nxt[i] == cur[i] else rank[i] + 1
-                cell = nxt[i]
-                if best_key[cell] < 0 or key < best_key[cell]:
-                    best_key[cell] = key
-                    best_robot[cell] = i
-            any_fail = False
-            for i in range(n):
-                lost = best_robot[nxt[i]] != i
-                # Swap conflicts: I move into your cell while you move into mine.
-                if not lost and nxt[i] != cur[i]:
-                    other = occupant[nxt[i]]
-                    lost = other >= 0 and other != i and nxt[other] == cur[i]
-                fail[i] = lost
-                any_fail = any_fail or lost
-            for i in range(n):
-                best_key[nxt[i]] = -1
-            if not any_fail:
-                break
-            for i in range(n):
-                if fail[i]:
-                    conflict[k, i] = True
-                    nxt[i] = cur[i]
+            any_moving = any_moving or nxt[i] != cur[i]
+        if not any_moving:
+            break
+        # Vertex conflicts: a robot staying in the cell keeps it, else the highest priority.
         for i in range(n):
-            occupant[cur[i]] = -1
-            new_pos[k, i, 0] = nxt[i] // w
-            new_pos[k, i, 1] = nxt[i] % w
-            moved[k, i] = nxt[i] != cur[i]
-    return -1
+            key = 0 if nxt[i] == cur[i] else rank[i] + 1
+            cell = nxt[i]
+            if best_key[cell] < 0 or key < best_key[cell]:
+                best_key[cell] = key
+                best_robot[cell] = i
+        any_fail = False
+        for i in range(n):
+            lost = best_robot[nxt[i]] != i
+            # Swap conflicts: I move into your cell while you move into mine.
+            if not lost and nxt[i] != cur[i]:
+                other = occupant[nxt[i]]
+                lost = other >= 0 and other != i and nxt[other] == cur[i]
+            fail[i] = lost
+            any_fail = any_fail or lost
+        for i in range(n):
+            best_key[nxt[i]] = -1
+        if not any_fail:
+            break
+        for i in range(n):
+            if fail[i]:
+                conflict[i] = True
+                nxt[i] = cur[i]
+    for i in range(n):
+        occupant[cur[i]] = -1
+        new_pos[i, 0] = nxt[i] // w
+        new_pos[i, 1] = nxt[i] % w
+        moved[i] = nxt[i] != cur[i]
 
 
 @numba.njit(cache=True)
@@ -211,3 +253,98 @@ def local_observations(
         for i in range(n):
             occ[pos[e, i, 0] + radius, pos[e, i, 1] + radius] = False
     return in_table
+
+
+@numba.njit(cache=True)
+def warehouse_tick(
+    pos: NDArray[np.int32],
+    acts: NDArray[np.int64],
+    blocked: NDArray[np.bool_],
+    tick: int,
+    robots: tuple[
+        NDArray[np.int32],
+        NDArray[np.bool_],
+        NDArray[np.bool_],
+        NDArray[np.bool_],
+        NDArray[np.bool_],
+    ],
+    broken_until: NDArray[np.int64],
+    battery: NDArray[np.float64],
+    reward: tuple[float, float, float, float],
+    new_pos: NDArray[np.int32],
+    flags: NDArray[np.bool_],
+    individual: NDArray[np.float32],
+) -> tuple[int, int, int]:
+    """The pure part of one :class:`fleetmind.sim.warehouse.Warehouse` tick, one world.
+
+    Moves (frozen robots wait), then pickups and deliveries at the targets, then the
+    individual rewards of :func:`fleetmind.sim.rewards.individual` (float32, the same
+    roundings). The numpy reference is ``Warehouse._transition`` with ``rewards.individual``.
+
+    Args:
+        pos: ``(N, 2)`` positions.
+        acts: ``(N,)`` action ids.
+        blocked: ``(H, W)`` walls.
+        tick: the tick (priorities; robots broken until ``>= tick`` are frozen).
+        robots: ``(goal (N, 2), has_task, errand, carrying, gated)`` (``gated`` may be
+            empty: no gates).
+        broken_until: ``(N,)``.
+        battery: ``(N,)`` charge (``<= 0``: frozen).
+        reward: ``(step_cost, delivery_bonus, pickup_bonus, conflict_penalty)``.
+        new_pos: ``(N, 2)`` written.
+        flags: ``(5, N)`` written: moved, wall bump, conflict, picked, delivered.
+        individual: ``(N,)`` written: individual rewards.
+
+    Returns:
+        ``(events, conflicts, wall_bumps)``: ``events`` bit 1 some pickup, 2 some delivery,
+        4 some errand, 8 some finite battery, 16 a robot without a task that is not broken
+        next tick, 32 an action id outside 0..4 (nothing else is done then); the counts of
+        conflicts and wall bumps.
+    """
+    goal, has_task, errand, carrying, gated = robots
+    n = acts.shape[0]
+    h, w = blocked.shape
+    for i in range(n):
+        if acts[i] < 0 or acts[i] > 4:
+            return 32, 0, 0
+    frozen = np.empty(n, dtype=np.bool_)
+    events = 0
+    for i in range(n):
+        frozen[i] = broken_until[i] >= tick or battery[i] <= 0
+        if np.isfinite(battery[i]):
+            events |= 8
+        if errand[i]:
+            events |= 4
+        if not has_task[i] and broken_until[i] < tick + 1:
+            events |= 16
+    _resolve_world(
+        pos, acts, blocked, tick, frozen, _scratch(h * w, n), new_pos, flags[0], flags[1], flags[2]
+    )
+    step_cost, delivery, pickup, penalty = reward
+    n_conflict = 0
+    n_bump = 0
+    has_gates = gated.shape[0] > 0
+    for i in range(n):
+        at_goal = (
+            new_pos[i, 0] == goal[i, 0]
+            and new_pos[i, 1] == goal[i, 1]
+            and has_task[i]
+            and not errand[i]
+        )
+        picked = at_goal and not carrying[i] and not (has_gates and gated[i])
+        delivered = at_goal and carrying[i]
+        flags[3, i] = picked
+        flags[4, i] = delivered
+        if picked:
+            events |= 1
+        if delivered:
+            events |= 2
+        # rewards.individual: float32 sums of float64 terms, rounded after each term.
+        r = np.float32(step_cost)
+        r = np.float32(np.float64(r) + delivery * (1.0 if delivered else 0.0))
+        r = np.float32(np.float64(r) + pickup * (1.0 if picked else 0.0))
+        r = np.float32(np.float64(r) + penalty * (1.0 if flags[2, i] else 0.0))
+        individual[i] = r
+        n_conflict += flags[2, i]
+        n_bump += flags[1, i]
+    return events, n_conflict, n_bump

@@ -111,6 +111,7 @@ class LocalObserver:
         self._statics = (self._walls, self._pickups, self._blocked1)
         empty = (np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.int32))
         self._dense = empty if self._table is None else self._table
+        self._size = local_size(radius, heuristic=oracle is not None)
 
     @classmethod
     def for_map(cls, grid: GridMap, radius: int = 2, *, heuristic: bool = True) -> LocalObserver:
@@ -151,7 +152,7 @@ class LocalObserver:
         (or no table) take the numpy heuristic.
         """
         n_envs, n_robots, _ = pos.shape
-        out = np.empty((n_envs, n_robots, self.size), dtype=np.float32)
+        out = np.empty((n_envs, n_robots, self._size), dtype=np.float32)
         dense = self._table is not None
         row_of, dist = self._dense
         complete = kernels.local_observations(

@@ -103,9 +103,9 @@ def combine(
         rewards: individual rewards.
         team_without: for ``difference``: ``(..., N)`` team reward had robot ``i`` waited.
     """
-    team = rewards.sum(axis=-1, keepdims=True, dtype=np.float32)
     if cfg.mode == "individual":
         return rewards
+    team = rewards.sum(axis=-1, keepdims=True, dtype=np.float32)
     if cfg.mode == "shared":
         shared: NDArray[np.float32] = np.broadcast_to(team, rewards.shape).astype(np.float32)
         return shared

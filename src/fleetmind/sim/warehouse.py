@@ -28,11 +28,14 @@ import numpy as np
 from numpy.typing import NDArray
 
 from fleetmind.errors import ConfigError
+from fleetmind.sim import kernels
 from fleetmind.sim import rewards as rw
 from fleetmind.sim.dynamics import resolve_moves
 from fleetmind.sim.grid import WAIT, Cell, GridMap
 from fleetmind.sim.notes import broken_by
 from fleetmind.sim.orders import Order, OrderConfig, OrderStream
+
+_NO_GATES = np.zeros(0, dtype=bool)
 
 
 @dataclass(frozen=True)
@@ -560,18 +563,44 @@ class Warehouse:
         n = len(self.robot_ids)
         if acts.shape != (n,):
             raise ConfigError(f"step: expected {n} actions, got shape {acts.shape}")
-        if ((acts < 0) | (acts > 4)).any():
-            raise ConfigError(f"step: action ids must be in 0..4, got {acts.tolist()}")
-        team_without = (
-            self.counterfactual_team_rewards(acts)
-            if self.config.reward.mode == "difference"
-            else None
+        cfg = self.config.reward
+        team_without = None
+        if cfg.mode == "difference":
+            if ((acts < 0) | (acts > 4)).any():
+                raise ConfigError(f"step: action ids must be in 0..4, got {acts.tolist()}")
+            team_without = self.counterfactual_team_rewards(acts)
+        # The pure part of the tick in one compiled call (the numpy reference: _transition and
+        # rewards.individual); Python below runs only per event.
+        new_pos = np.empty_like(self.pos)
+        flags = np.empty((5, n), dtype=bool)
+        ind = np.empty(n, dtype=np.float32)
+        events, n_conflict, n_bump = kernels.warehouse_tick(
+            self.pos,
+            acts,
+            self.grid.blocked,
+            self.tick,
+            (
+                self.goal,
+                self.has_task,
+                self.errand,
+                self.carrying,
+                self.gated() if self.gates else _NO_GATES,
+            ),
+            self.broken_until,
+            self.battery,
+            (cfg.step_cost, cfg.delivery_bonus, cfg.pickup_bonus, cfg.conflict_penalty),
+            new_pos,
+            flags,
+            ind,
         )
-        res, picked_m, delivered_m = self._transition(acts)
-        picked_m, delivered_m = picked_m[0], delivered_m[0]
-        conflict, wall_bump, moved = res.conflict[0], res.wall_bump[0], res.moved[0]
-        self.pos = res.pos[0]
-        b = self.battery_model()
+        if events & 32:
+            raise ConfigError(f"step: action ids must be in 0..4, got {acts.tolist()}")
+        moved, wall_bump, conflict, picked_m, delivered_m = flags
+        self.pos = new_pos
+        # battery_model(), with the kernel's "some battery is finite" (bit 8).
+        b = self.config.battery
+        if b is None and events & 8:
+            b = BatteryConfig()
         if b is not None:
             # Only finite batteries take part (inf stays inf without a battery model).
             finite = np.isfinite(self.battery)
@@ -580,7 +609,7 @@ class Warehouse:
             charged = np.minimum(self.battery + b.recharge_per_tick * on_charger, b.capacity)
             self.battery = np.where(finite, np.maximum(charged, 0.0), self.battery)
         picked: list[str] = []
-        for r in np.flatnonzero(picked_m):
+        for r in np.flatnonzero(picked_m) if events & 1 else ():
             rec_idx = int(self.order_of[r])
             rec = self.records[rec_idx]
             rec.picked_tick = self.tick + 1
@@ -592,7 +621,7 @@ class Warehouse:
             picked.append(rec.order.id)
         delivered: list[str] = []
         idle: list[int] = []
-        if self.errand.any():
+        if events & 4:  # some robot on an errand
             full = b.capacity if b is not None else np.inf
             for r in np.flatnonzero(self.errand):
                 arrived_at = bool((self.pos[r] == self.goal[r]).all())
@@ -601,7 +630,7 @@ class Warehouse:
                     self.errand[r] = False
                     self.has_task[r] = False
                     idle.append(int(r))
-        for r in np.flatnonzero(delivered_m):
+        for r in np.flatnonzero(delivered_m) if events & 2 else ():
             rec = self.records[int(self.order_of[r])]
             rec.delivered_tick = self.tick + 1
             self.carrying[r] = False
@@ -611,17 +640,12 @@ class Warehouse:
             self.delivered_by[r] += 1
             delivered.append(rec.order.id)
             idle.append(int(r))
-        ind = rw.individual(
-            self.config.reward, delivered=delivered_m, picked=picked_m, conflict=conflict
-        )
         rewards = rw.combine(
-            self.config.reward,
-            ind,
-            team_without=None if team_without is None else team_without.astype(np.float32),
+            cfg, ind, team_without=None if team_without is None else team_without.astype(np.float32)
         )
         self.reward_sum += rewards
-        self.collision_attempts += int(conflict.sum())
-        self.wall_bumps += int(wall_bump.sum())
+        self.collision_attempts += n_conflict
+        self.wall_bumps += n_bump
         self.tick += 1
         released = [
             self.records[i].order.id for i, until in self.parked.items() if until <= self.tick
@@ -629,7 +653,8 @@ class Warehouse:
         for oid in released:
             self.unpark(oid)
         arrived = self._arrive(self.tick)
-        self._refill()
+        if idle or events & 16:  # else no robot is idle and free: _refill would do nothing
+            self._refill()
         return StepResult(
             rewards=rewards,
             individual=ind,

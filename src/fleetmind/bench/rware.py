@@ -15,7 +15,8 @@ the result). Per rware env ``rware-{size}-{N}ag-v2`` (sizes tiny, small, medium,
   PettingZoo ParallelEnv with dict actions; ``twin-vector``, the twin's vector env with
   ``num_envs`` worlds (256) and observations on. Random actions are drawn beforehand from
   the seeded generator and reused in a cycle; episodes restart at rware's time limit.
-  Ratios are over rware measured in the same command.
+  Ratios are over rware measured in the same command; the three take turns (ten slices of
+  a tenth of the budget each), so a change of machine load weighs on all of them alike.
 
 Target (issue 16): the vector env at least 50x rware's agent steps per second on every case,
 with 0 mismatches. Needs rware (``pip install fleetmind[rware]``).
@@ -48,24 +49,35 @@ AGENTS: Final = (1, 2, 4, 19)
 VECTOR_RATIO_TARGET: Final = 50.0
 """The twin's vector env over rware, agent steps per second (issue 16)."""
 _POOL: Final = 512  # action draws per measurement, used in a cycle
+_SLICES: Final = 10  # turns of the interleaved timing
 
 
-def _timed(step: Callable[[], object], *, budget_s: float) -> tuple[int, float]:
-    """Warm up for a tenth of the budget (at least one call), then count calls over it."""
-    end = time.perf_counter() + budget_s / 10
-    step()
-    while time.perf_counter() < end:
+def _timed(steps: Sequence[Callable[[], object]], *, budget_s: float) -> list[float]:
+    """Calls per second of each step function, timed in turns (see the module docstring).
+
+    Each is warmed up for a tenth of the budget (at least one call); then they take turns,
+    ten slices of a tenth of the budget each, so a change of load weighs on all alike.
+    """
+    for step in steps:
+        end = time.perf_counter() + budget_s / 10
         step()
-    steps, start = 0, time.perf_counter()
-    now = start
-    while now < start + budget_s:
-        step()
-        steps += 1
-        now = time.perf_counter()
-    return steps, now - start
+        while time.perf_counter() < end:
+            step()
+    counts = [0] * len(steps)
+    spent = [0.0] * len(steps)
+    for _ in range(_SLICES):
+        for k, step in enumerate(steps):
+            start = time.perf_counter()
+            now = start
+            while now < start + budget_s / _SLICES:
+                step()
+                counts[k] += 1
+                now = time.perf_counter()
+            spent[k] += now - start
+    return [c / t for c, t in zip(counts, spent, strict=True)]
 
 
-def _rate_rware(env_id: str, n: int, seed: int, budget_s: float) -> float:
+def _step_rware(env_id: str, n: int, seed: int) -> Callable[[], None]:
     adapter = make_rware(env_id, seed=seed)
     warehouse = adapter.rware
     warehouse.reset(seed=seed)
@@ -77,12 +89,10 @@ def _rate_rware(env_id: str, n: int, seed: int, budget_s: float) -> float:
             warehouse.reset()
         tick[0] += 1
 
-    steps, seconds = _timed(step, budget_s=budget_s)
-    adapter.close()
-    return steps * n / seconds
+    return step
 
 
-def _rate_single(env_id: str, n: int, seed: int, budget_s: float) -> float:
+def _step_single(env_id: str, n: int, seed: int) -> Callable[[], None]:
     env = make_rware_twin(env_id, seed=seed)
     env.reset()
     draws = np.random.default_rng(seed).integers(5, size=(_POOL, n))
@@ -95,11 +105,10 @@ def _rate_single(env_id: str, n: int, seed: int, budget_s: float) -> float:
         if not env.agents:
             env.reset()
 
-    steps, seconds = _timed(step, budget_s=budget_s)
-    return steps * n / seconds
+    return step
 
 
-def _rate_vector(env_id: str, n: int, num_envs: int, seed: int, budget_s: float) -> float:
+def _step_vector(env_id: str, n: int, num_envs: int, seed: int) -> Callable[[], None]:
     env = make_rware_vector(env_id, num_envs, seed=seed)
     env.reset()
     pool = np.random.default_rng(seed).integers(5, size=(8, num_envs, n))
@@ -109,8 +118,7 @@ def _rate_vector(env_id: str, n: int, num_envs: int, seed: int, budget_s: float)
         env.step(pool[tick[0] % len(pool)])
         tick[0] += 1
 
-    steps, seconds = _timed(step, budget_s=budget_s)
-    return steps * num_envs * n / seconds
+    return step
 
 
 def _case(
@@ -122,9 +130,13 @@ def _case(
     start = time.perf_counter()
     check = compare_with_rware(env_id, steps=steps, seed=seed + n)
     verify_s = time.perf_counter() - start
-    rware_rate = _rate_rware(env_id, n, seed, budget_s)
-    single = _rate_single(env_id, n, seed, budget_s)
-    vector = _rate_vector(env_id, n, num_envs, seed, budget_s)
+    steppers = [
+        _step_rware(env_id, n, seed),
+        _step_single(env_id, n, seed),
+        _step_vector(env_id, n, num_envs, seed),
+    ]
+    rware_calls, single_calls, vector_calls = _timed(steppers, budget_s=budget_s)
+    rware_rate, single, vector = rware_calls * n, single_calls * n, vector_calls * n * num_envs
     row = {
         "env_id": env_id,
         "size": size,

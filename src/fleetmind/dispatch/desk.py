@@ -357,17 +357,23 @@ class LLMDesk(DeskWorker):
             applied.append(_call_text(name, args))
             return result
 
-        def robot_status(robot: str) -> dict[str, Any]:
-            """Where a robot is and what it does."""
+        def look(tool: str, args: dict[str, Any], read: Callable[[Any], Any]) -> Any:
+            """What a status tool reads off the world view; a refusal goes to the desk's log."""
             view = self._view()
             if view is None:
                 raise Refused("no view of the world yet")
             try:
-                r = view.robot(robot)
+                found = read(view)
             except Refused as exc:
-                client.tool_result("robot_status", {"robot": robot}, f"refused: {exc}")
+                client.tool_result(tool, args, f"refused: {exc}")
                 raise
-            out = {
+            client.tool_result(tool, args, "ok")
+            return found
+
+        def robot_status(robot: str) -> dict[str, Any]:
+            """Where a robot is and what it does."""
+            r = look("robot_status", {"robot": robot}, lambda view: view.robot(robot))
+            return {
                 "robot": r.id,
                 "cell": list(r.cell),
                 "broken": r.broken,
@@ -377,20 +383,10 @@ class LLMDesk(DeskWorker):
                 "to_charger": r.errand,
                 "capabilities": sorted(r.capabilities),
             }
-            client.tool_result("robot_status", {"robot": robot}, "ok")
-            return out
 
         def order_status(order: str) -> dict[str, Any]:
             """Where an order is and who serves it."""
-            view = self._view()
-            if view is None:
-                raise Refused("no view of the world yet")
-            try:
-                o = view.order(order)
-            except Refused as exc:
-                client.tool_result("order_status", {"order": order}, f"refused: {exc}")
-                raise
-            client.tool_result("order_status", {"order": order}, "ok")
+            o = look("order_status", {"order": order}, lambda view: view.order(order))
             return {
                 "order": o.id,
                 "state": o.state,

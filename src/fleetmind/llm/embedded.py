@@ -70,6 +70,18 @@ def find_model_path(dist: str = MODEL_DIST) -> Path:
     raise ConfigError(f"package {dist!r} is installed but holds no .gguf file")
 
 
+def model_file(model_path: str | Path | None) -> Path:
+    """The GGUF file to load: ``model_path``, or the shipped model when it is None.
+
+    Raises:
+        ConfigError: the file does not exist (or no model is shipped).
+    """
+    path = Path(model_path) if model_path is not None else find_model_path()
+    if not path.is_file():
+        raise ConfigError(f"{path}: no such GGUF file")
+    return path
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that was free a moment ago."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -117,9 +129,7 @@ class EmbeddedServer:
         model_alias: str = MODEL_ALIAS,
         python: str = sys.executable,
     ) -> None:
-        self.model_path = Path(model_path) if model_path is not None else find_model_path()
-        if not self.model_path.is_file():
-            raise ConfigError(f"{self.model_path}: no such GGUF file")
+        self.model_path = model_file(model_path)
         self.n_threads = n_threads
         self.n_ctx = n_ctx
         self.seed = seed
@@ -298,9 +308,7 @@ class LlamaClient(ChatBase):
     ) -> None:
         from llama_cpp import Llama  # optional dependency: import only when used
 
-        path = Path(model_path) if model_path is not None else find_model_path()
-        if not path.is_file():
-            raise ConfigError(f"{path}: no such GGUF file")
+        path = model_file(model_path)
         os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         self._llama = Llama(
             model_path=str(path),

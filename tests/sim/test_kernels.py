@@ -14,6 +14,7 @@ from fleetmind.sim.distances import DistanceOracle
 from fleetmind.sim.dynamics import resolve_moves, resolve_moves_reference
 from fleetmind.sim.maps import parse_text_map
 from fleetmind.sim.observe import LocalObserver
+from fleetmind.sim.vector import VectorWarehouse
 from fleetmind.sim.warehouse import Warehouse, WarehouseConfig
 
 
@@ -115,12 +116,12 @@ def test_warehouse_tick_kernel_matches_the_numpy_tick(
     gated = rng.random(n) < 0.5 if gates else np.zeros(0, dtype=bool)
     acts = rng.integers(0, 5, size=n)
     cfg = world.config.reward
-    new_pos = np.empty_like(world.pos)
-    flags = np.empty((5, n), dtype=bool)
+    new_pos = np.empty((1, n, 2), dtype=np.int32)
+    flags = np.empty((5, 1, n), dtype=bool)
     ind = np.empty(n, dtype=np.float32)
     events, n_conflict, n_bump = kernels.warehouse_tick(
-        world.pos,
-        acts,
+        world.pos[None],
+        acts[None],
         grid.blocked,
         world.tick,
         (world.goal, world.has_task, world.errand, world.carrying, gated),
@@ -136,12 +137,50 @@ def test_warehouse_tick_kernel_matches_the_numpy_tick(
         world.gates = {0: (None, "test")}
     res, picked, delivered = world._transition(acts)
     want = rw.individual(cfg, delivered=delivered[0], picked=picked[0], conflict=res.conflict[0])
-    np.testing.assert_array_equal(new_pos, res.pos[0])
+    np.testing.assert_array_equal(new_pos, res.pos)
     refs = (res.moved, res.wall_bump, res.conflict, picked, delivered)
     for got, ref in zip(flags, refs, strict=True):
-        np.testing.assert_array_equal(got, ref[0])
+        np.testing.assert_array_equal(got, ref)
     assert ind.tobytes() == want.tobytes()
     assert (n_conflict, n_bump) == (int(res.conflict.sum()), int(res.wall_bump.sum()))
     assert bool(events & 1) == bool(picked.any())
     assert bool(events & 2) == bool(delivered.any())
     assert bool(events & 8) == bool(np.isfinite(world.battery).any())
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(0, 2**32 - 1),
+    st.integers(1, 10),
+    st.integers(1, 5),
+    st.sampled_from(["individual", "shared", "mixed(0.3)"]),
+)
+def test_vector_tick_kernel_matches_the_numpy_step(seed: int, n: int, b: int, mode: str) -> None:
+    grid = parse_text_map(MAP)
+    kw = {"max_steps": 7, "reward": rw.RewardConfig.parse(mode), "seed": seed}
+    fast, ref = VectorWarehouse(grid, n, b, **kw), VectorWarehouse(grid, n, b, **kw)
+    rng = np.random.default_rng(seed)
+    for _ in range(20):  # two time limits: in-place resets and their draws included
+        acts = rng.integers(0, 5, size=(b, n))
+        got, want = fast.step(acts), ref.step_reference(acts)
+        for name in ("rewards", "delivered", "conflict", "truncated", "terminated"):
+            a, w = getattr(got, name), getattr(want, name)
+            assert a.dtype == w.dtype, name
+            assert a.tobytes() == w.tobytes(), name
+        for name in ("pos", "pickup", "station", "carrying", "tick", "delivered_total"):
+            np.testing.assert_array_equal(getattr(fast, name), getattr(ref, name), err_msg=name)
+
+
+def test_vector_tick_kernel_matches_numpy_through_deliveries() -> None:
+    # Long enough for many deliveries (each draws fresh tasks) and time limits.
+    grid = parse_text_map(MAP)
+    fast, ref = (VectorWarehouse(grid, 6, 8, max_steps=100, seed=1) for _ in range(2))
+    rng = np.random.default_rng(1)
+    for _ in range(1500):
+        acts = rng.integers(0, 5, size=(8, 6))
+        got, want = fast.step(acts), ref.step_reference(acts)
+        assert got.rewards.tobytes() == want.rewards.tobytes()
+        np.testing.assert_array_equal(got.delivered, want.delivered)
+    for name in ("pos", "pickup", "station", "carrying", "tick", "delivered_total"):
+        np.testing.assert_array_equal(getattr(fast, name), getattr(ref, name), err_msg=name)
+    assert ref.delivered_total.sum() > 20

@@ -57,61 +57,67 @@ def resolve_moves(
             if acts[k, i] < 0 or acts[k, i] > 4:
                 return int(acts[k, i])
     scratch = _scratch(h * w, n)
-    nobody = np.zeros(0, dtype=np.bool_)
     for k in range(b):
         _resolve_world(
-            pos[k],
-            acts[k],
-            blocked,
-            ticks[k],
-            frozen[k] if frozen.shape[0] > 0 else nobody,
-            scratch,
-            new_pos[k],
-            moved[k],
-            wall_bump[k],
-            conflict[k],
+            k, pos, acts, blocked, ticks[k], frozen, scratch, new_pos, moved, wall_bump, conflict
         )
     return -1
 
 
+_Scratch = tuple[
+    NDArray[np.int64],
+    NDArray[np.int64],
+    NDArray[np.int64],
+    NDArray[np.int64],
+    NDArray[np.int64],
+    NDArray[np.int64],
+    NDArray[np.bool_],
+]
+
+
 @numba.njit(cache=True)
-def _scratch(cells: int, n: int) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]:
-    """Per-cell scratch of :func:`_resolve_world` (occupant, best key, best robot)."""
+def _scratch(cells: int, n: int) -> _Scratch:
+    """Scratch of :func:`_resolve_world`, allocated once per call.
+
+    Per cell: occupant, best key, best robot (the first two -1); per robot: current cell,
+    next cell, rank, fail.
+    """
     return (
         np.full(cells, -1, dtype=np.int64),
         np.full(cells, -1, dtype=np.int64),
         np.empty(cells, dtype=np.int64),
+        np.empty(n, dtype=np.int64),
+        np.empty(n, dtype=np.int64),
+        np.empty(n, dtype=np.int64),
+        np.empty(n, dtype=np.bool_),
     )
 
 
 @numba.njit(cache=True)
 def _resolve_world(
+    k: int,
     pos: NDArray[np.integer],
     acts: NDArray[np.integer],
     blocked: NDArray[np.bool_],
     tick: int,
     frozen: NDArray[np.bool_],
-    scratch: tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]],
+    scratch: _Scratch,
     new_pos: NDArray[np.int32],
     moved: NDArray[np.bool_],
     wall_bump: NDArray[np.bool_],
     conflict: NDArray[np.bool_],
 ) -> None:
-    """One world of :func:`resolve_moves` (arrays ``(N, ...)``; ``frozen`` empty: none).
+    """World ``k`` of :func:`resolve_moves` (same arrays; ``frozen`` ``(0, 0)``: none).
 
     The scratch arrays come back as they came (-1 in the first two).
     """
-    n = acts.shape[0]
+    n = acts.shape[1]
     h, w = blocked.shape
-    occupant, best_key, best_robot = scratch
+    occupant, best_key, best_robot, cur, nxt, rank, fail = scratch
     has_frozen = frozen.shape[0] > 0
-    cur = np.empty(n, dtype=np.int64)
-    nxt = np.empty(n, dtype=np.int64)
-    rank = np.empty(n, dtype=np.int64)
-    fail = np.empty(n, dtype=np.bool_)
     for i in range(n):
-        r, c = np.int64(pos[i, 0]), np.int64(pos[i, 1])
-        a = 0 if has_frozen and frozen[i] else np.int64(acts[i])
+        r, c = np.int64(pos[k, i, 0]), np.int64(pos[k, i, 1])
+        a = 0 if has_frozen and frozen[k, i] else np.int64(acts[k, i])
         tr, tc = r + _DR[a], c + _DC[a]
         off = tr < 0 or tr >= h or tc < 0 or tc >= w
         if off:
@@ -119,11 +125,11 @@ def _resolve_world(
         bump = off or blocked[tr, tc]
         if bump:
             tr, tc = r, c
-        wall_bump[i] = bump and a != 0
+        wall_bump[k, i] = bump and a != 0
         cur[i] = r * w + c
         nxt[i] = tr * w + tc
         rank[i] = (i - tick) % n  # lower rank, higher priority
-        conflict[i] = False
+        conflict[k, i] = False
         occupant[cur[i]] = i
     while True:
         any_moving = False
@@ -153,13 +159,13 @@ def _resolve_world(
             break
         for i in range(n):
             if fail[i]:
-                conflict[i] = True
+                conflict[k, i] = True
                 nxt[i] = cur[i]
     for i in range(n):
         occupant[cur[i]] = -1
-        new_pos[i, 0] = nxt[i] // w
-        new_pos[i, 1] = nxt[i] % w
-        moved[i] = nxt[i] != cur[i]
+        new_pos[k, i, 0] = nxt[i] // w
+        new_pos[k, i, 1] = nxt[i] % w
+        moved[k, i] = nxt[i] != cur[i]
 
 
 @numba.njit(cache=True)
@@ -277,13 +283,16 @@ def warehouse_tick(
 ) -> tuple[int, int, int]:
     """The pure part of one :class:`fleetmind.sim.warehouse.Warehouse` tick, one world.
 
+    The arrays of moves (positions, actions, results) are batches of one world, as
+    :func:`resolve_moves` takes them; the others are the world's ``(N, ...)`` arrays.
+
     Moves (frozen robots wait), then pickups and deliveries at the targets, then the
     individual rewards of :func:`fleetmind.sim.rewards.individual` (float32, the same
     roundings). The numpy reference is ``Warehouse._transition`` with ``rewards.individual``.
 
     Args:
-        pos: ``(N, 2)`` positions.
-        acts: ``(N,)`` action ids.
+        pos: ``(1, N, 2)`` positions.
+        acts: ``(1, N)`` action ids.
         blocked: ``(H, W)`` walls.
         tick: the tick (priorities; robots broken until ``>= tick`` are frozen).
         robots: ``(goal (N, 2), has_task, errand, carrying, gated)`` (``gated`` may be
@@ -291,8 +300,8 @@ def warehouse_tick(
         broken_until: ``(N,)``.
         battery: ``(N,)`` charge (``<= 0``: frozen).
         reward: ``(step_cost, delivery_bonus, pickup_bonus, conflict_penalty)``.
-        new_pos: ``(N, 2)`` written.
-        flags: ``(5, N)`` written: moved, wall bump, conflict, picked, delivered.
+        new_pos: ``(1, N, 2)`` written.
+        flags: ``(5, 1, N)`` written: moved, wall bump, conflict, picked, delivered.
         individual: ``(N,)`` written: individual rewards.
 
     Returns:
@@ -302,15 +311,15 @@ def warehouse_tick(
         conflicts and wall bumps.
     """
     goal, has_task, errand, carrying, gated = robots
-    n = acts.shape[0]
+    n = acts.shape[1]
     h, w = blocked.shape
     for i in range(n):
-        if acts[i] < 0 or acts[i] > 4:
+        if acts[0, i] < 0 or acts[0, i] > 4:
             return 32, 0, 0
-    frozen = np.empty(n, dtype=np.bool_)
+    frozen = np.empty((1, n), dtype=np.bool_)
     events = 0
     for i in range(n):
-        frozen[i] = broken_until[i] >= tick or battery[i] <= 0
+        frozen[0, i] = broken_until[i] >= tick or battery[i] <= 0
         if np.isfinite(battery[i]):
             events |= 8
         if errand[i]:
@@ -318,7 +327,17 @@ def warehouse_tick(
         if not has_task[i] and broken_until[i] < tick + 1:
             events |= 16
     _resolve_world(
-        pos, acts, blocked, tick, frozen, _scratch(h * w, n), new_pos, flags[0], flags[1], flags[2]
+        0,
+        pos,
+        acts,
+        blocked,
+        tick,
+        frozen,
+        _scratch(h * w, n),
+        new_pos,
+        flags[0],
+        flags[1],
+        flags[2],
     )
     step_cost, delivery, pickup, penalty = reward
     n_conflict = 0
@@ -326,15 +345,15 @@ def warehouse_tick(
     has_gates = gated.shape[0] > 0
     for i in range(n):
         at_goal = (
-            new_pos[i, 0] == goal[i, 0]
-            and new_pos[i, 1] == goal[i, 1]
+            new_pos[0, i, 0] == goal[i, 0]
+            and new_pos[0, i, 1] == goal[i, 1]
             and has_task[i]
             and not errand[i]
         )
         picked = at_goal and not carrying[i] and not (has_gates and gated[i])
         delivered = at_goal and carrying[i]
-        flags[3, i] = picked
-        flags[4, i] = delivered
+        flags[3, 0, i] = picked
+        flags[4, 0, i] = delivered
         if picked:
             events |= 1
         if delivered:
@@ -343,8 +362,90 @@ def warehouse_tick(
         r = np.float32(step_cost)
         r = np.float32(np.float64(r) + delivery * (1.0 if delivered else 0.0))
         r = np.float32(np.float64(r) + pickup * (1.0 if picked else 0.0))
-        r = np.float32(np.float64(r) + penalty * (1.0 if flags[2, i] else 0.0))
+        r = np.float32(np.float64(r) + penalty * (1.0 if flags[2, 0, i] else 0.0))
         individual[i] = r
-        n_conflict += flags[2, i]
-        n_bump += flags[1, i]
+        n_conflict += flags[2, 0, i]
+        n_bump += flags[1, 0, i]
     return events, n_conflict, n_bump
+
+
+@numba.njit(cache=True)
+def vector_tick(
+    pos: NDArray[np.int32],
+    acts: NDArray[np.integer],
+    blocked: NDArray[np.bool_],
+    ticks: NDArray[np.int64],
+    tasks: tuple[NDArray[np.int32], NDArray[np.int32], NDArray[np.bool_]],
+    reward: tuple[float, float, float, float],
+    max_steps: int,
+    new_pos: NDArray[np.int32],
+    flags: NDArray[np.bool_],
+    individual: NDArray[np.float32],
+    new_carrying: NDArray[np.bool_],
+    delivered_total: NDArray[np.int64],
+    truncated: NDArray[np.bool_],
+) -> int:
+    """One tick of :class:`fleetmind.sim.vector.VectorWarehouse` (no difference rewards).
+
+    Moves, pickups and deliveries at each robot's target (the station when loaded, else the
+    pickup), individual rewards, then ``delivered_total`` and ``ticks`` count on in place.
+    The numpy reference is ``VectorWarehouse.step_reference``.
+
+    Args:
+        pos: ``(B, N, 2)`` positions.
+        acts: ``(B, N)`` action ids.
+        blocked: ``(H, W)`` walls.
+        ticks: ``(B,)`` ticks, incremented in place.
+        tasks: ``(pickup (B, N, 2), station (B, N, 2), carrying (B, N))``.
+        reward: ``(step_cost, delivery_bonus, pickup_bonus, conflict_penalty)``.
+        max_steps: the time limit.
+        new_pos: ``(B, N, 2)`` written.
+        flags: ``(2, B, N)`` written: delivered, conflict.
+        individual: ``(B, N)`` written: individual rewards.
+        new_carrying: ``(B, N)`` written: loaded after the tick.
+        delivered_total: ``(B, N)`` deliveries so far, counted on in place.
+        truncated: ``(B,)`` written: the world reached the time limit.
+
+    Returns:
+        Deliveries this tick, or -1 for an action id outside 0..4 (nothing is done then).
+    """
+    pickup, station, carrying = tasks
+    b, n = acts.shape
+    h, w = blocked.shape
+    for k in range(b):
+        for i in range(n):
+            if acts[k, i] < 0 or acts[k, i] > 4:
+                return -1
+    scratch = _scratch(h * w, n)
+    nobody = np.zeros((0, 0), dtype=np.bool_)
+    moved = np.empty((b, n), dtype=np.bool_)
+    bump = np.empty((b, n), dtype=np.bool_)
+    step_cost, delivery, pickup_bonus, penalty = reward
+    n_delivered = 0
+    for k in range(b):
+        _resolve_world(
+            k, pos, acts, blocked, ticks[k], nobody, scratch, new_pos, moved, bump, flags[1]
+        )
+        for i in range(n):
+            loaded = carrying[k, i]
+            r0, c0 = new_pos[k, i, 0], new_pos[k, i, 1]
+            if loaded:
+                at_goal = r0 == station[k, i, 0] and c0 == station[k, i, 1]
+            else:
+                at_goal = r0 == pickup[k, i, 0] and c0 == pickup[k, i, 1]
+            picked = at_goal and not loaded
+            delivered = at_goal and loaded
+            flags[0, k, i] = delivered
+            new_carrying[k, i] = (loaded or picked) and not delivered
+            if delivered:
+                delivered_total[k, i] += 1
+                n_delivered += 1
+            # rewards.individual: float32 sums of float64 terms, rounded after each term.
+            r = np.float32(step_cost)
+            r = np.float32(np.float64(r) + delivery * (1.0 if delivered else 0.0))
+            r = np.float32(np.float64(r) + pickup_bonus * (1.0 if picked else 0.0))
+            r = np.float32(np.float64(r) + penalty * (1.0 if flags[1, k, i] else 0.0))
+            individual[k, i] = r
+        ticks[k] += 1
+        truncated[k] = ticks[k] >= max_steps
+    return n_delivered

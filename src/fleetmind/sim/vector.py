@@ -1,7 +1,7 @@
 """Many warehouse worlds stepped at once, for training.
 
 :class:`VectorWarehouse` keeps ``B`` worlds of ``N`` robots in arrays (positions ``(B, N, 2)``)
-and steps them together with one call to :func:`fleetmind.sim.dynamics.resolve_moves`. Tasks are
+and steps them together in one compiled call (:func:`fleetmind.sim.kernels.vector_tick`). Tasks are
 lifelong and RWARE-style: every robot always has a task (random pickup cell, then random station);
 on delivery it draws the next one. Worlds that reach the time limit are reset in place (their
 ``truncated`` flag is set for that step; time limits are never termination).
@@ -18,6 +18,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from fleetmind.errors import ConfigError
+from fleetmind.sim import kernels
 from fleetmind.sim import rewards as rw
 from fleetmind.sim.dynamics import resolve_moves
 from fleetmind.sim.grid import WAIT, GridMap
@@ -112,17 +113,85 @@ class VectorWarehouse:
     def step(self, actions: NDArray[np.integer], *, autoreset: bool = True) -> VectorStep:
         """Advance every world one tick with ``(B, N)`` actions.
 
+        One compiled call (:func:`fleetmind.sim.kernels.vector_tick`) does the tick;
+        :meth:`step_reference` is the same tick in numpy (and the one ``difference`` rewards
+        take, for their counterfactual step).
+
         Args:
             actions: ``(B, N)`` action ids.
             autoreset: reset worlds that hit the time limit now; with False the caller reads
                 their final state first and calls :meth:`reset_worlds`.
+
+        Raises:
+            ConfigError: the actions have the wrong shape or an id outside 0..4.
         """
+        if self.reward.mode == "difference":
+            return self.step_reference(actions, autoreset=autoreset)
+        acts = self._checked(actions)
+        b, n = acts.shape
+        cfg = self.reward
+        new_pos = np.empty_like(self.pos)
+        flags = np.empty((2, b, n), dtype=bool)  # delivered, conflict
+        ind = np.empty((b, n), dtype=np.float32)
+        carrying = np.empty_like(self.carrying)
+        truncated = np.empty(b, dtype=bool)
+        n_new = kernels.vector_tick(
+            self.pos,
+            acts,
+            self.grid.blocked,
+            self.tick,
+            (self.pickup, self.station, self.carrying),
+            (cfg.step_cost, cfg.delivery_bonus, cfg.pickup_bonus, cfg.conflict_penalty),
+            self.max_steps,
+            new_pos,
+            flags,
+            ind,
+            carrying,
+            self.delivered_total,
+            truncated,
+        )
+        if n_new < 0:
+            raise ConfigError("vector step: action ids must be in 0..4")
+        delivered, conflict = flags
+        self.pos, self.carrying = new_pos, carrying
+        if n_new:
+            self._new_tasks(delivered, n_new)
+        if autoreset and truncated.any():
+            self.reset_worlds(np.flatnonzero(truncated))
+        return VectorStep(
+            rewards=rw.combine(cfg, ind),
+            delivered=delivered,
+            conflict=conflict,
+            truncated=truncated,
+            terminated=np.zeros(b, dtype=bool),
+        )
+
+    def _checked(self, actions: NDArray[np.integer]) -> NDArray[np.integer]:
         acts = np.asarray(actions)
         b, n = self.num_envs, self.n_robots
         if acts.shape != (b, n):
             raise ConfigError(
                 f"vector step: expected actions of shape ({b}, {n}), got {acts.shape}"
             )
+        return acts
+
+    def _new_tasks(self, delivered: NDArray[np.bool_], n_new: int) -> None:
+        """Fresh pickups, then stations, for the robots that delivered (in that draw order)."""
+        self.pickup[delivered] = self._pickups[
+            self._task_rng.integers(len(self._pickups), size=n_new)
+        ]
+        self.station[delivered] = self._stations[
+            self._task_rng.integers(len(self._stations), size=n_new)
+        ]
+
+    def step_reference(self, actions: NDArray[np.integer], *, autoreset: bool = True) -> VectorStep:
+        """The numpy reference of :meth:`step` (with the counterfactual step of ``difference``).
+
+        Raises:
+            ConfigError: the actions have the wrong shape or an id outside 0..4.
+        """
+        acts = self._checked(actions)
+        b, n = self.num_envs, self.n_robots
         goal = self.goal
         new_pos, picked, delivered, conflict = self._transition(
             self.pos, acts, self.tick, goal, self.carrying
@@ -150,12 +219,7 @@ class VectorWarehouse:
         self.carrying = (self.carrying | picked) & ~delivered
         n_new = int(delivered.sum())
         if n_new:
-            self.pickup[delivered] = self._pickups[
-                self._task_rng.integers(len(self._pickups), size=n_new)
-            ]
-            self.station[delivered] = self._stations[
-                self._task_rng.integers(len(self._stations), size=n_new)
-            ]
+            self._new_tasks(delivered, n_new)
         self.delivered_total += delivered
         self.tick += 1
         truncated = self.tick >= self.max_steps

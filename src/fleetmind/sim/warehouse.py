@@ -571,12 +571,12 @@ class Warehouse:
             team_without = self.counterfactual_team_rewards(acts)
         # The pure part of the tick in one compiled call (the numpy reference: _transition and
         # rewards.individual); Python below runs only per event.
-        new_pos = np.empty_like(self.pos)
-        flags = np.empty((5, n), dtype=bool)
+        new_pos = np.empty((1, *self.pos.shape), dtype=self.pos.dtype)  # a batch of one world
+        flags = np.empty((5, 1, n), dtype=bool)
         ind = np.empty(n, dtype=np.float32)
         events, n_conflict, n_bump = kernels.warehouse_tick(
-            self.pos,
-            acts,
+            self.pos[None],
+            acts[None],
             self.grid.blocked,
             self.tick,
             (
@@ -595,8 +595,8 @@ class Warehouse:
         )
         if events & 32:
             raise ConfigError(f"step: action ids must be in 0..4, got {acts.tolist()}")
-        moved, wall_bump, conflict, picked_m, delivered_m = flags
-        self.pos = new_pos
+        moved, wall_bump, conflict, picked_m, delivered_m = flags[:, 0]
+        self.pos = new_pos[0]
         # battery_model(), with the kernel's "some battery is finite" (bit 8).
         b = self.config.battery
         if b is None and events & 8:

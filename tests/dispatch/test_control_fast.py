@@ -193,9 +193,14 @@ def test_assignment_costs_equal_the_pair_by_pair_reference() -> None:
         ),
         seed=9,
     )
+    from scipy.optimize import linear_sum_assignment
+
+    from fleetmind.dispatch import planners as pl
+
     planner = AssignmentPlanner(grid, use_hidden=True)
     rng = np.random.default_rng(1)
     compared = 0
+    shapes = set()
     for _ in range(30):
         world.step(rng.integers(0, 5, len(world.robot_ids)))
         snap = Snapshot.take(world, with_text=False)
@@ -205,8 +210,26 @@ def test_assignment_costs_equal_the_pair_by_pair_reference() -> None:
         truth = {k: tuple(c for c in v if c.kind != "hold") for k, v in truth.items()}
         fast, _ = planner.costs(snap, robots, orders, truth)
         assert np.array_equal(fast, _reference_costs(planner, snap, robots, orders, truth))
+        # The columns the solver reads (no view per robot) give the same matrix.
+        cols = snap.idle_columns
+        assert cols.ids == [r.id for r in robots]
+        assert np.array_equal(planner.costs(snap, cols, orders, truth)[0], fast)
         compared += fast.size
+        # The plan: the pairs scipy gives on the plain (R, O) matrix, in its order, whichever
+        # way the solver hands the matrix over.
+        full, _ = planner.costs(snap, robots, orders, None)
+        rows, picks = linear_sum_assignment(np.ascontiguousarray(full))
+        want = [
+            (robots[i].id, orders[j].id)
+            for i, j in zip(rows, picks, strict=True)
+            if full[i, j] < pl.FORBIDDEN / 2
+        ]
+        plain = AssignmentPlanner(grid)
+        got = [(a.robot, a.order) for a in plain.solve(snap).assignments]
+        assert got == want
+        shapes.add(full.shape[0] > full.shape[1])
     assert compared > 1000
+    assert shapes == {True, False}  # tall and wide matrices both met
 
 
 def test_the_snapshot_fleet_view_equals_the_per_robot_views() -> None:

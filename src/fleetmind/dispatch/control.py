@@ -280,10 +280,11 @@ class ControlLoop:
         for oid, until, reason in plan.gates:
             if oid in w.index:
                 w.gate(oid, until, reason)
+        broken = w.broken  # once per plan: the property builds the fleet's array
         for a in plan.assignments:
+            r = self._robot_at.get(a.robot, -1)
             try:
-                r = w.robot_index(a.robot)
-                if w.has_task[r] or w.broken[r] or a.order not in w.index:
+                if r < 0 or w.has_task[r] or broken[r] or a.order not in w.index:
                     raise ConfigError("stale")
                 w.assign(r, a.order)
             except ConfigError:

@@ -30,6 +30,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
+import numba
 import numpy as np
 from numpy.typing import NDArray
 from scipy.optimize import linear_sum_assignment
@@ -39,6 +40,7 @@ from fleetmind.dispatch.plans import (
     FleetView,
     Plan,
     PlanOutcome,
+    RobotColumns,
     RobotView,
     Snapshot,
 )
@@ -105,6 +107,77 @@ def task_priorities(
     return out
 
 
+# Compiled when the module is imported (each slab type), not on a first call inside a tick.
+_TRIP_COSTS_SIG = [
+    numba.void(
+        numba.types.Array(slab, 2, "A"),
+        *(numba.int64[:], numba.int64, numba.int64[:], numba.int64[:], numba.int64[:]),
+        *(numba.float64[:], numba.float64[:], numba.int64[:], numba.boolean[:, :], numba.int64),
+        numba.int64[:, :],
+        numba.float64[:, :],
+    )
+    for slab in (numba.uint16, numba.int32)
+]
+
+
+@numba.njit(_TRIP_COSTS_SIG, cache=True)
+def trip_costs(
+    slab: NDArray[np.integer],
+    slots: NDArray[np.int64],
+    none: int,
+    cells: NDArray[np.int64],
+    carry: NDArray[np.int64],
+    due: NDArray[np.int64],
+    bonus: NDArray[np.float64],
+    battery: NDArray[np.float64],
+    need: NDArray[np.int64],
+    has: NDArray[np.bool_],
+    tick: int,
+    trips: NDArray[np.int64],
+    cost: NDArray[np.float64],
+) -> None:
+    """The assignment's trips and costs, order by robot, in one pass (compiled).
+
+    The same arithmetic, in the same order, as the numpy expressions it replaces (the module
+    docstring's cost; FORBIDDEN for no path, a battery too low or a missing capability).
+
+    Args:
+        slab: distance maps; ``slab[slots[j], c]`` the moves from flat cell ``c`` to order
+            ``j``'s pickup, ``none`` where there is no path.
+        slots: ``(O,)`` the pickup maps' rows.
+        none: the slab's value for no path.
+        cells: ``(R,)`` robots' flat cells.
+        carry: ``(O,)`` moves from pickup to station (``UNREACHABLE`` if none).
+        due: ``(O,)`` due ticks.
+        bonus: ``(O,)`` urgency and age bonus.
+        battery: ``(R,)`` charge left.
+        need: ``(O,)`` index of the capability an order needs in ``has`` (-1: none).
+        has: ``(R, K)`` robot has capability ``k``.
+        tick: now.
+        trips: ``(O, R)`` written: moves to deliver (``UNREACHABLE`` if impossible).
+        cost: ``(O, R)`` written: the cost.
+    """
+    r_count = cells.shape[0]
+    # Order-major: one pickup map row read at the robots' cells, written contiguously.
+    for j in range(slots.shape[0]):
+        row = slots[j]
+        c = carry[j]
+        for i in range(r_count):
+            raw = slab[row, cells[i]]
+            trip = UNREACHABLE if raw == none or c >= UNREACHABLE else raw + c
+            trips[j, i] = trip
+            late = tick + trip - due[j]
+            value = float(trip) + LATE_WEIGHT * (late if late > 0 else 0)
+            value -= bonus[j]
+            if (
+                trip >= UNREACHABLE
+                or battery[i] < DRAIN_PER_MOVE * trip
+                or (need[j] >= 0 and not has[i, need[j]])
+            ):
+                value = FORBIDDEN
+            cost[j, i] = value
+
+
 class _Distances:
     """A distance oracle per planner (planners run on their own thread)."""
 
@@ -132,10 +205,52 @@ class _Distances:
         )
         return np.ascontiguousarray(out.T)
 
-    def to_pickup(self, robots: list[RobotView], order: Order) -> np.ndarray:
+    def to_pickup(self, robots: list[RobotView] | RobotColumns, order: Order) -> np.ndarray:
         """``(R,)`` moves from each robot to the order's pickup."""
-        cells = self._flat([r.cell for r in robots])
+        if isinstance(robots, RobotColumns):
+            cells = robots.cells[:, 0] * self._width + robots.cells[:, 1]
+        else:
+            cells = self._flat([r.cell for r in robots])
         return self.oracle.lookup(np.repeat(self._flat([order.pickup]), len(cells)), cells)
+
+    def costs(
+        self, robots: RobotColumns, orders: list[Order], tick: int
+    ) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+        """``(R, O)`` trips and costs before note constraints (:func:`trip_costs`).
+
+        Both are transposed views of ``(O, R)`` arrays (the kernel's layout).
+        """
+        pickups = self._flat([o.pickup for o in orders])  # (O,)
+        carry = self.oracle.lookup(pickups, self._flat([o.station for o in orders]))
+        slab, slots, none = self.oracle.maps(pickups)
+        caps = sorted({o.capability for o in orders if o.capability is not None})
+        need = np.array(
+            [-1 if o.capability is None else caps.index(o.capability) for o in orders],
+            dtype=np.int64,
+        )
+        rows: dict[frozenset[str], list[bool]] = {}  # robots share few capability sets
+        has = np.array(
+            [
+                rows.setdefault(c, [k in c for k in caps]) if caps else []
+                for c in robots.capabilities
+            ],
+            dtype=np.bool_,
+        ).reshape(len(robots.ids), len(caps))
+        due = np.array([o.due for o in orders], dtype=np.int64)
+        bonus = np.array(
+            [
+                URGENT_BONUS * (o.priority == "urgent") + AGE_WEIGHT * (tick - o.tick)
+                for o in orders
+            ],
+            dtype=np.float64,
+        )
+        shape = (len(orders), len(robots.ids))
+        trips = np.empty(shape, dtype=np.int64)
+        cost = np.empty(shape, dtype=np.float64)
+        cells = robots.cells[:, 0] * self._width + robots.cells[:, 1]
+        args = (carry, due, bonus, robots.battery, need, has, tick, trips, cost)
+        trip_costs(slab, slots, none, cells, *args)
+        return trips.T, cost.T
 
 
 class AssignmentPlanner:
@@ -156,7 +271,7 @@ class AssignmentPlanner:
     def costs(
         self,
         snapshot: Snapshot,
-        robots: list[RobotView],
+        robots: Sequence[RobotView] | RobotColumns,
         orders: list[Order],
         constraints: Mapping[str, Sequence[Constraint]] | None = None,
     ) -> tuple[np.ndarray, int | None]:
@@ -170,26 +285,14 @@ class AssignmentPlanner:
                 ground truth; a note-reading planner passes what it understood).
         """
         t = snapshot.tick
-        trips = self._dist.trips(robots, orders)
-        cost = trips.astype(np.float64)
+        cols = robots if isinstance(robots, RobotColumns) else RobotColumns.of(robots)
+        # Every pair at once, compiled (the same arithmetic as pair by pair).
+        trips, cost = self._dist.costs(cols, orders, t)
         wake: int | None = None
-        # Every pair at once (numpy over robots x orders), the same arithmetic as pair by pair.
-        due = np.array([o.due for o in orders], dtype=np.int64)
-        lateness = np.maximum(0, t + trips - due[None, :])
-        cost += LATE_WEIGHT * lateness
-        cost -= np.array(
-            [URGENT_BONUS * (o.priority == "urgent") + AGE_WEIGHT * (t - o.tick) for o in orders]
-        )[None, :]
-        battery = np.array([r.battery for r in robots], dtype=np.float64)
-        banned = (trips >= UNREACHABLE) | (battery[:, None] < DRAIN_PER_MOVE * trips)
-        needs = [o.capability for o in orders]
-        for cap in {c for c in needs if c is not None}:
-            lacks = np.array([cap not in r.capabilities for r in robots], dtype=bool)
-            wants = np.array([c == cap for c in needs], dtype=bool)
-            banned |= lacks[:, None] & wants[None, :]
-        cost[banned] = FORBIDDEN
-        ids = np.array([r.id for r in robots])
-        for j, o in enumerate(orders):
+        ids = np.array(cols.ids)
+        noted = [] if not constraints else [j for j, o in enumerate(orders) if o.id in constraints]
+        for j in noted:
+            o = orders[j]
             for h in () if constraints is None else constraints.get(o.id, ()):
                 if h.kind == "only_robot":
                     cost[ids != h.robot, j] = FORBIDDEN
@@ -202,7 +305,7 @@ class AssignmentPlanner:
                     # nobody can meet any more gets no head start over orders still savable.
                     cost[late == 0, j] -= DEADLINE_BONUS
                 elif h.kind == "hold" and h.tick is not None:
-                    reach = self._dist.to_pickup(robots, o)
+                    reach = self._dist.to_pickup(cols, o)
                     early = t + reach < h.tick
                     cost[early, j] = FORBIDDEN
                     if early.any():
@@ -214,13 +317,13 @@ class AssignmentPlanner:
         self, snapshot: Snapshot, constraints: Mapping[str, Sequence[Constraint]] | None = None
     ) -> Plan:
         """The optimal plan for the idle robots and open orders of ``snapshot``."""
-        robots = snapshot.idle_robots
+        robots = snapshot.idle_columns  # no object per robot
         orders = list(snapshot.orders)
         if constraints is None and self.use_hidden:
             constraints = {o.id: o.constraints for o in (*orders, *snapshot.tasks) if o.constraints}
         boosts = arbitrate_by_rule(snapshot)
         revoke = self.preempt(snapshot, constraints or {})
-        if not robots or not orders:
+        if not robots.ids or not orders:
             return Plan(
                 tick=snapshot.tick,
                 assignments=(),
@@ -229,11 +332,18 @@ class AssignmentPlanner:
                 revoke=revoke,
             )
         cost, wake = self.costs(snapshot, robots, orders, constraints)
-        rows, cols = linear_sum_assignment(cost)
+        if cost.shape[0] > cost.shape[1]:
+            # scipy solves a tall matrix as its transpose: hand it that one (contiguous here)
+            # and sort by robot, as it would return them: the same pairs, in the same order.
+            by_order, by_robot = linear_sum_assignment(cost.T)
+            k = np.argsort(by_robot)
+            rows, cols = by_robot[k], by_order[k]
+        else:
+            rows, cols = linear_sum_assignment(cost)
         noted = constraints or {}
         chosen = [
             Assignment(
-                robots[i].id,
+                robots.ids[i],
                 orders[j].id,
                 priority_of(orders[j], snapshot.tick)
                 # A note deadline makes the task urgent for the shield too.

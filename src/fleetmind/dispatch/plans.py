@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, overload
 
 import numpy as np
+from numpy.typing import NDArray
 
 from fleetmind.sim.describe import describe
 from fleetmind.sim.grid import Cell, GridMap
@@ -47,6 +48,33 @@ class RobotView:
     order: str | None
     capabilities: frozenset[str]
     battery: float
+
+
+@dataclass(frozen=True)
+class RobotColumns:
+    """Some robots as columns (what a solver reads of many robots at once).
+
+    Attributes:
+        ids: ``R`` robot ids.
+        cells: ``(R, 2)`` int64 cells (row, col).
+        battery: ``(R,)`` float64 charge left.
+        capabilities: ``R`` capability sets.
+    """
+
+    ids: list[str]
+    cells: NDArray[np.int64]
+    battery: NDArray[np.float64]
+    capabilities: list[frozenset[str]]
+
+    @staticmethod
+    def of(robots: Sequence[RobotView]) -> RobotColumns:
+        """The columns of ``robots``."""
+        return RobotColumns(
+            ids=[r.id for r in robots],
+            cells=np.array([r.cell for r in robots], dtype=np.int64).reshape(-1, 2),
+            battery=np.array([r.battery for r in robots], dtype=np.float64),
+            capabilities=[r.capabilities for r in robots],
+        )
 
 
 class FleetView(Sequence[RobotView]):
@@ -126,6 +154,16 @@ class FleetView(Sequence[RobotView]):
         """The robots that may take an order now (only their views are built)."""
         return [self._view(i) for i in self._idle]
 
+    def idle_columns(self) -> RobotColumns:
+        """The idle robots as columns (no view built): the same as ``RobotColumns.of(idle())``."""
+        idle = self._idle
+        return RobotColumns(
+            ids=[self._ids[i] for i in idle],
+            cells=np.array([self._cells[i] for i in idle], dtype=np.int64).reshape(-1, 2),
+            battery=np.array([self._battery[i] for i in idle], dtype=np.float64),
+            capabilities=[self._capabilities[i] for i in idle],
+        )
+
     def get(self, robot: str) -> RobotView | None:
         """The robot with id ``robot`` (only its view is built), or None."""
         if self._index is None:
@@ -159,6 +197,13 @@ class Snapshot:
     events: tuple[str, ...] = ()
     stuck: tuple[str, ...] = ()
     tasks: tuple[Order, ...] = ()
+
+    @property
+    def idle_columns(self) -> RobotColumns:
+        """The idle robots as columns (built without a view per robot when possible)."""
+        if isinstance(self.robots, FleetView):
+            return self.robots.idle_columns()
+        return RobotColumns.of(self.idle_robots)
 
     @property
     def idle_robots(self) -> list[RobotView]:

@@ -94,7 +94,17 @@ _SIDEWAYS_MASK: Final = np.array(
 )
 
 
-@numba.njit(cache=True)
+# Compiled when the module is imported, not on the first tick.
+_PIBT_SIG = numba.int64(
+    numba.int64[:],
+    *(numba.int64[:, :], numba.int64[:, :], numba.int64[:, :]),
+    numba.int64[:],
+    *(numba.boolean[:], numba.boolean[:], numba.boolean[:, :]),
+    *(numba.int64[:], numba.int64[:], numba.int64[:], numba.int64[:]),
+)
+
+
+@numba.njit(_PIBT_SIG, cache=True)
 def pibt_step(
     cur: NDArray[np.int64],
     target: NDArray[np.int64],

@@ -79,7 +79,14 @@ def bfs_distances(graph: csr_matrix, source: int) -> NDArray[np.int32]:
     return out
 
 
-@numba.njit(cache=True, nogil=True)
+# Compiled when the module is imported (each storage type), not on a first call in a tick.
+_GRID_BFS_SIG = [
+    numba.void(numba.boolean[:], numba.int64, numba.int64, out[:], numba.int64)
+    for out in (numba.uint16, numba.int32)
+]
+
+
+@numba.njit(_GRID_BFS_SIG, cache=True, nogil=True)
 def grid_bfs(
     blocked: NDArray[np.bool_], width: int, source: int, out: NDArray[np.integer], none: int
 ) -> None:
@@ -327,6 +334,21 @@ class DistanceOracle:
         out = raw.astype(np.int64)
         out[(raw == self._none) | (at < 0)] = UNREACHABLE
         return out
+
+    def maps(self, targets: ArrayLike) -> tuple[NDArray[np.integer], NDArray[np.int64], int]:
+        """The slab holding the maps of ``targets`` and their rows, for a kernel to read.
+
+        Returns:
+            ``(slab, slots, none)``: ``slab[slots[k], cell]`` is the distance from ``cell`` to
+            ``targets[k]``, ``none`` where there is no path. Valid until the next call that
+            may store a map (the caller's thread only).
+        """
+        tgt = np.asarray(targets, dtype=np.int64).reshape(-1)
+        if tgt.size:
+            self._ensure(np.unique(tgt), keep_all=True)
+        if self._slab is None:
+            self._slab = np.empty((self.max_cached, self._cells), dtype=self._dtype)
+        return self._slab, self._slot_of[tgt], self._none
 
     def to(self, target: Cell) -> NDArray[np.int32]:
         """``(H, W)`` moves from every cell to ``target`` (a fresh array)."""

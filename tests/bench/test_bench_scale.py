@@ -14,7 +14,15 @@ def test_a_small_scale_row_has_every_tier_and_the_reference_ratio() -> None:
     for tier in row["tiers"].values():
         assert 0.0 <= tier["p50"] <= tier["p99"] <= tier["max"]
     # Every tick compared the fast path with the per-robot reference (a mismatch raises).
-    assert set(row["speedup"]) == {"priorities", "distances", "executor", "referee"}
+    assert set(row["speedup"]) == {
+        "priorities",
+        "distances",
+        "executor",
+        "referee",
+        "shield",
+        "bfs",
+        "snapshot",
+    }
     assert all(v > 0 for v in row["reference_ms"].values())
     assert row["peak_rss_mb"] > 0
     assert row["meets"] is None  # no target for 12 robots

@@ -12,6 +12,12 @@ reference of each vectorised part of the tick (:func:`reference_priorities`,
 :func:`~fleetmind.safety.verify.conflicts`) is timed beside the fast path the loop uses, and the
 row says how many times slower the reference is (``speedup``). The reference distances read the
 same cached maps, so the ratio is the per-robot Python alone, not the breadth-first searches.
+The compiled parts are timed the same way against the code they replaced: the shield's push loop
+(:func:`~fleetmind.safety.shield.pibt_step` against the plain-Python loop, on the same inputs,
+results compared), one distance map a tick (:func:`~fleetmind.sim.distances.grid_bfs` against
+scipy's :func:`~fleetmind.sim.distances.bfs_distances`, compared), and the world snapshot the
+recorder writes at a planner call (an incremental capture, pickled, against a deep copy of the
+world, pickled; their equality is tested in ``tests/eval/test_capture.py``).
 
 Targets (issue 15): 1,000 robots p50 <= 30 ms and p99 <= 100 ms per tick; 10,000 robots
 p99 <= 1 s per tick.
@@ -20,6 +26,7 @@ p99 <= 1 s per tick.
 from __future__ import annotations
 
 import multiprocessing as mp
+import pickle
 import resource
 import tempfile
 import time
@@ -34,8 +41,9 @@ from rich.table import Table
 from fleetmind.dispatch.control import ControlLoop
 from fleetmind.dispatch.executors import ShortestPathExecutor
 from fleetmind.dispatch.planners import priority_of
+from fleetmind.eval.recorder import WorldCapture
 from fleetmind.safety.verify import conflicts, count_conflicts
-from fleetmind.sim.distances import UNREACHABLE
+from fleetmind.sim.distances import UNREACHABLE, adjacency, bfs_distances, grid_bfs
 
 MAP: Final = str(
     Path(__file__).resolve().parents[3] / "benchmarks/data/lorr/maps/warehouse_large.map"
@@ -93,8 +101,53 @@ class _Timed(ControlLoop):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fast_s = dict.fromkeys(("priorities", "distances", "executor", "referee"), 0.0)
+        names = ("priorities", "distances", "executor", "referee", "shield", "bfs", "snapshot")
+        self.fast_s = dict.fromkeys(names, 0.0)
         self.slow_s = dict(self.fast_s)
+        self._capture = WorldCapture()
+        self._graph = adjacency(self.world.grid.blocked).astype(np.float64)
+        self._row = np.empty(self.world.grid.blocked.size, dtype=np.int32)
+        kernel = self.shield._pibt
+        reference = self.shield._pibt_reference
+
+        def both(**kw: Any) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+            # The kernel reorders rows of ``cands`` in place: the reference gets them as given.
+            given = kw["cands"].copy()
+            t0 = time.perf_counter()
+            act, why = kernel(**kw)
+            t1 = time.perf_counter()
+            lists = {k: np.asarray(v).tolist() for k, v in {**kw, "cands": given}.items()}
+            ref_act, ref_why = reference(**lists)
+            t2 = time.perf_counter()
+            if act.tolist() != ref_act or why.tolist() != ref_why:
+                raise AssertionError("bench scale: the shield kernel differs from the reference")
+            self.fast_s["shield"] += t1 - t0
+            self.slow_s["shield"] += t2 - t1
+            return act, why
+
+        self.shield._pibt = both  # type: ignore[method-assign]
+
+    def _time_world_parts(self) -> None:
+        """One distance map and one world snapshot, each both ways, on this tick's state."""
+        w = self.world
+        free = np.flatnonzero(~w.grid.blocked.reshape(-1))
+        flat = int(free[(w.tick * 7919) % len(free)])  # a different target each tick
+        t0 = time.perf_counter()
+        grid_bfs(self.shield._blocked_flat, w.grid.shape[1], flat, self._row, UNREACHABLE)
+        t1 = time.perf_counter()
+        want = bfs_distances(self._graph, flat)
+        t2 = time.perf_counter()
+        if not np.array_equal(self._row, want):
+            raise AssertionError("bench scale: the compiled search differs from scipy's")
+        self.fast_s["bfs"] += t1 - t0
+        self.slow_s["bfs"] += t2 - t1
+        t0 = time.perf_counter()
+        pickle.dumps(self._capture.take(w.tick, w, reason="bench"), protocol=5)
+        t1 = time.perf_counter()
+        pickle.dumps({"state": w.snapshot()}, protocol=5)
+        t2 = time.perf_counter()
+        self.fast_s["snapshot"] += t1 - t0
+        self.slow_s["snapshot"] += t2 - t1
 
     def step(self) -> None:
         w = self.world
@@ -126,6 +179,7 @@ class _Timed(ControlLoop):
                     raise AssertionError(f"bench scale: fast {name} differs from the reference")
                 self.fast_s[name] += t1 - t0
                 self.slow_s[name] += t2 - t1
+        self._time_world_parts()
         super().step()
 
 

@@ -166,11 +166,17 @@ def test_train_tabular_paths(tmp_path: Path) -> None:
     assert (tmp_path / "c" / "policy.npz").exists()
     assert set(race.returns) == {"robot_0", "robot_1"}
     wh = train(
-        "warehouse-tiny", 2, "iql", steps=400, max_steps=40, eval_ticks=20,
+        "warehouse-tiny", 2, "iql", steps=400, max_steps=40, eval_ticks=20, eval_episodes=2,
         out_dir=tmp_path / "w", progress=False,
     )  # fmt: skip
-    assert wh.metrics["eval_ticks"] == 20
+    assert wh.metrics["eval_ticks"] == 40  # 2 episodes of 20 ticks
     assert wh.config["resolved"]["sources"]["alpha"].startswith("rule")
+    # Exploration tied to the run's length; the figure stands next to shortest-path robots.
+    assert wh.config["resolved"]["eps_start"] == 1.0
+    assert wh.config["resolved"]["sources"]["exploration"].startswith("rule")
+    assert wh.metrics["eval_policy"] == "epsilon-greedy 0.05"
+    assert wh.metrics["shortest_path_tasks_completed"] >= 0
+    assert "greedy_tasks_completed" in wh.metrics
 
 
 @pytest.mark.parametrize(

@@ -31,64 +31,15 @@ import numpy as np
 import torch
 from numpy.typing import NDArray
 
-from fleetmind.envs import make_rware_vector
-from fleetmind.envs.vector import BatchStep
 from fleetmind.errors import ConfigError
 from fleetmind.rl.neural import MODULES, config_class
+from fleetmind.rl.neural.adapters import EPISODE, TwinBatch, evaluate_rware
+
+__all__ = ["ALGOS", "EPISODE", "TwinBatch", "evaluate", "format_table", "run"]
 
 log = logging.getLogger(__name__)
 
 ALGOS: tuple[str, ...] = ("mat", "mappo", "maddpg", "qmix")
-EPISODE = 500
-
-
-class TwinBatch:
-    """The twin's vector env as a learner's ``BatchEnv``.
-
-    Adds what the learners read and the twin does not report (yet): ``obs_size``, the time
-    limit, ``info["delivered"]`` (a positive individual reward) and ``info["final_state"]``
-    (the global state of the final observations: every robot's observation side by side).
-
-    Args:
-        env_id: an rware ``-v2`` id.
-        num_envs: worlds.
-        seed: root seed of the first reset.
-    """
-
-    def __init__(self, env_id: str, num_envs: int, *, seed: int) -> None:
-        self.env = make_rware_vector(env_id, num_envs, seed=seed)
-        self.num_envs = num_envs
-        self.n_robots = self.env.n_robots
-        self.obs_size = int(np.prod(self.env.obs_shape))
-        self.n_actions = self.env.n_actions
-        self.max_steps = int(self.env.spec.config.max_steps or EPISODE)
-
-    def reset(self, seed: int | None = None) -> tuple[NDArray[np.float32], dict[str, Any]]:
-        """Reset every world."""
-        return self.env.reset(seed=seed)
-
-    def step(self, actions: NDArray[np.integer]) -> BatchStep:
-        """Step every world; adds ``delivered`` and ``final_state`` to ``info``."""
-        obs, rewards, term, trunc, info = self.env.step(actions)
-        info["delivered"] = rewards > 0
-        if "final_obs" in info:
-            info["final_state"] = info["final_obs"].reshape(self.num_envs, -1)
-        return obs, rewards, term, trunc, info
-
-    def global_state(self) -> NDArray[np.float32]:
-        """``(B, N * D)``."""
-        return self.env.global_state()
-
-
-def _eval_env(env_id: str, episodes: int, seed: int) -> tuple[Any, str]:
-    try:
-        from fleetmind.rl.neural.adapters import rware_batch
-
-        return rware_batch(env_id, episodes, seed=seed), "rware"
-    except ConfigError:
-        # No rware package: the twin (exact on rware's rules) stands in.
-        log.warning("bench marl: rware is not installed; evaluating on the twin")
-        return TwinBatch(env_id, episodes, seed=seed), "twin"
 
 
 def evaluate(
@@ -100,21 +51,12 @@ def evaluate(
 ) -> dict[str, Any]:
     """Deliveries per 500-step episode of ``act`` on ``episodes`` seeded episodes of rware.
 
-    Returns:
-        ``{"deliveries_per_episode", "per_agent", "eval_on"}`` (``per_agent``: robot id ->
-        deliveries per episode).
+    See :func:`fleetmind.rl.neural.adapters.evaluate_rware`.
     """
-    env, where = _eval_env(env_id, episodes, seed)
-    obs, _ = env.reset(seed=seed)
-    delivered = np.zeros(env.n_robots, dtype=np.int64)
-    for _ in range(EPISODE):
-        obs, _r, _te, _tr, info = env.step(act(obs))
-        delivered += info["delivered"].sum(axis=0)
-    return {
-        "deliveries_per_episode": float(delivered.sum()) / episodes,
-        "per_agent": {f"robot_{i}": float(d) / episodes for i, d in enumerate(delivered)},
-        "eval_on": where,
-    }
+    out = evaluate_rware(act, env_id, episodes=episodes, seed=seed)
+    if out["eval_on"] == "twin":
+        log.warning("bench marl: rware is not installed; evaluated on the twin")
+    return out
 
 
 def random_policy(seed: int, n_actions: int) -> Callable[[NDArray[np.float32]], NDArray[np.int64]]:

@@ -34,7 +34,12 @@ def train(
     reward_mode: Annotated[
         str, typer.Option(help="individual, shared, mixed(W) or difference.")
     ] = "individual",
-    steps: Annotated[int, typer.Option(help="Environment steps to train.")] = 100_000,
+    steps: Annotated[
+        int | None,
+        typer.Option(
+            help="Environment steps to train (default 100,000; unbounded with --minutes)."
+        ),
+    ] = None,
     seed: Annotated[int, typer.Option(help="Root seed.")] = 0,
     out: Annotated[Path, typer.Option(help="Run folder to write.")] = TRAIN_OUT,
     resume: Annotated[
@@ -58,12 +63,40 @@ def train(
     llm_base_url: LLMBaseUrl = None,
     llm_model: LLMModel = None,
     llm_api_key: LLMApiKey = None,
+    minutes: Annotated[
+        float | None,
+        typer.Option(help="Neural: train for this many minutes (evaluations excluded)."),
+    ] = None,
+    eval_every: Annotated[
+        float | None,
+        typer.Option(help="rware ids: minutes between evaluations on the real rware (eval_curve)."),
+    ] = None,
+    eval_episodes: Annotated[
+        int | None,
+        typer.Option(help="Evaluation episodes (rware ids: 20 of 500 steps; warehouse: 8)."),
+    ] = None,
+    shaping: Annotated[
+        float, typer.Option(help="rware ids: weight of the twin's dense guide (docs/rware.md).")
+    ] = 0.0,
+    threads: Annotated[int | None, typer.Option(help="torch threads (neural).")] = None,
 ) -> None:
     """Train a learner; writes the policy, config, per-agent curves (CSV, PNG) and metrics."""
     from fleetmind.errors import ConfigError
     from fleetmind.rl.reward import RewardSpec
+    from fleetmind.rl.train import RWARE_ID
     from fleetmind.rl.train import train as run_train
 
+    if steps is None:
+        steps = 10**12 if minutes is not None else 100_000
+    if eval_episodes is None:
+        eval_episodes = 20 if RWARE_ID.match(map_name) else 8
+    timing = {
+        "time_limit_s": minutes * 60 if minutes is not None else None,
+        "eval_every_s": eval_every * 60 if eval_every is not None else None,
+        "eval_episodes": eval_episodes,
+        "shaping": shaping,
+        "threads": threads,
+    }
     spec = RewardSpec.parse(reward)
     if spec.scored and (seeds > 1 or backend != "local"):
         raise ConfigError(
@@ -102,6 +135,7 @@ def train(
             progress=not as_json,
             reward=spec,
             scorer=scorer,
+            **timing,  # type: ignore[arg-type]
         )
     if as_json:
         print_json(result.metrics)
@@ -115,6 +149,19 @@ def train(
         table.add_row(agent, str(d), f"{m.get('per_agent_reward', {}).get(agent, 0.0):.3f}")
     console.print(table)
     console.print(f"throughput {m.get('throughput', 0.0):.4f}; run folder: {result.out_dir}")
+    if "deliveries_per_episode" in m:
+        console.print(
+            f"real rware, {m['eval_episodes']} episodes: {m['deliveries_per_episode']:.2f} "
+            f"deliveries per episode (policy sampling), greedy "
+            f"{m['greedy_deliveries_per_episode']:.2f}, random "
+            f"{m['random_deliveries_per_episode']:.3f}; curve in eval_curve.csv / .png"
+        )
+    if "shortest_path_tasks_completed" in m:
+        console.print(
+            f"shortest-path robots, same episodes and ticks: "
+            f"{m['shortest_path_tasks_completed']} deliveries ({m['eval_policy']}: "
+            f"{m['tasks_completed']}, greedy {m['greedy_tasks_completed']})"
+        )
     if "llm_reward" in m:
         lr = m["llm_reward"]
         console.print(

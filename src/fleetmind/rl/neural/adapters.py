@@ -6,6 +6,10 @@ actions one after the other and stacks their arrays: observations ``(B, N, D)``,
 ``final_obs`` and ``final_state`` (what the finished episode's last step reached), so learners
 bootstrap truncations correctly. ``global_state()`` is the env's ``state()`` when it has one,
 else the concatenation of all agents' observations (rware has no global state).
+
+:class:`TwinBatch` is the RWARE twin's vector env (:mod:`fleetmind.envs.rware_twin`) as the same
+kind of batch: rware's rules, every world stepped at once, ~90x the real package; learners
+train on it and are scored on the real rware through :func:`rware_batch`.
 """
 
 from __future__ import annotations
@@ -19,6 +23,211 @@ from numpy.typing import NDArray
 
 from fleetmind.envs.vector import BatchStep
 from fleetmind.errors import ConfigError
+
+
+class TwinBatch:
+    """The RWARE twin's vector env as a learner's ``BatchEnv``.
+
+    Adds what the learners read and the twin does not report: ``obs_size``, the time limit,
+    ``info["delivered"]`` (a delivery: rware's reward at the goal) and ``info["final_state"]``
+    (the global state of the final observations: every robot's observation side by side).
+
+    Args:
+        env_id: an rware ``-v2`` id.
+        num_envs: worlds.
+        seed: root seed of the first reset.
+        shaping: weight of :class:`RwareShaping` added to rware's reward (0: rware's reward
+            alone). ``info["delivered"]`` always counts real deliveries.
+        **options: rware constructor overrides (``reward_type``, ``max_steps``, ...; see
+            :mod:`fleetmind.envs.rware_twin`).
+    """
+
+    def __init__(
+        self, env_id: str, num_envs: int, *, seed: int, shaping: float = 0.0, **options: Any
+    ) -> None:
+        from fleetmind.envs import make_rware_vector
+
+        self.env = make_rware_vector(env_id, num_envs, seed=seed, **options)
+        self.num_envs = num_envs
+        self.n_robots = self.env.n_robots
+        self.obs_size = int(np.prod(self.env.obs_shape))
+        self.n_actions = self.env.n_actions
+        self.max_steps = int(self.env.spec.config.max_steps or 500)
+        # two_stage pays 0.5 at the goal and 0.5 at the next put-down: only the first counts.
+        self._two_stage = self.env.spec.config.reward_type == "two_stage"
+        if not shaping >= 0:
+            raise ConfigError(f"shaping: must be >= 0, got {shaping}")
+        self.shaping = float(shaping)
+        self._shaper = RwareShaping(self.env.worlds) if shaping > 0 else None
+
+    def reset(self, seed: int | None = None) -> tuple[NDArray[np.float32], dict[str, Any]]:
+        """Reset every world."""
+        return self.env.reset(seed=seed)
+
+    def step(self, actions: NDArray[np.integer]) -> BatchStep:
+        """Step every world; adds ``delivered`` and ``final_state`` to ``info``."""
+        carrying_before = self.env.worlds.carrying >= 0 if self._two_stage else None
+        before = self._shaper.before() if self._shaper is not None else None
+        obs, rewards, term, trunc, info = self.env.step(actions)
+        if carrying_before is None:
+            info["delivered"] = rewards > 0
+        else:
+            # A put-down reward comes with a robot that carried before the step and not after.
+            dropped = carrying_before & ~(self.env.worlds.carrying >= 0)
+            info["delivered"] = (rewards > 0) & ~dropped
+        if self._shaper is not None and before is not None:
+            bonus = self._shaper.after(before, info["delivered"], trunc | term)
+            info["shaping"] = self.shaping * bonus
+            rewards = (rewards + info["shaping"]).astype(np.float32)
+        if "final_obs" in info:
+            info["final_state"] = info["final_obs"].reshape(self.num_envs, -1)
+        return obs, rewards, term, trunc, info
+
+    def global_state(self) -> NDArray[np.float32]:
+        """``(B, N * D)``."""
+        return self.env.global_state()
+
+
+def _carry_distances(highways: NDArray[np.bool_]) -> NDArray[np.float64]:
+    """``(HW, HW)`` steps between cells for a loaded robot, which keeps to the highways.
+
+    A loaded robot may not drive into a shelf cell; every cell between the two ends of its
+    path is taken to be a highway (shelves stand on every other cell at reset). Unreachable
+    pairs get ``H + W`` steps.
+    """
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import shortest_path
+
+    h, w = highways.shape
+    free = highways.reshape(-1)
+    src, dst = [], []
+    for cell in range(h * w):
+        r, c = divmod(cell, w)
+        for rr, cc in ((r - 1, c), (r + 1, c), (r, c - 1), (r, c + 1)):
+            nb = rr * w + cc
+            # Moves that stay on highways, or leave or enter a shelf cell at a path's end.
+            if 0 <= rr < h and 0 <= cc < w and (free[cell] or free[nb]):
+                src.append(cell)
+                dst.append(nb)
+    graph = coo_matrix((np.ones(len(src)), (src, dst)), shape=(h * w, h * w)).tocsr()
+    dist = np.asarray(shortest_path(graph, unweighted=True), dtype=np.float64)
+    # No shelf-to-shelf edge: rware's shelf blocks are two cells thick, so paths cannot
+    # cut through them (a one-cell-thick shelf row of a custom layout could be cut).
+    return np.where(np.isfinite(dist), dist, float(h + w))
+
+
+class RwareShaping:
+    """A dense guide added to rware's sparse reward while training on the twin.
+
+    rware pays only at the goal (+1), so a policy must stumble on pick-up, carry and delivery
+    by chance before anything is learned (EPyMARL's MAPPO needs about 6M steps for its first
+    deliveries on tiny-2ag). Per robot and step, in units of one delivery:
+
+    - +0.5 the first time a requested shelf is picked up in its request (a shelf put down and
+      picked up again pays nothing more);
+    - +0.5 for putting a shelf down after delivering it (the step rware's ``two_stage``
+      reward pays for too);
+    - ``phi(s') - phi(s)`` with ``phi = -d / (H + W)`` and ``d`` the Manhattan distance to the
+      robot's current aim: the nearest requested shelf on the floor (empty-handed, Manhattan:
+      it drives under shelves), the nearest goal (carrying a requested shelf), the nearest
+      empty shelf cell (carrying one that is not), both along highways (a loaded robot may
+      not drive into a shelf). The aim is the one of the step's start state and steps that
+      pick up or put down pay no potential term, so phase changes cost nothing; moving back
+      and forth earns zero.
+
+    Evaluation never uses it: the figures are rware's deliveries.
+
+    Args:
+        worlds: the twin's worlds (read, never changed).
+    """
+
+    def __init__(self, worlds: Any) -> None:
+        self.w = worlds
+        h, wd = worlds.shape
+        cells = np.arange(h * wd)
+        rows, cols = cells // wd, cells % wd
+        scale = float(h + wd)
+        # Empty-handed robots drive under shelves: Manhattan distance.
+        self._dist = (
+            np.abs(rows[:, None] - rows[None, :]) + np.abs(cols[:, None] - cols[None, :])
+        ).astype(np.float64) / scale  # (HW, HW)
+        lay = worlds.config.layout
+        self._carry_dist = _carry_distances(lay.highways) / scale  # (HW, HW)
+        self._goals = np.array([r * wd + c for r, c in lay.goals], dtype=np.int64)
+        self._shelf_cell = ~lay.highways.reshape(-1)  # (HW,) cells a shelf may stand on
+        b, n = worlds.pos.shape
+        self._claimed = np.zeros((b, worlds.n_shelves + 1), dtype=bool)
+        self._delivered = np.zeros((b, n), dtype=bool)  # carries a shelf it has delivered
+
+    def _aim_distance(self, kind: NDArray[np.int64]) -> NDArray[np.float64]:
+        """``(B, N)`` scaled distance of each robot to its aim of ``kind`` (0 seek, 1, 2)."""
+        w = self.w
+        b, n = w.pos.shape
+        s, cells = w.n_shelves, self._dist.shape[0]
+        d = self._dist[w.pos]  # (B, N, HW)
+        dc = self._carry_dist[w.pos]  # (B, N, HW): loaded robots keep to the highways
+        on_floor = np.ones((b, s + 1), dtype=bool)
+        on_floor[np.arange(b)[:, None], np.where(w.carrying >= 0, w.carrying, s)] = False
+        on_floor = on_floor[:, :s]  # (B, S)
+        to_shelf = np.take_along_axis(d, np.broadcast_to(w.shelf_pos[:, None, :], (b, n, s)), 2)
+        seek = np.where((w.requested[:, :s] & on_floor)[:, None, :], to_shelf, np.inf).min(-1)
+        goal = dc[..., self._goals].min(-1)
+        occupied = np.zeros((b, cells + 1), dtype=bool)
+        occupied[np.arange(b)[:, None], np.where(on_floor, w.shelf_pos, cells)] = True
+        empty = self._shelf_cell[None, :] & ~occupied[:, :cells]  # (B, HW)
+        drop = np.where(empty[:, None, :], dc, np.inf).min(-1)
+        out = np.choose(kind, [seek, goal, drop])
+        # No aim (every requested shelf is carried): a flat potential.
+        return np.where(np.isfinite(out), out, 0.0)
+
+    def _kind(self) -> NDArray[np.int64]:
+        w = self.w
+        s = w.n_shelves
+        carried = np.where(w.carrying >= 0, w.carrying, s)
+        held_req = np.take_along_axis(w.requested, carried, 1)
+        return np.where(w.carrying < 0, 0, np.where(held_req, 1, 2)).astype(np.int64)
+
+    def before(self) -> dict[str, NDArray[Any]]:
+        """What the step's shaping needs of the state before it."""
+        kind = self._kind()
+        return {
+            "kind": kind,
+            "phi": -self._aim_distance(kind),
+            "carrying": self.w.carrying.copy(),
+        }
+
+    def after(
+        self,
+        before: dict[str, NDArray[Any]],
+        delivered: NDArray[np.bool_],
+        done: NDArray[np.bool_],
+    ) -> NDArray[np.float32]:
+        """``(B, N)`` shaping of the step that led here (0 in worlds that restarted)."""
+        w = self.w
+        s = w.n_shelves
+        phi = -self._aim_distance(before["kind"])
+        held = w.carrying
+        # A pick-up or put-down changes the aims (a shelf leaves or joins the floor): no
+        # potential difference on that step, only the event bonuses below.
+        bonus = np.where(held == before["carrying"], phi - before["phi"], 0.0)
+        picked = (before["carrying"] < 0) & (held >= 0)
+        shelf = np.where(picked, held, s)
+        rows = np.arange(len(held))[:, None]
+        fresh = picked & np.take_along_axis(w.requested, shelf, 1) & ~self._claimed[rows, shelf]
+        self._claimed[rows, np.where(fresh, shelf, s)] = True
+        self._claimed[:, s] = False
+        self._claimed &= w.requested  # a delivered shelf leaves the queue: its claim ends
+        self._delivered |= delivered
+        put_down = (before["carrying"] >= 0) & (held < 0)
+        paid_drop = put_down & self._delivered
+        self._delivered &= ~put_down
+        bonus = bonus + 0.5 * fresh + 0.5 * paid_drop
+        if done.any():
+            bonus[done] = 0.0
+            self._claimed[done] = False
+            self._delivered[done] = False
+        out: NDArray[np.float32] = np.asarray(bonus, dtype=np.float32)
+        return out
 
 
 class ParallelBatch:
@@ -139,3 +348,43 @@ def rware_batch(
         seed=seed,
         delivered_from_reward=True,
     )
+
+
+EPISODE = 500
+"""rware's episode length (steps) for the ``-v2`` ids."""
+
+
+def evaluate_rware(
+    act: Callable[[NDArray[np.float32]], NDArray[np.int64]],
+    env_id: str,
+    *,
+    episodes: int,
+    seed: int,
+    steps: int = EPISODE,
+) -> dict[str, Any]:
+    """Deliveries per ``steps``-step episode of ``act`` on ``episodes`` seeded rware episodes.
+
+    Plays the real ``rware`` package (:func:`rware_batch`, one env per episode, all stepped
+    together); without rware installed, the twin (exact on rware's rules) stands in and the
+    result says so.
+
+    Returns:
+        ``{"deliveries_per_episode", "per_agent", "eval_on", "episodes"}`` (``per_agent``:
+        robot id -> deliveries per episode).
+    """
+    env: Any
+    try:
+        env, where = rware_batch(env_id, episodes, seed=seed), "rware"
+    except ConfigError:
+        env, where = TwinBatch(env_id, episodes, seed=seed), "twin"
+    obs, _ = env.reset(seed=seed)
+    delivered = np.zeros(env.n_robots, dtype=np.int64)
+    for _ in range(steps):
+        obs, _r, _te, _tr, info = env.step(act(obs))
+        delivered += info["delivered"].sum(axis=0)
+    return {
+        "deliveries_per_episode": float(delivered.sum()) / episodes,
+        "per_agent": {f"robot_{i}": float(d) / episodes for i, d in enumerate(delivered)},
+        "eval_on": where,
+        "episodes": episodes,
+    }

@@ -44,6 +44,7 @@ def mlp(
     *,
     activation: type[nn.Module] = nn.Tanh,
     out_gain: float = 1.0,
+    in_norm: bool = False,
 ) -> nn.Sequential:
     """A multilayer perceptron with orthogonal init (gain sqrt(2) inside, ``out_gain`` last).
 
@@ -53,8 +54,10 @@ def mlp(
         hidden: hidden layer widths.
         activation: activation class between layers.
         out_gain: orthogonal gain of the output layer (0.01 for policy heads, 1 for values).
+        in_norm: start with a ``LayerNorm`` over the inputs (MAPPO's feature normalisation:
+            rware's observations mix cell coordinates up to ~20 with 0/1 flags).
     """
-    layers: list[nn.Module] = []
+    layers: list[nn.Module] = [nn.LayerNorm(in_dim)] if in_norm else []
     last = in_dim
     for width in hidden:
         lin = nn.Linear(last, width)
@@ -99,10 +102,68 @@ def build_seeded(seq: np.random.SeedSequence, build: Callable[[], nn.Module]) ->
         return build()
 
 
+ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU}
+"""Activation names a config may give (ReLU is several times cheaper than tanh on CPU)."""
+
+
 def sample_categorical(logits: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
     """One sample per row of ``(..., A)`` logits, drawn with ``generator``."""
     probs = torch.softmax(logits, dim=-1).reshape(-1, logits.shape[-1])
     return torch.multinomial(probs, 1, generator=generator).reshape(logits.shape[:-1])
+
+
+class ValueNorm:
+    """Running mean and std of value targets (MAPPO's ``ValueNorm``, a debiased average).
+
+    The critic learns targets in normalised units: rware's sparse deliveries give returns of
+    order 0.01 early and of order 1 later, a range no fixed scale serves. ``beta`` close to 1
+    weighs every update almost equally; the variance is floored (``min_var``) so that near-zero
+    returns early in training are not blown up.
+
+    Args:
+        beta: decay of the running moments per :meth:`update`.
+        min_var: floor of the variance.
+    """
+
+    def __init__(self, beta: float = 0.99999, min_var: float = 1e-2) -> None:
+        self.beta = beta
+        self.min_var = min_var
+        self.mean = 0.0
+        self.mean_sq = 0.0
+        self.debias = 0.0
+
+    def update(self, x: torch.Tensor) -> None:
+        """Fold a batch of targets into the running moments."""
+        b = self.beta
+        self.mean = b * self.mean + (1 - b) * float(x.mean())
+        self.mean_sq = b * self.mean_sq + (1 - b) * float((x.double() ** 2).mean())
+        self.debias = b * self.debias + (1 - b)
+
+    def stats(self) -> tuple[float, float]:
+        """``(mean, std)`` of the targets seen (``(0, 1)`` before any update)."""
+        if self.debias <= 0:
+            return 0.0, 1.0
+        mean = self.mean / self.debias
+        var = max(self.mean_sq / self.debias - mean**2, self.min_var)
+        return mean, float(np.sqrt(var))
+
+    def normalise(self, x: torch.Tensor) -> torch.Tensor:
+        """Targets in the critic's units."""
+        mean, std = self.stats()
+        return (x - mean) / std
+
+    def denormalise(self, x: NDArray[np.float32]) -> NDArray[np.float32]:
+        """Critic outputs back in return units."""
+        mean, std = self.stats()
+        return (x * std + mean).astype(np.float32)
+
+    def state_dict(self) -> dict[str, float]:
+        """The running moments, for checkpoints."""
+        return {"mean": self.mean, "mean_sq": self.mean_sq, "debias": self.debias}
+
+    def load_state_dict(self, state: dict[str, float]) -> None:
+        """Restore :meth:`state_dict`."""
+        self.mean, self.mean_sq, self.debias = state["mean"], state["mean_sq"], state["debias"]
 
 
 # --------------------------------------------------------------------------- env protocol
@@ -217,11 +278,14 @@ class Event:
             hold ``robot_i`` returns) or ``"checkpoint"``.
         step: environment steps so far (batched steps x worlds).
         scalars: namespaced values, e.g. ``train/loss``, ``train/agent/robot_0/return``.
+        policy: on ``update`` events of the PPO loop, the live policy module (obs -> logits),
+            so a callback can evaluate it mid-run (under ``torch.no_grad``; never train it).
     """
 
     kind: str
     step: int
     scalars: dict[str, float] = field(default_factory=dict)
+    policy: nn.Module | None = None
 
 
 Callback = Callable[[Event], None]
@@ -267,6 +331,8 @@ class RunOptions:
         time_limit_s: start no new step (PPO: no new rollout) once this many seconds of the
             call have passed, even short of ``steps`` (None: no limit); for comparisons at equal
             wall time.
+        excluded_s: seconds of the call spent outside training so far (evaluations inside
+            callbacks), left out of ``time_limit_s``.
     """
 
     seed: int = 0
@@ -276,10 +342,17 @@ class RunOptions:
     checkpoint_every: int = 0
     resume: bool = False
     time_limit_s: float | None = None
+    excluded_s: Callable[[], float] | None = None
 
     def out_of_time(self, t0: float) -> bool:
-        """Whether ``time_limit_s`` has passed since ``t0`` (a ``perf_counter()`` reading)."""
-        return self.time_limit_s is not None and time.perf_counter() - t0 >= self.time_limit_s
+        """Whether ``time_limit_s`` has passed since ``t0`` (a ``perf_counter()`` reading).
+
+        Seconds that ``excluded_s()`` reports (e.g. evaluations run by a callback) do not count.
+        """
+        if self.time_limit_s is None:
+            return False
+        away = self.excluded_s() if self.excluded_s is not None else 0.0
+        return time.perf_counter() - t0 - away >= self.time_limit_s
 
     def checkpoint_due(self, updates: int) -> bool:
         """Whether a checkpoint is due after ``updates`` updates (before the final one)."""
@@ -312,7 +385,8 @@ class Learner(Generic[ConfigT]):
     """The ``train`` of a learner module; its signature, the same for every algorithm, lives here.
 
     ``train(env, config=None, *, seed=0, steps=100_000, out_dir=None, callbacks=(),
-    checkpoint_every=0, resume=False, time_limit_s=None) -> TrainResult``: ``env`` is a
+    checkpoint_every=0, resume=False, time_limit_s=None, excluded_s=None) -> TrainResult``:
+    ``env`` is a
     :class:`BatchEnv`, ``config`` None means the algorithm's default, the keyword arguments are
     those of :class:`RunOptions`.
 
@@ -344,10 +418,11 @@ class Learner(Generic[ConfigT]):
         checkpoint_every: int = 0,
         resume: bool = False,
         time_limit_s: float | None = None,
+        excluded_s: Callable[[], float] | None = None,
     ) -> TrainResult:
         """Train on ``env`` (see the class docstring)."""
         options = RunOptions(
-            seed, steps, out_dir, callbacks, checkpoint_every, resume, time_limit_s
+            seed, steps, out_dir, callbacks, checkpoint_every, resume, time_limit_s, excluded_s
         )
         return self._run(env, config if config is not None else self._default(), options)
 
@@ -435,10 +510,11 @@ def emit_update(
     updates: int,
     *,
     window: int = 50,
+    policy: nn.Module | None = None,
 ) -> None:
     """Report an ``update`` event: each loss's mean over its last ``window`` values."""
     scalars = {f"train/loss/{k}": float(np.mean(v[-window:])) for k, v in losses.items() if v}
-    emit(callbacks, Event("update", step, scalars | {"train/updates": float(updates)}))
+    emit(callbacks, Event("update", step, scalars | {"train/updates": float(updates)}, policy))
 
 
 def save_checkpoint(out_dir: Path, state: dict[str, Any]) -> Path:

@@ -30,11 +30,26 @@ __all__ = ["LocalCritic", "PPOConfig", "train"]
 class LocalCritic(nn.Module):
     """Decentralised critic: ``(..., N, D)`` observations -> ``(..., N)`` values."""
 
-    def __init__(self, obs_size: int, n_agents: int, hidden: Sequence[int], agent_id: bool) -> None:
+    def __init__(
+        self,
+        obs_size: int,
+        n_agents: int,
+        hidden: Sequence[int],
+        agent_id: bool,
+        *,
+        activation: str = "tanh",
+        feature_norm: bool = False,
+    ) -> None:
         super().__init__()
         self.n_agents = n_agents
         self.agent_id = agent_id
-        self.net = base.mlp(obs_size + (n_agents if agent_id else 0), 1, hidden)
+        self.net = base.mlp(
+            obs_size + (n_agents if agent_id else 0),
+            1,
+            hidden,
+            activation=base.ACTIVATIONS[activation],
+            in_norm=feature_norm,
+        )
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         """Value of each agent's observation."""
@@ -46,7 +61,14 @@ class LocalCritic(nn.Module):
 train = learner(
     "ippo",
     "local",
-    lambda env, cfg: LocalCritic(env.obs_size, env.n_robots, cfg.hidden, cfg.agent_id),
+    lambda env, cfg: LocalCritic(
+        env.obs_size,
+        env.n_robots,
+        cfg.hidden,
+        cfg.agent_id,
+        activation=cfg.activation,
+        feature_norm=cfg.feature_norm,
+    ),
     """Train IPPO on a batched multi-agent env (``make_vector(...)`` or an adapter).
 
     The result's ``policy`` is the shared actor; see :class:`fleetmind.rl.neural.base.Learner`

@@ -30,10 +30,24 @@ __all__ = ["CentralCritic", "PPOConfig", "train"]
 class CentralCritic(nn.Module):
     """Centralised critic: ``(..., S)`` global state -> ``(..., N)`` values (one per agent)."""
 
-    def __init__(self, state_size: int, n_agents: int, hidden: Sequence[int]) -> None:
+    def __init__(
+        self,
+        state_size: int,
+        n_agents: int,
+        hidden: Sequence[int],
+        *,
+        activation: str = "tanh",
+        feature_norm: bool = False,
+    ) -> None:
         super().__init__()
         self.n_agents = n_agents
-        self.net = base.mlp(state_size + n_agents, 1, hidden)
+        self.net = base.mlp(
+            state_size + n_agents,
+            1,
+            hidden,
+            activation=base.ACTIVATIONS[activation],
+            in_norm=feature_norm,
+        )
 
     def forward(self, state: torch.Tensor) -> torch.Tensor:
         """Value of the state for each agent."""
@@ -45,7 +59,13 @@ class CentralCritic(nn.Module):
 train = learner(
     "mappo",
     "global",
-    lambda env, cfg: CentralCritic(int(env.global_state().shape[-1]), env.n_robots, cfg.hidden),
+    lambda env, cfg: CentralCritic(
+        int(env.global_state().shape[-1]),
+        env.n_robots,
+        cfg.hidden,
+        activation=cfg.activation,
+        feature_norm=cfg.feature_norm,
+    ),
     """Train MAPPO on a batched multi-agent env with ``global_state()``.
 
     The result's ``policy`` is the shared actor; see :class:`fleetmind.rl.neural.base.Learner`

@@ -71,6 +71,9 @@ class PPOConfig:
         shared_reward: whether agents share one reward (for the learning-rate rule).
         reward_scale: reward multiplier before clipping (None: from ``reward_bound``).
         reward_bound: largest absolute one-step reward, sets the default scale.
+        activation: hidden activation of actor and critic (``tanh`` or ``relu``).
+        feature_norm: a ``LayerNorm`` over actor and critic inputs (MAPPO's default).
+        value_norm: the critic learns normalised targets (:class:`~.base.ValueNorm`).
     """
 
     rollout_len: int = 64
@@ -90,9 +93,17 @@ class PPOConfig:
     shared_reward: bool = False
     reward_scale: float | None = None
     reward_bound: float | None = None
+    activation: str = "tanh"
+    feature_norm: bool = False
+    value_norm: bool = False
 
     def __post_init__(self) -> None:
         cls = type(self).__name__  # MAT's config extends this one
+        if self.activation not in base.ACTIVATIONS:
+            raise ConfigError(
+                f"{cls}.activation must be one of {sorted(base.ACTIVATIONS)}, "
+                f"got {self.activation!r}"
+            )
         for name in ("rollout_len", "epochs", "minibatches"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{cls}.{name} must be >= 1, got {getattr(self, name)}")
@@ -106,7 +117,15 @@ class Actor(nn.Module):
     """Shared policy: ``(..., N, D)`` observations -> ``(..., N, A)`` logits."""
 
     def __init__(
-        self, obs_size: int, n_actions: int, n_agents: int, hidden: Sequence[int], agent_id: bool
+        self,
+        obs_size: int,
+        n_actions: int,
+        n_agents: int,
+        hidden: Sequence[int],
+        agent_id: bool,
+        *,
+        activation: str = "tanh",
+        feature_norm: bool = False,
     ) -> None:
         super().__init__()
         self.n_agents = n_agents
@@ -115,7 +134,12 @@ class Actor(nn.Module):
         self.n_actions = n_actions
         self.hidden = tuple(hidden)
         self.net = base.mlp(
-            obs_size + (n_agents if agent_id else 0), n_actions, hidden, out_gain=0.01
+            obs_size + (n_agents if agent_id else 0),
+            n_actions,
+            hidden,
+            out_gain=0.01,
+            activation=base.ACTIVATIONS[activation],
+            in_norm=feature_norm,
         )
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
@@ -292,6 +316,12 @@ def train_ppo(
     g_sample = base.torch_generator(sample_seq)
     g_shuffle = base.torch_generator(shuffle_seq)
     tracker = base.EpisodeTracker(b, agents)
+    vnorm = base.ValueNorm() if config.value_norm else None
+
+    def denorm(v: torch.Tensor) -> np.ndarray[Any, Any]:
+        out: np.ndarray[Any, Any] = v.numpy()
+        return vnorm.denormalise(out) if vnorm is not None else out
+
     losses: dict[str, list[float]] = {"policy": [], "value": [], "entropy": [], "approx_kl": []}
     done_steps = updates = 0
     resolved = {
@@ -315,6 +345,8 @@ def train_ppo(
         g_sample.set_state(ck["g_sample"])
         g_shuffle.set_state(ck["g_shuffle"])
         tracker.load_state_dict(ck["tracker"])
+        if vnorm is not None and "value_norm" in ck:
+            vnorm.load_state_dict(ck["value_norm"])
         losses = ck["losses"]
         done_steps, updates = int(ck["steps"]), int(ck["updates"])
         log.info("%s: resumed from %s at step %d", algo, out_dir, done_steps)
@@ -330,6 +362,7 @@ def train_ppo(
                 "g_sample": g_sample.get_state(),
                 "g_shuffle": g_shuffle.get_state(),
                 "tracker": tracker.state_dict(),
+                **({"value_norm": vnorm.state_dict()} if vnorm is not None else {}),
                 "losses": losses,
                 "steps": done_steps,
                 "updates": updates,
@@ -356,12 +389,15 @@ def train_ppo(
             for _ in range(config.rollout_len):
                 act, logp, value = model.act(torch.from_numpy(obs), tensor(state), g_sample)
                 next_obs, rewards, term, trunc, info = env.step(act.numpy())
-                final_values = value.numpy()
+                values = denorm(value)
+                final_values = values
                 has_final = "final_obs" in info and (not model.needs_state or "final_state" in info)
                 if trunc.any() and has_final:
-                    final_values = model.value(
-                        torch.from_numpy(info["final_obs"]), tensor(info.get("final_state"))
-                    ).numpy()
+                    final_values = denorm(
+                        model.value(
+                            torch.from_numpy(info["final_obs"]), tensor(info.get("final_state"))
+                        )
+                    )
                 learned = h.normalise(rewards).astype(np.float32)
                 buf.add(
                     obs=obs,
@@ -369,7 +405,7 @@ def train_ppo(
                     actions=act.numpy(),
                     logprobs=logp.numpy(),
                     rewards=learned,
-                    values=value.numpy(),
+                    values=values,
                     terminated=term,
                     truncated=trunc,
                     final_values=final_values,
@@ -380,7 +416,7 @@ def train_ppo(
                 )
                 obs = next_obs
                 state = env.global_state() if model.needs_state else None
-            last_value = model.value(torch.from_numpy(obs), tensor(state)).numpy()
+            last_value = denorm(model.value(torch.from_numpy(obs), tensor(state)))
         adv_np, ret_np = buf.compute(last_value, h.gamma, config.lam)
 
         t_len = config.rollout_len
@@ -390,6 +426,9 @@ def train_ppo(
         flat_logp = torch.from_numpy(buf.logprobs.reshape(t_len * b, n))
         flat_adv = torch.from_numpy(adv_np.reshape(t_len * b, n).astype(np.float32))
         flat_ret = torch.from_numpy(ret_np.reshape(t_len * b, n).astype(np.float32))
+        if vnorm is not None:
+            vnorm.update(flat_ret)
+            flat_ret = vnorm.normalise(flat_ret)
         stats: dict[str, list[float]] = {k: [] for k in losses}
         ent_coef = config.ent_coef
         if config.ent_coef_final is not None:
@@ -425,7 +464,7 @@ def train_ppo(
         updates += 1
         for k, v in stats.items():
             losses[k].append(float(np.mean(v)))
-        base.emit_update(callbacks, done_steps, losses, updates, window=1)
+        base.emit_update(callbacks, done_steps, losses, updates, window=1, policy=model.policy())
         if run.checkpoint_due(updates):
             checkpoint()
     if out_dir is not None:
@@ -463,7 +502,15 @@ def learner(
         critic = base.build_seeded(seqs[2], lambda: make_critic(env, cfg))
         actor = base.build_seeded(
             seqs[1],
-            lambda: Actor(env.obs_size, env.n_actions, env.n_robots, cfg.hidden, cfg.agent_id),
+            lambda: Actor(
+                env.obs_size,
+                env.n_actions,
+                env.n_robots,
+                cfg.hidden,
+                cfg.agent_id,
+                activation=cfg.activation,
+                feature_norm=cfg.feature_norm,
+            ),
         )
         assert isinstance(actor, Actor)
         model = ActorCritic(actor, critic, critic_kind)

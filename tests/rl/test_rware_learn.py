@@ -210,3 +210,37 @@ def test_mappo_on_the_twin_delivers_on_real_rware(tmp_path: Path) -> None:
     # Random plays 0.03 deliveries per episode; 5-minute runs reached 3 to 5 at this point.
     assert m["deliveries_per_episode"] >= 1.0
     assert m["deliveries_per_episode"] > 10 * m["random_deliveries_per_episode"]
+
+
+@pytest.mark.parametrize(
+    ("args", "field"),
+    [
+        (["--map", "warehouse-tiny", "--shaping", "0.2"], "shaping"),
+        (["--map", "rware-tiny-2ag-v2", "--algo", "mappo", "--minutes", "0"], "minutes"),
+    ],
+)
+def test_cli_bad_rware_options_are_one_line_errors(
+    args: list[str], field: str, tmp_path: Path
+) -> None:
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "fleetmind.cli", "train", *args, "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2
+    assert field in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.slow
+def test_default_train_delivers_half_of_shortest_path(tmp_path: Path) -> None:
+    """``fleetmind train``'s defaults (iql, warehouse-tiny, 2 robots, 100k steps)."""
+    run = train("warehouse-tiny", 2, "iql", out_dir=tmp_path, progress=False)
+    m = run.metrics
+    assert m["tasks_completed"] >= 0.5 * m["shortest_path_tasks_completed"]
+    assert m["diagnostics"] == []  # the doctor has nothing to say about the defaults
+    assert run.config["resolved"]["gamma"] == 0.95

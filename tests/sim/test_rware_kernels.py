@@ -5,9 +5,11 @@ from __future__ import annotations
 import copy
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from fleetmind.errors import ConfigError
 from fleetmind.sim import rware_twin as twin
 
 LAYOUTS = (
@@ -122,3 +124,12 @@ def test_kernel_step_hands_networkx_ties_to_the_numpy_path() -> None:
             world.reset(worlds=ended)
             ref.reset(worlds=ended)
     assert calls  # the numpy path did run for the ties
+
+
+def test_a_bad_action_raises_and_changes_nothing() -> None:
+    world = twin.RwareWorlds(twin.RwareConfig(LAYOUTS[1], 2, 2), 2)
+    world.reset([0, 1])
+    before = copy.deepcopy(world)
+    with pytest.raises(ConfigError, match=r"0\.\.4"):
+        world.step(np.array([[1, 1], [1, 5]]))
+    _same(world, before)

@@ -311,17 +311,20 @@ class RwareTwinParallelEnv(ParallelEnv[str, Any, int]):  # type: ignore[misc]
         unknown = sorted(set(actions) - set(self.agents))
         if unknown:
             raise ConfigError(f"actions: unknown or finished agents {unknown}")
-        joint = np.zeros((1, len(self.possible_agents)), dtype=np.int64)
+        joint = [0] * len(self.possible_agents)
         for agent, action in actions.items():
-            if not self._act_space.contains(action):
+            # A plain int in range is the common case; anything else asks the space.
+            if not (type(action) is int and 0 <= action < twin.N_ACTIONS) and not (
+                self._act_space.contains(action)
+            ):
                 raise ConfigError(f"actions[{agent!r}]: {action!r} is not in Discrete(5)")
-            joint[0, self._index[agent]] = int(action)
-        out = self.world.step(joint)
+            joint[self._index[agent]] = int(action)
+        out = self.world.step(np.array([joint], dtype=np.int64))
         done = bool(out.done[0])
         agents = self.agents
         result: ParallelStep[Any] = (
             self._obs_dict(),
-            {a: float(out.rewards[0, i]) for i, a in enumerate(agents)},
+            dict(zip(agents, out.rewards[0].tolist(), strict=True)),
             dict.fromkeys(agents, False),
             dict.fromkeys(agents, done),
             {a: {} for a in agents},

@@ -20,7 +20,7 @@ import numba
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["RESOLVE", "SKIP", "USE_GIVEN", "observe_flat", "step"]
+__all__ = ["BAD_ACTION", "DELIVER", "RESOLVE", "SKIP", "TIES", "USE_GIVEN", "observe_flat", "step"]
 
 FORWARD = 1
 LEFT = 2
@@ -28,6 +28,8 @@ RIGHT = 3
 TOGGLE_LOAD = 4
 RESOLVE, USE_GIVEN, SKIP = 0, 1, 2
 """Per-world modes of :func:`step`: resolve the moves here, take the given ones, leave it."""
+TIES, DELIVER, BAD_ACTION = 1, 2, 4
+"""Bits of what :func:`step` returns."""
 
 
 @numba.njit(cache=True)
@@ -206,7 +208,7 @@ def step(
     rewards: NDArray[np.float64],
     done: NDArray[np.bool_],
     deliver: NDArray[np.bool_],
-) -> bool:
+) -> int:
     """One rware step of every world whose ``mode`` is not :data:`SKIP`, in place.
 
     Args:
@@ -233,15 +235,20 @@ def step(
         deliver: ``(B,)`` written: a requested shelf stands on a goal (the caller delivers).
 
     Returns:
-        True when every RESOLVE world was resolved. A world where networkx's order must
-        break a tie is left as it was, its ``mode`` set to -1: the caller resolves its moves
-        and calls again with ``USE_GIVEN`` for it and ``SKIP`` for the rest.
+        Bits: :data:`TIES` some world needs networkx's order to break a tie (it is left as
+        it was, its ``mode`` set to -1: the caller resolves its moves and calls again with
+        ``USE_GIVEN`` for it and ``SKIP`` for the rest); :data:`DELIVER` some ``deliver``
+        is set; :data:`BAD_ACTION` an action id outside 0..4 (nothing is done then).
     """
     move_to, cell_pad, nbr_pad, highway, goal_pad = tables
     turn_left, turn_right = turns
     max_steps, max_inactive, two_stage = limits
     b, n = act.shape
-    all_resolved = True
+    for k in range(b):
+        for i in range(n):
+            if act[k, i] < 0 or act[k, i] > 4:
+                return BAD_ACTION
+    events = 0
     for k in range(b):
         if mode[k] == SKIP:
             continue
@@ -259,7 +266,7 @@ def step(
             moves,
         ):
             mode[k] = -1
-            all_resolved = False
+            events |= TIES
             continue
         # Committed forward moves carry their shelf along; every old cell is cleared before
         # any new one is set (chains and cycles hand cells on).
@@ -303,12 +310,14 @@ def step(
         # A delivery at one goal can only make another goal's shelf requested if it happened:
         # no hit now means no delivery this step.
         deliver[k] = hit
+        if hit:
+            events |= DELIVER
         inactive[k] = 0 if hit else inactive[k] + 1
         steps[k] += 1
         done[k] = (max_inactive > 0 and inactive[k] >= max_inactive) or (
             max_steps > 0 and steps[k] >= max_steps
         )
-    return all_resolved
+    return events
 
 
 @numba.njit(cache=True, error_model="numpy")  # x / 0 gives inf as numpy does, no raise

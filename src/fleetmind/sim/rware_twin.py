@@ -311,6 +311,10 @@ class RwareWorlds:
             self._highway,
             self._window.astype(np.int64),
         )
+        # Per-step scratch of the step kernel (never handed out).
+        self._mode_buf = np.zeros(b, dtype=np.int8)
+        self._moves_buf = np.zeros((b, n), dtype=bool)
+        self._deliver_buf = np.zeros(b, dtype=bool)
         self._obs_scale = (
             (float(w - 1), float(h - 1)) if config.normalised_coordinates else (1.0, 1.0)
         )
@@ -400,13 +404,17 @@ class RwareWorlds:
         Raises:
             ConfigError: the actions have the wrong shape or an id outside ``0..4``.
         """
-        act = self._checked(actions)
-        b, n = act.shape
+        b, n = self.pos.shape
+        act = np.asarray(actions)
+        if act.shape != (b, n):
+            raise ConfigError(f"actions: expected shape {(b, n)}, got {act.shape}")
+        act = act.astype(np.int64, copy=False)  # the kernel checks the range
         rewards = np.zeros((b, n), dtype=np.float64)
         done = np.empty(b, dtype=bool)
-        deliver = np.empty(b, dtype=bool)
-        mode = np.zeros(b, dtype=np.int8)
-        moves = np.empty((b, n), dtype=bool)
+        deliver = self._deliver_buf
+        mode = self._mode_buf
+        mode[:] = kernels.RESOLVE
+        moves = self._moves_buf
         args = (
             act,
             moves,
@@ -419,14 +427,17 @@ class RwareWorlds:
             done,
             deliver,
         )
-        if not kernels.step(mode, *args):
+        events = kernels.step(mode, *args)
+        if events & kernels.BAD_ACTION:
+            raise ConfigError("actions: expected ids 0..4 (noop, forward, left, right, toggle)")
+        if events & kernels.TIES:
             # Equal chains into one cell: networkx's order, on the numpy path, for those worlds.
             ws = np.flatnonzero(mode < 0)
             moves[ws] = self._resolve_worlds(act, ws)
             mode[:] = kernels.SKIP
             mode[ws] = kernels.USE_GIVEN
-            kernels.step(mode, *args)
-        if deliver.any():
+            events |= kernels.step(mode, *args)
+        if events & kernels.DELIVER:
             for k in np.flatnonzero(deliver):
                 for goal in self._goal_pad:
                     shelf = int(self.shelf_grid[k, goal]) - 1

@@ -63,6 +63,7 @@ import os
 import pickle
 import subprocess
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from operator import attrgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -126,19 +127,30 @@ class _PartWriter:
             self._columns.setdefault(key, []).append(np.asarray(value))
         self.rows += len(next(iter(columns.values())))
 
-    def flush(self) -> None:
+    def take(self) -> Callable[[], None] | None:
+        """The buffered rows as a job that writes them as the next part (None if none)."""
         if not self.rows:
-            return
-        self.folder.mkdir(parents=True, exist_ok=True)
-        table = pa.table({k: np.concatenate(v) for k, v in self._columns.items()})
-        final = self.folder / f"part-{self.parts:05d}.parquet"
-        # Hidden until whole: readers of the folder skip names starting with "." or "_".
-        tmp = self.folder / f".{final.name}.tmp"
-        pq.write_table(table, tmp)
-        os.replace(tmp, final)  # atomic: a reader sees a whole part or none
+            return None
+        columns, folder = self._columns, self.folder
+        final = folder / f"part-{self.parts:05d}.parquet"
         self.parts += 1
         self._columns = {}
         self.rows = 0
+
+        def write() -> None:
+            folder.mkdir(parents=True, exist_ok=True)
+            table = pa.table({k: np.concatenate(v) for k, v in columns.items()})
+            # Hidden until whole: readers of the folder skip names starting with "." or "_".
+            tmp = folder / f".{final.name}.tmp"
+            pq.write_table(table, tmp)
+            os.replace(tmp, final)  # atomic: a reader sees a whole part or none
+
+        return write
+
+    def flush(self) -> None:
+        job = self.take()
+        if job is not None:
+            job()
 
 
 # Fields of a Warehouse that never change in an episode (Warehouse.snapshot() leaves them out).
@@ -449,6 +461,11 @@ class RunRecorder:
             ) from None
         self.flush_every = flush_every
         self.snapshot_every = snapshot_every
+        # Parts and partial metrics are written by one background thread, in order, so that
+        # a flush (tens of milliseconds at a thousand robots) never stalls the tick.
+        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="recorder")
+        self._written: list[Future[None]] = []
+        self._closed = False
         _clear_run(self.dir)
         self._episode = _PartWriter(self.dir / "episode.parquet")
         self._events = _PartWriter(self.dir / "events.parquet")
@@ -546,7 +563,7 @@ class RunRecorder:
         self._ticks_since_flush += 1
         self._ticks = max(self._ticks, tick + 1)
         if self._ticks_since_flush >= self.flush_every:
-            self.flush()
+            self.flush(wait=False)
 
     def on_event(self, event: dict[str, Any]) -> None:
         """Append one event; its fields beyond tick and kind go to a JSON column."""
@@ -603,31 +620,66 @@ class RunRecorder:
         )
         self._latency_done = k
 
-    def flush(self, *, final: bool = False) -> None:
+    def flush(self, *, final: bool = False, wait: bool = True) -> None:
         """Write buffered rows as complete Parquet parts, then the metrics so far.
 
         Args:
             final: the end of the run (its final metrics follow: no partial ones now).
+            wait: return once written (else the writer thread writes them, in order, while
+                the caller goes on: the control loop's flushes every ``flush_every`` ticks).
         """
+        self._check_written()
         self._collect_latency()
-        self._episode.flush()
-        self._events.flush()
-        self._latency.flush()
+        jobs = [w.take() for w in (self._episode, self._events, self._latency)]
         self._ticks_since_flush = 0
+        partial: dict[str, Any] | None = None
         if self._metrics is not None and not final:
             # As of this flush: what a reader finds if the process dies before the next one.
+            # metrics() builds a fresh dict the loop never touches again: safe to write later.
             partial = {**self._metrics(), "partial": True, "ticks_recorded": self._ticks}
             if self.seed is not None:
                 partial["seed"] = self.seed
-            self.write_metrics(partial)
+        path = self.dir / "metrics.json"
+
+        def write() -> None:
+            for job in jobs:
+                if job is not None:
+                    job()
+            if partial is not None:
+                _write_json(path, partial)
+
+        if self._closed:
+            write()  # after close: no writer thread any more
+            return
+        self._written.append(self._writer.submit(write))
+        if final or wait:
+            self.wait()
+
+    def _check_written(self) -> None:
+        """Raise the error of a background write that failed (the disk is full, say)."""
+        done = [f for f in self._written if f.done()]
+        self._written = [f for f in self._written if not f.done()]
+        for f in done:
+            f.result()
+
+    def wait(self) -> None:
+        """Wait until every flush so far is on disk (raises a write's error)."""
+        pending, self._written = self._written, []
+        for f in pending:
+            f.result()
 
     def write_metrics(self, metrics: dict[str, Any]) -> None:
-        """Write ``metrics.json`` (atomically)."""
+        """Write ``metrics.json`` (atomically), after every flush so far."""
+        self.wait()
         _write_json(self.dir / "metrics.json", metrics)
 
     def close(self, metrics: dict[str, Any] | None = None) -> None:
-        """Flush everything and write the final metrics."""
+        """Flush everything and write the final metrics (the writer thread stops)."""
         self.flush(final=metrics is not None)
+        self.wait()
+        if not self._closed:
+            self._closed = True
+            self._writer.shutdown(wait=True)
         if metrics is not None:
             self.write_metrics(metrics)
 

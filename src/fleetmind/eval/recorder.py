@@ -64,7 +64,8 @@ import pickle
 import subprocess
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from operator import attrgetter
+from itertools import repeat
+from operator import attrgetter, is_
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -311,7 +312,19 @@ class WorldCapture:
         rows = self._live + list(range(self._known, size))
         at = np.asarray(rows, dtype=np.int64)
         sub = list(map(recs.__getitem__, rows))
-        count = len(rows)
+        # An order never given to a robot has no assigned cell, and nothing else of its record
+        # changes before it is given (the world sets the cell in every assignment and never
+        # clears it): a record captured so and still without a cell is skipped. Most open
+        # orders are such records.
+        cell_now = np.fromiter(
+            map(is_, map(attrgetter("assigned_cell"), sub), repeat(None)),
+            dtype=bool,
+            count=len(sub),
+        )
+        look = np.flatnonzero(~(cell_now & (self._prev["assigned_cell"][at] == id(None))))
+        at = at[look]
+        sub = list(map(sub.__getitem__, look.tolist()))
+        count = len(sub)
         # Each field of the live records against its last captured value, in C and numpy (no
         # object made per record, so no garbage-collector work): ticks and robot by value, the
         # order and the cell by identity (a new equal cell counts as a change: a row, never a

@@ -659,7 +659,9 @@ class RunRecorder:
                 if job is not None:
                     job()
             if partial is not None:
-                _write_json(path, partial)
+                # Unindented: json's C encoder (indenting is pure Python, several times slower,
+                # and holds the interpreter the control loop needs meanwhile).
+                _write_json(path, partial, indent=None)
 
         if self._closed:
             write()  # after close: no writer thread any more
@@ -770,7 +772,7 @@ def _jsonable(value: Any) -> Any:
     return str(value)
 
 
-def _write_json(path: Path, data: Any) -> None:
+def _write_json(path: Path, data: Any, *, indent: int | None = 2) -> None:
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=2, default=_jsonable, sort_keys=True))
+    tmp.write_text(json.dumps(data, indent=indent, default=_jsonable, sort_keys=True))
     os.replace(tmp, path)

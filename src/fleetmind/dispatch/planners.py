@@ -112,6 +112,7 @@ _TRIP_COSTS_SIG = [
     numba.void(
         numba.types.Array(slab, 2, "A"),
         *(numba.int64[:], numba.int64, numba.int64[:], numba.int64[:], numba.int64[:]),
+        numba.int64[:],
         *(numba.float64[:], numba.float64[:], numba.int64[:], numba.boolean[:, :], numba.int64),
         numba.int64[:, :],
         numba.float64[:, :],
@@ -126,6 +127,7 @@ def trip_costs(
     slots: NDArray[np.int64],
     none: int,
     cells: NDArray[np.int64],
+    by_cell: NDArray[np.int64],
     carry: NDArray[np.int64],
     due: NDArray[np.int64],
     bonus: NDArray[np.float64],
@@ -147,6 +149,7 @@ def trip_costs(
         slots: ``(O,)`` the pickup maps' rows.
         none: the slab's value for no path.
         cells: ``(R,)`` robots' flat cells.
+        by_cell: ``(R,)`` the robots in cell order (map reads then walk each row forward).
         carry: ``(O,)`` moves from pickup to station (``UNREACHABLE`` if none).
         due: ``(O,)`` due ticks.
         bonus: ``(O,)`` urgency and age bonus.
@@ -162,7 +165,8 @@ def trip_costs(
     for j in range(slots.shape[0]):
         row = slots[j]
         c = carry[j]
-        for i in range(r_count):
+        for k in range(r_count):
+            i = by_cell[k]
             raw = slab[row, cells[i]]
             trip = UNREACHABLE if raw == none or c >= UNREACHABLE else raw + c
             trips[j, i] = trip
@@ -254,7 +258,8 @@ class _Distances:
         cost = np.empty(shape, dtype=np.float64)
         cells = robots.cells[:, 0] * self._width + robots.cells[:, 1]
         args = (carry, due, bonus, robots.battery, need, has, tick, trips, cost)
-        trip_costs(slab, slots, none, cells, *args)
+        by_cell = np.argsort(cells, kind="stable")
+        trip_costs(slab, slots, none, cells, by_cell, *args)
         return trips.T, cost.T
 
 

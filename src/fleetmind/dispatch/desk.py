@@ -138,12 +138,21 @@ class _DeskClient(ChatWrapper):
         return replace(result, outcome_hook=hold)
 
 
-def state_text(state: DeskState, *, robots: tuple[str, ...] = (), max_orders: int = 4) -> str:
-    """A compact text of the state: the robots involved, idle robots, a few open orders."""
+def state_text(
+    state: DeskState, *, robots: tuple[str, ...] = (), max_orders: int = 4, max_idle: int = 4
+) -> str:
+    """A compact text of the state: the robots involved, a few idle robots and open orders.
+
+    Short on purpose: a small local model reads a prompt at tens of tokens a second, and the
+    options already name the robots that matter.
+    """
     lines = [f"tick {state.tick}"]
+    idle = 0
     for r in state.robots.values():
-        if r.id not in robots and not r.idle:
-            continue
+        if r.id not in robots:
+            if not r.idle or idle >= max_idle:
+                continue
+            idle += 1
         what = (
             "broken"
             if r.broken
@@ -519,6 +528,10 @@ class LLMDesk(DeskWorker):
         view = self._view()
         if view is None:
             return {"fallback": "no view of the world"}
+        if rule_options(inc, view) == [[]]:
+            # Only waiting is on the table: a model call would decide nothing, and would hold
+            # up the incidents queued behind this one.
+            return {"fallback": "nothing to choose: waiting is the only option"}
         choice, calls, text, convo, undecided = self._choose(inc, client, view, "decide")
         if undecided is not None:
             # No decision from the coordinator: the rule handler acts, and that is a fallback.

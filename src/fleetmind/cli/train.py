@@ -102,6 +102,8 @@ def train(
         raise ConfigError(
             "reward: an LLM reward trains one seed on the local backend; drop --seeds/--backend"
         )
+    if (seeds > 1 or backend != "local") and (minutes or eval_every or shaping):
+        raise ConfigError("minutes/eval_every/shaping: one local seed only; drop --seeds/--backend")
     if seeds > 1 or backend != "local":
         _train_many(
             map_name,

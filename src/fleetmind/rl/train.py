@@ -321,6 +321,7 @@ def _train_neural(
     if rware:
         curve.start()
         callbacks.append(curve.on_event)
+    spent_before = curve.spent()
     with _progress_bar(progress, algo, steps) as advance:
         callbacks.append(lambda e: advance(e.step))
         result = module.train(
@@ -333,12 +334,14 @@ def _train_neural(
             checkpoint_every=checkpoint_every,
             resume=resume,
             time_limit_s=time_limit_s,
-            excluded_s=curve.spent,
+            # Evaluations inside the call (the random policy's ran before it) do not count.
+            excluded_s=lambda: curve.spent() - spent_before,
         )
     torch.save(
         {"algo": algo, "state_dict": result.policy.state_dict(), "config": result.config},
         out / "policy.pt",
     )
+    eval_inside = curve.spent() - spent_before
     policy = result.policy
 
     def act(obs: NDArray[np.float32]) -> NDArray[np.int64]:
@@ -374,8 +377,8 @@ def _train_neural(
         "steps": result.steps,
         "updates": result.updates,
         "robots": robots,
-        "train_wall_s": result.wall_s - curve.spent(),
-        "samples_per_s": result.steps_this_call / max(1e-9, result.wall_s - curve.spent()),
+        "train_wall_s": result.wall_s - eval_inside,
+        "samples_per_s": result.steps_this_call / max(1e-9, result.wall_s - eval_inside),
         **ev,
         "final_losses": {k: v[-1] for k, v in result.losses.items() if v},
     }

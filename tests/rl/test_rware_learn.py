@@ -159,7 +159,7 @@ def test_train_on_an_rware_id_writes_the_real_rware_curve(tmp_path: Path) -> Non
     pytest.importorskip("rware")
     run = train(
         "rware-tiny-2ag-v2", 2, "mappo", steps=10**9, num_envs=4, out_dir=tmp_path,
-        overrides={"rollout_len": 8, "hidden": [16]}, time_limit_s=2.0, eval_every_s=0.5,
+        overrides={"rollout_len": 8, "hidden": [16]}, time_limit_s=4.0, eval_every_s=1.0,
         eval_episodes=1, shaping=0.2, threads=1, progress=False, checkpoint_every=0,
     )  # fmt: skip
     m = run.metrics
@@ -172,8 +172,9 @@ def test_train_on_an_rware_id_writes_the_real_rware_curve(tmp_path: Path) -> Non
     assert len(rows) >= 2  # at the start and at the end at least
     assert float(rows[-1]["sampled"]) == m["deliveries_per_episode"]
     assert (tmp_path / "eval_curve.png").exists()
-    # Training time excludes the evaluations: about the 2 s asked for, not 2 s + 3 rollouts.
-    assert m["train_wall_s"] < 2.0 + 1.5
+    assert m["steps"] > 0
+    # Training time excludes the evaluations: about the 4 s asked for, not 4 s + 3 of them.
+    assert m["train_wall_s"] < 4.0 + 2.0
     config = json.loads((tmp_path / "config.json").read_text())
     assert config["trained_on"] == "rware twin"
     for key, value in RWARE_PPO.items():

@@ -281,6 +281,8 @@ class ControlLoop:
             if oid in w.index:
                 w.gate(oid, until, reason)
         broken = w.broken  # once per plan: the property builds the fleet's array
+        self._sync_records()  # assignments add no record: once for the whole plan
+        stations = []
         for a in plan.assignments:
             r = self._robot_at.get(a.robot, -1)
             try:
@@ -292,10 +294,11 @@ class ControlLoop:
                 continue
             s.assignments_applied += 1
             self._order_priority[a.order] = a.priority
-            self._sync_records()
             self._rec_noted[w.index[a.order]] = a.priority
-            self._oracle.request([w.order(a.order).order.station])
+            stations.append(w.order(a.order).order.station)
             self._emit("assign", robot=a.robot, order=a.order, snapshot_tick=plan.tick)
+        if stations:
+            self._oracle.request(stations)
         self._boosts = dict(plan.boosts)
         if plan.wake_at is not None:
             self._wake_at = (

@@ -89,7 +89,7 @@ class FleetView(Sequence[RobotView]):
         self,
         *,
         ids: Sequence[str],
-        cells: list[list[int]],
+        cells: NDArray[np.integer],
         broken: list[bool],
         busy: list[bool],
         carrying: list[bool],
@@ -99,7 +99,7 @@ class FleetView(Sequence[RobotView]):
         battery: list[float],
     ) -> None:
         self._ids = ids
-        self._cells = cells
+        self._cells = cells  # (N, 2): a copy; a list of pairs would be an object per robot
         self._broken = broken
         self._busy = busy
         self._carrying = carrying
@@ -119,11 +119,10 @@ class FleetView(Sequence[RobotView]):
     def _view(self, i: int) -> RobotView:
         view = self._views[i]
         if view is None:
-            cell = self._cells[i]
             view = RobotView(
                 id=self._ids[i],
                 index=i,
-                cell=(cell[0], cell[1]),
+                cell=(int(self._cells[i, 0]), int(self._cells[i, 1])),
                 idle=not (self._busy[i] or self._broken[i]),
                 broken=self._broken[i],
                 carrying=self._carrying[i],
@@ -159,7 +158,7 @@ class FleetView(Sequence[RobotView]):
         idle = self._idle
         return RobotColumns(
             ids=[self._ids[i] for i in idle],
-            cells=np.array([self._cells[i] for i in idle], dtype=np.int64).reshape(-1, 2),
+            cells=self._cells[idle].astype(np.int64).reshape(-1, 2),
             battery=np.array([self._battery[i] for i in idle], dtype=np.float64),
             capabilities=[self._capabilities[i] for i in idle],
         )
@@ -228,7 +227,7 @@ class Snapshot:
         recs = world.records
         robots = FleetView(
             ids=tuple(world.robot_ids),
-            cells=world.pos.tolist(),
+            cells=world.pos.copy(),
             broken=world.broken.tolist(),
             busy=world.has_task.tolist(),
             carrying=world.carrying.tolist(),

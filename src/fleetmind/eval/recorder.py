@@ -482,6 +482,7 @@ class RunRecorder:
         _clear_run(self.dir)
         self._episode = _PartWriter(self.dir / "episode.parquet")
         self._events = _PartWriter(self.dir / "events.parquet")
+        self._event_rows: list[tuple[int, str, str]] = []
         self._latency = _PartWriter(self.dir / "latency.parquet")
         self._latency_done = 0
         self._ticks_since_flush = 0
@@ -581,13 +582,24 @@ class RunRecorder:
     def on_event(self, event: dict[str, Any]) -> None:
         """Append one event; its fields beyond tick and kind go to a JSON column."""
         rest = {k: v for k, v in event.items() if k not in ("tick", "kind")}
-        self._events.add(
-            {
-                "tick": np.array([event["tick"]], dtype=np.int32),
-                "kind": np.array([event["kind"]]),
-                "data": np.array([json.dumps(rest, default=_jsonable, sort_keys=True)]),
-            }
+        # Kept as Python values until the flush (a plan of thousands of assignments is as many
+        # events: three small arrays each would cost more than the event).
+        self._event_rows.append(
+            (int(event["tick"]), event["kind"], json.dumps(rest, default=_jsonable, sort_keys=True))
         )
+
+    def _take_events(self) -> None:
+        """Move the buffered events into the events dataset's buffer, as columns."""
+        rows, self._event_rows = self._event_rows, []
+        if rows:
+            ticks, kinds, data = zip(*rows, strict=True)
+            self._events.add(
+                {
+                    "tick": np.array(ticks, dtype=np.int32),
+                    "kind": np.array(kinds),
+                    "data": np.array(data),
+                }
+            )
 
     def snapshot(self, tick: int, state: dict[str, Any], *, reason: str) -> Path:
         """Write a world snapshot given whole (restorable with ``Warehouse.restore``)."""
@@ -643,6 +655,7 @@ class RunRecorder:
         """
         self._check_written()
         self._collect_latency()
+        self._take_events()
         jobs = [w.take() for w in (self._episode, self._events, self._latency)]
         self._ticks_since_flush = 0
         partial: dict[str, Any] | None = None

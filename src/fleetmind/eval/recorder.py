@@ -596,8 +596,10 @@ class RunRecorder:
             self._events.add(
                 {
                     "tick": np.array(ticks, dtype=np.int32),
-                    "kind": np.array(kinds),
-                    "data": np.array(data),
+                    # Python strings: a fixed-width numpy column would pad every row to the
+                    # longest (one plan of thousands of assignments: gigabytes).
+                    "kind": np.array(kinds, dtype=object),
+                    "data": np.array(data, dtype=object),
                 }
             )
 

@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from fleetmind.dispatch.desk import NOTHING_TO_CHOOSE
 from fleetmind.eval.runner import RunConfig, execute
 from fleetmind.llm.chat import ChatClient
 
@@ -154,6 +155,14 @@ def summarize(mode: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
     by_desk = sum(int(m["incidents"]["resolved_by_desk"]) for m in runs)
     by_rules = sum(int(m["incidents"]["resolved_by_rules"]) for m in runs)
     unresolved = sum(int(m["incidents"]["unresolved"]) for m in runs)
+    # Incidents where the desk had something to decide (with waiting the only option, the
+    # desk makes no call and the rules' nothing stands).
+    choices = sum(
+        1
+        for m in runs
+        for i in m["incident_log"]
+        if not (i["fallback"] or "").startswith(NOTHING_TO_CHOOSE)
+    )
     return {
         "mode": mode,
         "runs": len(runs),
@@ -162,6 +171,8 @@ def summarize(mode: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
         "resolved_by_rules": by_rules,
         "unresolved": unresolved,
         "desk_rate": by_desk / total if total else 0.0,
+        "with_choice": choices,
+        "desk_rate_of_choices": by_desk / choices if choices else 0.0,
         "handled_rate": (by_desk + by_rules) / total if total else 0.0,
         "fallbacks": sum(int(m["incidents"]["fallbacks"]) for m in runs),
         "orders": orders,
@@ -221,6 +232,9 @@ def run(
         "modes": results,
         "targets": {
             "llm desk_rate >= 0.9": results.get("llm", {}).get("desk_rate"),
+            "llm desk_rate over incidents with a choice": results.get("llm", {}).get(
+                "desk_rate_of_choices"
+            ),
             "follower desk_rate (scripted, behaves)": results.get("follower", {}).get("desk_rate"),
             "hostile handled_rate == 1.0": results.get("hostile", {}).get("handled_rate"),
             "collisions == 0": sum(r["collisions"] for r in results.values()),
@@ -236,7 +250,7 @@ def format_table(result: dict[str, Any]) -> str:
         f"seeds {', '.join(map(str, result['seeds']))}, tick period {result['tick_period_s']} s, "
         f"incidents every {result['spacing']} ticks (the desk's deadline)",
         "mode     incidents desk rules unresolved fallbacks delivered/orders stranded "
-        "collisions lost tokens step_p99_ms vs_off",
+        "collisions lost tokens step_p99_ms vs_off with_choice desk_of_choices",
     ]
     for mode, r in result["modes"].items():
         ratio = r.get("step_p99_vs_off")
@@ -246,6 +260,7 @@ def format_table(result: dict[str, Any]) -> str:
             f"{r['stranded_rate']:8.1%} {r['collisions']:10} {r['orders_lost']:4} "
             f"{r['desk_tokens']:6} {r['step_p99_ms']:11.2f} "
             + (f"{ratio:.2f}x" if ratio is not None else "-")
+            + f" {r['with_choice']:11} {r['desk_rate_of_choices']:.0%}"
         )
     lines.append("")
     lines.append("per kind: incidents desk/rules/unhandled/unresolved, recovery ticks p50/max")

@@ -85,6 +85,8 @@ EXECUTOR_PROMPT = (
     "with the tools, one call at a time, then finish with a one-line report. Ids look like "
     "robot_3 and o12; cells are [row, col]."
 )
+NOTHING_TO_CHOOSE = "nothing to choose: waiting is the only option"
+"""The fallback of an incident with no choice (no model call is made)."""
 RULES = "R"
 """The review's extra option: hand the incident to the rule handler."""
 
@@ -531,7 +533,7 @@ class LLMDesk(DeskWorker):
         if rule_options(inc, view) == [[]]:
             # Only waiting is on the table: a model call would decide nothing, and would hold
             # up the incidents queued behind this one.
-            return {"fallback": "nothing to choose: waiting is the only option"}
+            return {"fallback": NOTHING_TO_CHOOSE}
         choice, calls, text, convo, undecided = self._choose(inc, client, view, "decide")
         if undecided is not None:
             # No decision from the coordinator: the rule handler acts, and that is a fallback.

@@ -48,10 +48,28 @@ def test_resolve_moves_kernel_matches_numpy(state: dict[str, object]) -> None:
         np.testing.assert_array_equal(a, b, err_msg=name)
 
 
-def test_resolve_moves_rejects_an_unknown_action() -> None:
-    pos = np.array([[[0, 0]]], dtype=np.int32)
+def test_kernels_refuse_bad_actions_and_robots_off_the_grid() -> None:
+    # The kernels index without bounds checks: bad input must be refused before any work.
+    blocked = np.zeros((2, 2), dtype=bool)
+    pos = np.array([[[0, 0], [1, 1]]], dtype=np.int32)
+    for bad in (5, -1):
+        with pytest.raises(ConfigError, match=r"0\.\.4, got " + str(bad)):
+            resolve_moves(pos, np.array([[0, bad]]), blocked)
+    with pytest.raises(ConfigError, match="outside the 2x2 grid"):
+        resolve_moves(np.array([[[0, 0], [2, 0]]], dtype=np.int32), np.array([[0, 0]]), blocked)
+    grid = parse_text_map(MAP)
+    world = Warehouse(grid, WarehouseConfig(n_robots=2), seed=0)
     with pytest.raises(ConfigError, match=r"0\.\.4"):
-        resolve_moves(pos, np.array([[5]]), np.zeros((2, 2), dtype=bool))
+        world.step([0, 7])
+    world.pos = np.array([[0, 1], [-1, 3]], dtype=np.int32)
+    with pytest.raises(ConfigError, match="outside the grid"):
+        world.step([0, 0])
+    vec = VectorWarehouse(grid, 2, 2, seed=0)
+    with pytest.raises(ConfigError, match=r"0\.\.4"):
+        vec.step(np.array([[0, 0], [9, 0]]))
+    observer = LocalObserver(grid.blocked, grid.pickups, 1)
+    with pytest.raises(ConfigError, match="outside the grid"):
+        observer(world.pos[None], world.pos[None], np.zeros((1, 2), bool), np.ones((1, 2), bool))
 
 
 MAP = """

@@ -70,14 +70,14 @@ def resolve_moves(
         The joint move and the per-robot failure flags.
 
     Raises:
-        ConfigError: an action id outside 0..4.
+        ConfigError: an action id outside 0..4, or a robot outside the grid.
     """
     acts = np.asarray(actions)
     n_envs, n_robots = acts.shape
     ticks = np.broadcast_to(np.asarray(tick, dtype=np.int64), (n_envs,))
     new_pos = np.empty((n_envs, n_robots, 2), dtype=np.int32)
     flags = np.empty((3, n_envs, n_robots), dtype=bool)  # moved, wall bump, conflict
-    bad = kernels.resolve_moves(
+    code = kernels.resolve_moves(
         pos,
         acts,
         blocked,
@@ -88,9 +88,19 @@ def resolve_moves(
         flags[1],
         flags[2],
     )
-    if bad >= 0:
-        raise ConfigError(f"actions: ids must be in 0..4, got {bad}")
+    _raise_if_invalid(code, pos, acts, blocked.shape)
     return MoveResult(pos=new_pos, moved=flags[0], wall_bump=flags[1], conflict=flags[2])
+
+
+def _raise_if_invalid(
+    code: int, pos: NDArray[np.integer], acts: NDArray[np.integer], shape: tuple[int, ...]
+) -> None:
+    """The :class:`ConfigError` of a kernel's refusal (see :func:`kernels.resolve_moves`)."""
+    if code == kernels.BAD_ACTION:
+        bad = acts[(acts < 0) | (acts > 4)]
+        raise ConfigError(f"actions: ids must be in 0..4, got {bad[0]}")
+    if code == kernels.OFF_GRID:
+        raise ConfigError(f"positions: a robot stands outside the {shape[0]}x{shape[1]} grid")
 
 
 def resolve_moves_reference(

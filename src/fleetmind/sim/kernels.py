@@ -22,6 +22,27 @@ _DR = np.array([0, -1, 1, 0, 0], dtype=np.int64)
 _DC = np.array([0, 0, 0, -1, 1], dtype=np.int64)
 
 
+OK, BAD_ACTION, OFF_GRID, INCOMPLETE = 0, 1, 2, 3
+"""What the kernels return: done, an action id outside 0..4, a robot (or target) off the grid,
+observations without their heuristic values (:func:`local_observations`)."""
+
+
+@numba.njit(cache=True)
+def _invalid(pos: NDArray[np.integer], acts: NDArray[np.integer], h: int, w: int) -> int:
+    """:data:`BAD_ACTION` or :data:`OFF_GRID` for a batch ``(B, N, 2)``, ``(B, N)``, else OK.
+
+    The kernels index without bounds checks, so bad input is refused before any work.
+    """
+    b, n = acts.shape
+    for k in range(b):
+        for i in range(n):
+            if acts[k, i] < 0 or acts[k, i] > 4:
+                return BAD_ACTION
+            if not (0 <= pos[k, i, 0] < h and 0 <= pos[k, i, 1] < w):
+                return OFF_GRID
+    return OK
+
+
 @numba.njit(cache=True)
 def resolve_moves(
     pos: NDArray[np.integer],
@@ -48,20 +69,19 @@ def resolve_moves(
         conflict: ``(B, N)`` written: its move failed because of another robot.
 
     Returns:
-        -1, or the first action id outside ``0..4`` (nothing is resolved then).
+        :data:`OK`, or :data:`BAD_ACTION` / :data:`OFF_GRID` (nothing is resolved then).
     """
     b, n = acts.shape
     h, w = blocked.shape
-    for k in range(b):
-        for i in range(n):
-            if acts[k, i] < 0 or acts[k, i] > 4:
-                return int(acts[k, i])
+    bad = _invalid(pos, acts, h, w)
+    if bad != OK:
+        return bad
     scratch = _scratch(h * w, n)
     for k in range(b):
         _resolve_world(
             k, pos, acts, blocked, ticks[k], frozen, scratch, new_pos, moved, wall_bump, conflict
         )
-    return -1
+    return OK
 
 
 _Scratch = tuple[
@@ -180,7 +200,7 @@ def local_observations(
     radius: int,
     heuristic: bool,
     out: NDArray[np.float32],
-) -> bool:
+) -> int:
     """Local observations of :class:`fleetmind.sim.observe.LocalObserver` into ``out``.
 
     Args:
@@ -197,8 +217,10 @@ def local_observations(
         out: ``(B, N, 4 k^2 + 6 [+ 5])`` written.
 
     Returns:
-        False when a robot with a task has a target outside the table (then the heuristic
-        values are left for the caller; everything else is written).
+        :data:`OK`; :data:`INCOMPLETE` when a robot with a task has a target outside the
+        table (then the heuristic values are left for the caller; everything else is
+        written); :data:`OFF_GRID` when a robot or a target lies outside the grid (nothing is
+        written then).
     """
     walls, pickups, blocked1 = statics
     b, n = carrying.shape
@@ -206,6 +228,13 @@ def local_observations(
     h, w = hp - 2 * radius, wp - 2 * radius
     k = 2 * radius + 1
     kk = k * k
+    for e in range(b):
+        for i in range(n):
+            cells = (pos[e, i, 0], pos[e, i, 1], goal[e, i, 0], goal[e, i, 1])
+            if not (0 <= cells[0] < h and 0 <= cells[1] < w):
+                return OFF_GRID
+            if has_task[e, i] and not (0 <= cells[2] < h and 0 <= cells[3] < w):
+                return OFF_GRID
     occ = np.zeros((hp, wp), dtype=np.bool_)
     in_table = True
     for e in range(b):
@@ -258,7 +287,7 @@ def local_observations(
                     o[s + a] = value
         for i in range(n):
             occ[pos[e, i, 0] + radius, pos[e, i, 1] + radius] = False
-    return in_table
+    return OK if in_table else INCOMPLETE
 
 
 @numba.njit(cache=True)
@@ -307,15 +336,15 @@ def warehouse_tick(
     Returns:
         ``(events, conflicts, wall_bumps)``: ``events`` bit 1 some pickup, 2 some delivery,
         4 some errand, 8 some finite battery, 16 a robot without a task that is not broken
-        next tick, 32 an action id outside 0..4 (nothing else is done then); the counts of
-        conflicts and wall bumps.
+        next tick, 32 an action id outside 0..4, 64 a robot off the grid (nothing else is
+        done then for these two); the counts of conflicts and wall bumps.
     """
     goal, has_task, errand, carrying, gated = robots
     n = acts.shape[1]
     h, w = blocked.shape
-    for i in range(n):
-        if acts[0, i] < 0 or acts[0, i] > 4:
-            return 32, 0, 0
+    bad = _invalid(pos, acts, h, w)
+    if bad != OK:
+        return (32 if bad == BAD_ACTION else 64), 0, 0
     frozen = np.empty((1, n), dtype=np.bool_)
     events = 0
     for i in range(n):
@@ -407,15 +436,14 @@ def vector_tick(
         truncated: ``(B,)`` written: the world reached the time limit.
 
     Returns:
-        Deliveries this tick, or -1 for an action id outside 0..4 (nothing is done then).
+        Deliveries this tick, or ``-BAD_ACTION`` / ``-OFF_GRID`` (nothing is done then).
     """
     pickup, station, carrying = tasks
     b, n = acts.shape
     h, w = blocked.shape
-    for k in range(b):
-        for i in range(n):
-            if acts[k, i] < 0 or acts[k, i] > 4:
-                return -1
+    bad = _invalid(pos, acts, h, w)
+    if bad != OK:
+        return -bad
     scratch = _scratch(h * w, n)
     nobody = np.zeros((0, 0), dtype=np.bool_)
     moved = np.empty((b, n), dtype=np.bool_)

@@ -34,6 +34,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
+from fleetmind.errors import ConfigError
 from fleetmind.sim import kernels
 from fleetmind.sim.distances import DistanceOracle
 from fleetmind.sim.grid import DELTAS, GridMap
@@ -155,7 +156,7 @@ class LocalObserver:
         out = np.empty((n_envs, n_robots, self._size), dtype=np.float32)
         dense = self._table is not None
         row_of, dist = self._dense
-        complete = kernels.local_observations(
+        code = kernels.local_observations(
             pos,
             goal,
             carrying,
@@ -167,7 +168,9 @@ class LocalObserver:
             self.oracle is not None and dense,
             out,
         )
-        if self.oracle is not None and not (dense and complete):
+        if code == kernels.OFF_GRID:
+            raise ConfigError("observations: a robot or its target lies outside the grid")
+        if self.oracle is not None and not (dense and code == kernels.OK):
             out[..., -N_HEURISTIC:] = self.heuristic(pos, goal, has_task)
         return out
 

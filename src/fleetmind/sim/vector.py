@@ -150,8 +150,10 @@ class VectorWarehouse:
             self.delivered_total,
             truncated,
         )
-        if n_new < 0:
+        if n_new == -kernels.BAD_ACTION:
             raise ConfigError("vector step: action ids must be in 0..4")
+        if n_new == -kernels.OFF_GRID:
+            raise ConfigError("vector step: a robot stands outside the grid")
         delivered, conflict = flags
         self.pos, self.carrying = new_pos, carrying
         if n_new:

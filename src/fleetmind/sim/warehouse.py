@@ -595,6 +595,8 @@ class Warehouse:
         )
         if events & 32:
             raise ConfigError(f"step: action ids must be in 0..4, got {acts.tolist()}")
+        if events & 64:
+            raise ConfigError(f"step: a robot stands outside the grid: {self.pos.tolist()}")
         moved, wall_bump, conflict, picked_m, delivered_m = flags[:, 0]
         self.pos = new_pos[0]
         # battery_model(), with the kernel's "some battery is finite" (bit 8).

@@ -606,7 +606,9 @@ class RunRecorder:
     def snapshot(self, tick: int, state: dict[str, Any], *, reason: str) -> Path:
         """Write a world snapshot given whole (restorable with ``Warehouse.restore``)."""
         self._capture.forget(tick)
-        return self._write_snapshot(tick, {"tick": tick, "reason": reason, "state": state})
+        return self._write_snapshot(
+            tick, {"tick": tick, "reason": reason, "state": state}, later=True
+        )
 
     def capture(self, tick: int, world: Warehouse, *, reason: str) -> Path:
         """Write a world snapshot of ``world`` now, incrementally (see :class:`WorldCapture`).
@@ -615,17 +617,30 @@ class RunRecorder:
         ``world.snapshot()`` gives, at a fraction of its cost.
         """
         if self._capture.needs_base:
-            self._write_snapshot(None, {"grid": world.grid})
+            self._write_snapshot(None, {"grid": world.grid}, later=True)
             self._capture.needs_base = False
-        return self._write_snapshot(tick, self._capture.take(tick, world, reason=reason))
+        # The capture holds no live reference (bytes, fresh arrays, immutable orders): the
+        # writer thread pickles and writes it, after everything handed to it before.
+        payload = self._capture.take(tick, world, reason=reason)
+        return self._write_snapshot(tick, payload, later=True)
 
-    def _write_snapshot(self, tick: int | None, payload: dict[str, Any]) -> Path:
+    def _write_snapshot(
+        self, tick: int | None, payload: dict[str, Any], *, later: bool = False
+    ) -> Path:
         name = BASE_FILE if tick is None else f"tick_{tick:06d}.pkl"
         path = self.dir / "snapshots" / name
-        tmp = path.with_suffix(".tmp")
-        with tmp.open("wb") as fh:
-            pickle.dump(payload, fh, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(tmp, path)
+
+        def write() -> None:
+            tmp = path.with_suffix(".tmp")
+            with tmp.open("wb") as fh:
+                pickle.dump(payload, fh, protocol=pickle.HIGHEST_PROTOCOL)
+            os.replace(tmp, path)
+
+        if later and not self._closed:
+            self._check_written()
+            self._written.append(self._writer.submit(write))
+        else:
+            write()
         return path
 
     def _collect_latency(self) -> None:

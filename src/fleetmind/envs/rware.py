@@ -42,7 +42,7 @@ from fleetmind.errors import ConfigError
 from fleetmind.sim.grid import GridMap
 from fleetmind.sim.maps import parse_rware_layout
 
-__all__ = ["RwareParallelEnv", "grid_from_rware", "layout_from_rware", "make_rware"]
+__all__ = ["FirstSeed", "RwareParallelEnv", "grid_from_rware", "layout_from_rware", "make_rware"]
 
 _INSTALL_HINT = "rware is not installed; install the extra with: pip install fleetmind[rware]"
 
@@ -54,6 +54,25 @@ def _import_rware() -> Any:
     except ImportError as error:
         raise ConfigError(_INSTALL_HINT) from error
     return rware
+
+
+class FirstSeed:
+    """The seed of an env's first reset when that reset is given none (the constructor's seed).
+
+    Args:
+        seed: the constructor's seed.
+    """
+
+    def __init__(self, seed: int | None) -> None:
+        self._seed = seed
+        self._used = False
+
+    def take(self, seed: int | None) -> int | None:
+        """``seed``, or the constructor's seed on the first reset that gets none."""
+        if seed is None and not self._used:
+            seed = self._seed
+        self._used = True
+        return seed
 
 
 class RwareParallelEnv(ParallelEnv[str, NDArray[np.float32], int]):  # type: ignore[misc]
@@ -81,8 +100,7 @@ class RwareParallelEnv(ParallelEnv[str, NDArray[np.float32], int]):  # type: ign
         self._act_spaces: dict[str, spaces.Space[Any]] = dict(
             zip(self.possible_agents, env.action_space.spaces, strict=True)
         )
-        self._first_seed = seed
-        self._has_reset = False
+        self._first_seed = FirstSeed(seed)
         self.render_mode: str | None = None  # no render modes; PettingZoo's wrappers ask
 
     def observation_space(self, agent: str) -> spaces.Space[Any]:
@@ -100,9 +118,7 @@ class RwareParallelEnv(ParallelEnv[str, NDArray[np.float32], int]):  # type: ign
         self, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
         """Start an episode (see the module docstring for how seeds are used)."""
-        if seed is None and not self._has_reset:
-            seed = self._first_seed
-        self._has_reset = True
+        seed = self._first_seed.take(seed)
         obs, info = self.env.reset(seed=seed, options=options)
         self.agents = list(self.possible_agents)
         return self._obs_dict(obs), {a: dict(info) for a in self.agents}

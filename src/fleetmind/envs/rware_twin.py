@@ -47,6 +47,7 @@ from gymnasium import spaces
 from numpy.typing import NDArray
 from pettingzoo import ParallelEnv
 
+from fleetmind.envs.rware import FirstSeed
 from fleetmind.envs.vector import BatchStep
 from fleetmind.envs.warehouse import ParallelStep
 from fleetmind.errors import ConfigError
@@ -266,8 +267,7 @@ class RwareTwinParallelEnv(ParallelEnv[str, Any, int]):  # type: ignore[misc]
         self._index = {a: i for i, a in enumerate(self.possible_agents)}
         self._obs_space = _single_space(spec)
         self._act_space: spaces.Space[Any] = spaces.Discrete(twin.N_ACTIONS)
-        self._first_seed = seed
-        self._has_reset = False
+        self._first_seed = FirstSeed(seed)
         self.render_mode: str | None = None
 
     def observation_space(self, agent: str) -> spaces.Space[Any]:
@@ -292,9 +292,7 @@ class RwareTwinParallelEnv(ParallelEnv[str, Any, int]):  # type: ignore[misc]
         self, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
         """Start an episode (see the module docstring for how seeds are used)."""
-        if seed is None and not self._has_reset:
-            seed = self._first_seed
-        self._has_reset = True
+        seed = self._first_seed.take(seed)
         self.world.reset([seed])
         self.agents = list(self.possible_agents)
         return self._obs_dict(), {a: {} for a in self.agents}
@@ -373,8 +371,7 @@ class RwareTwinVectorEnv:
         shape = self.single_observation_space.shape
         assert shape is not None
         self.obs_shape: tuple[int, ...] = tuple(shape)
-        self._first_seed = seed
-        self._has_reset = False
+        self._first_seed = FirstSeed(seed)
 
     def _obs(self) -> NDArray[np.float32]:
         if not self.observe:
@@ -384,9 +381,7 @@ class RwareTwinVectorEnv:
 
     def reset(self, seed: int | None = None) -> tuple[NDArray[np.float32], dict[str, Any]]:
         """Reset every world; world ``k`` gets ``seed + k`` (None: continue each generator)."""
-        if seed is None and not self._has_reset:
-            seed = self._first_seed
-        self._has_reset = True
+        seed = self._first_seed.take(seed)
         seeds = [None if seed is None else seed + k for k in range(self.num_envs)]
         self.worlds.reset(seeds)
         return self._obs(), {}

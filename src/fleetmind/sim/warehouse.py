@@ -316,6 +316,20 @@ class Warehouse:
         self.carrying[robot] = False
         self.goal[robot] = rec.order.pickup
 
+    def _take_back(self, robot: int) -> OrderRecord:
+        """Undo :meth:`_give`: the robot's order back on the open list, the robot idle and empty."""
+        rec_idx = int(self.order_of[robot])
+        rec = self.records[rec_idx]
+        rec.robot = -1
+        rec.assigned_tick = -1
+        self.open.append(rec_idx)
+        self.open.sort()
+        self.order_of[robot] = -1
+        self.has_task[robot] = False
+        self.carrying[robot] = False
+        self.goal[robot] = self.pos[robot]
+        return rec
+
     def assign(self, robot: int | str, order_id: str) -> None:
         """Give an open order to an idle robot (the planner's decision).
 
@@ -339,16 +353,7 @@ class Warehouse:
         r = self.robot_index(robot)
         if not self.has_task[r] or self.carrying[r] or self.errand[r]:
             return None
-        rec_idx = int(self.order_of[r])
-        rec = self.records[rec_idx]
-        rec.robot = -1
-        rec.assigned_tick = -1
-        self.open.append(rec_idx)
-        self.open.sort()
-        self.order_of[r] = -1
-        self.has_task[r] = False
-        self.goal[r] = self.pos[r]
-        return rec.order.id
+        return self._take_back(r).order.id
 
     def gate(self, order_id: str, until: int | None, reason: str) -> None:
         """Let no robot load ``order_id`` before tick ``until`` (None: until :meth:`ungate`).
@@ -478,18 +483,9 @@ class Warehouse:
         if not free:
             raise ConfigError(f"drop_load: no free cell beside {self.robot_ids[r]} at {here}")
         cell = free[0]
-        rec_idx = int(self.order_of[r])
-        rec = self.records[rec_idx]
+        rec = self._take_back(r)
         rec.order = replace(rec.order, pickup=cell)
-        rec.robot = -1
-        rec.assigned_tick = -1
         rec.picked_tick = -1
-        self.open.append(rec_idx)
-        self.open.sort()
-        self.order_of[r] = -1
-        self.has_task[r] = False
-        self.carrying[r] = False
-        self.goal[r] = self.pos[r]
         return cell
 
     def send_to(self, robot: int | str, cell: Cell) -> str | None:

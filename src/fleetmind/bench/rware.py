@@ -36,6 +36,7 @@ from typing import Any, Final
 import numpy as np
 from rich.table import Table
 
+from fleetmind.bench.sim import parallel_stepper
 from fleetmind.envs.rware import make_rware
 from fleetmind.envs.rware_twin import make_rware_twin, make_rware_vector
 from fleetmind.errors import ConfigError
@@ -92,20 +93,10 @@ def _step_rware(env_id: str, n: int, seed: int) -> Callable[[], None]:
     return step
 
 
-def _step_single(env_id: str, n: int, seed: int) -> Callable[[], None]:
+def _step_single(env_id: str, seed: int) -> Callable[[], None]:
     env = make_rware_twin(env_id, seed=seed)
     env.reset()
-    draws = np.random.default_rng(seed).integers(5, size=(_POOL, n))
-    pool = [dict(zip(env.possible_agents, map(int, row), strict=True)) for row in draws]
-    tick = [0]
-
-    def step() -> None:
-        env.step(pool[tick[0] % _POOL])
-        tick[0] += 1
-        if not env.agents:
-            env.reset()
-
-    return step
+    return parallel_stepper(env, seed=seed, pool=_POOL)
 
 
 def _step_vector(env_id: str, n: int, num_envs: int, seed: int) -> Callable[[], None]:
@@ -132,7 +123,7 @@ def _case(
     verify_s = time.perf_counter() - start
     steppers = [
         _step_rware(env_id, n, seed),
-        _step_single(env_id, n, seed),
+        _step_single(env_id, seed),
         _step_vector(env_id, n, num_envs, seed),
     ]
     rware_calls, single_calls, vector_calls = _timed(steppers, budget_s=budget_s)

@@ -58,6 +58,7 @@ __all__ = [
     "VECTOR_TARGET",
     "Case",
     "format_table",
+    "parallel_stepper",
     "run",
 ]
 
@@ -220,20 +221,29 @@ def _row(
     return row
 
 
-def _single_step(case: Case, grid: GridMap, timing: _Timing) -> Callable[[], None]:
-    env = make_parallel(grid, case.robots, seed=timing.seed)
-    env.reset(seed=timing.seed)
-    draws = np.random.default_rng(timing.seed).integers(N_ACTIONS, size=(_ACTION_POOL, case.robots))
-    pool = [dict(zip(env.possible_agents, map(int, row), strict=True)) for row in draws]
+def parallel_stepper(env: Any, *, seed: int, pool: int) -> Callable[[], None]:
+    """One step of a reset ParallelEnv per call, cycling ``pool`` seeded random joint actions.
+
+    The draws are made before timing so the timed call is the env's step alone; an episode
+    that ends is reset in place.
+    """
+    draws = np.random.default_rng(seed).integers(N_ACTIONS, size=(pool, len(env.possible_agents)))
+    joint = [dict(zip(env.possible_agents, map(int, row), strict=True)) for row in draws]
     tick = [0]
 
     def step() -> None:
-        env.step(pool[tick[0] % _ACTION_POOL])
+        env.step(joint[tick[0] % pool])
         tick[0] += 1
         if not env.agents:
             env.reset()
 
     return step
+
+
+def _single_step(case: Case, grid: GridMap, timing: _Timing) -> Callable[[], None]:
+    env = make_parallel(grid, case.robots, seed=timing.seed)
+    env.reset(seed=timing.seed)
+    return parallel_stepper(env, seed=timing.seed, pool=_ACTION_POOL)
 
 
 def _vector(

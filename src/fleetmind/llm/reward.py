@@ -261,6 +261,13 @@ class LLMReward:
         log.info("llm reward: fallback to previous value %.3f (%s)", self.previous, why)
         return self.previous
 
+    def _variance_spread(self) -> tuple[float, float]:
+        """Mean and largest sample variance over the scored states (0.0, 0.0 before any)."""
+        variances = list(self._variances.values())
+        if not variances:
+            return 0.0, 0.0
+        return float(np.mean(variances)), float(np.max(variances))
+
     def summary(self) -> dict[str, Any]:
         """The counters a training run reports (``metrics.json``'s ``llm_reward``).
 
@@ -270,7 +277,7 @@ class LLMReward:
             disagreed), ``call_failures``, ``evaluations``, prompt and completion tokens, and the
             mean and largest sample variance per scored state.
         """
-        variances = list(self._variances.values())
+        spread = self._variance_spread()
         return {
             "calls": self.model_calls,
             "cache_hits": self.cache_hits,
@@ -280,8 +287,8 @@ class LLMReward:
             "evaluations": self.evaluations,
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
-            "variance_mean": float(np.mean(variances)) if variances else 0.0,
-            "variance_max": float(np.max(variances)) if variances else 0.0,
+            "variance_mean": spread[0],
+            "variance_max": spread[1],
             "temperature": self.temperature,
             "samples": self.samples,
         }
@@ -294,7 +301,7 @@ class LLMReward:
             parse failures, high-variance evaluations, and the per-state sample variance (mean,
             max, and per state text).
         """
-        variances = list(self._variances.values())
+        spread = self._variance_spread()
         return {
             "llm/reward/evaluations": self.evaluations,
             "llm/reward/model_calls": self.model_calls,
@@ -309,8 +316,8 @@ class LLMReward:
             "llm/reward/call_failures": self.call_failures,
             "llm/reward/prompt_tokens": self.prompt_tokens,
             "llm/reward/completion_tokens": self.completion_tokens,
-            "llm/reward/variance_mean": float(np.mean(variances)) if variances else 0.0,
-            "llm/reward/variance_max": float(np.max(variances)) if variances else 0.0,
+            "llm/reward/variance_mean": spread[0],
+            "llm/reward/variance_max": spread[1],
             "llm/reward/variance_per_state": dict(self._variances),
         }
 

@@ -253,14 +253,8 @@ def parse_text_map(text: str, *, source: str = "<text>") -> GridMap:
 
 
 def _header_int(value: str, *, field: str, source: str, lineno: int, column: int) -> int:
-    if not re.fullmatch(r"[0-9]+", value):
-        raise MapError(
-            f"{field} must be a positive integer, got {value!r}",
-            source=source,
-            line=lineno,
-            column=column,
-        )
-    number = int(value)
+    # Digits only (int() would also take "+3", " 3" or "3_0"); 0 fails the same check.
+    number = int(value) if re.fullmatch(r"[0-9]+", value) else 0
     if number <= 0:
         raise MapError(
             f"{field} must be a positive integer, got {value!r}",

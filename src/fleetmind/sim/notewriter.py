@@ -388,43 +388,6 @@ class NoteWriter:
             return self._template_constrained(
                 tick=tick, due=due, distance=distance, capable=capable
             )
-        return self._realistic_constrained(
-            tick=tick, due=due, distance=distance, capable=capable, robots=robots
-        )
-
-    # Template style (the first wave: keep its draws and outputs exactly) ----------------------
-
-    def _template_constrained(
-        self, *, tick: int, due: int, distance: int, capable: Sequence[str]
-    ) -> tuple[str, tuple[Constraint, ...]]:
-        rng = self.rng
-        kind = ("robot", "deadline", "hold")[int(rng.integers(3))]
-        if kind == "robot":
-            robot = capable[int(rng.integers(len(capable)))]
-            return f"fragile: only {robot} has the soft gripper", (
-                Constraint("only_robot", robot=robot),
-            )
-        if kind == "deadline":
-            deadline = tick + max(distance + 10, (due - tick) // 2)
-            return f"VIP customer, deliver before tick {deadline}", (
-                Constraint("deadline", tick=deadline),
-            )
-        release = tick + int(rng.integers(20, 60))
-        return f"hold until the truck arrives at tick {release}", (
-            Constraint("hold", tick=release),
-        )
-
-    # Realistic style --------------------------------------------------------------------------
-
-    def _realistic_constrained(
-        self,
-        *,
-        tick: int,
-        due: int,
-        distance: int,
-        capable: Sequence[str],
-        robots: Sequence[str],
-    ) -> tuple[str, tuple[Constraint, ...]]:
         lv = self._level
         lang = self._lang()
         only_pool = capable
@@ -499,6 +462,30 @@ class NoteWriter:
                 glue: list[_Seg] = [(self._pick(_CONNECTORS[lang]), False)]
                 segs = extra + glue + segs if self._chance(0.5) else segs + glue + extra
         return self._finish(self._decorate(segs, lang), lang), canonical(truth)
+
+    # Template style (the first wave: keep its draws and outputs exactly) ----------------------
+
+    def _template_constrained(
+        self, *, tick: int, due: int, distance: int, capable: Sequence[str]
+    ) -> tuple[str, tuple[Constraint, ...]]:
+        rng = self.rng
+        kind = ("robot", "deadline", "hold")[int(rng.integers(3))]
+        if kind == "robot":
+            robot = capable[int(rng.integers(len(capable)))]
+            return f"fragile: only {robot} has the soft gripper", (
+                Constraint("only_robot", robot=robot),
+            )
+        if kind == "deadline":
+            deadline = tick + max(distance + 10, (due - tick) // 2)
+            return f"VIP customer, deliver before tick {deadline}", (
+                Constraint("deadline", tick=deadline),
+            )
+        release = tick + int(rng.integers(20, 60))
+        return f"hold until the truck arrives at tick {release}", (
+            Constraint("hold", tick=release),
+        )
+
+    # Realistic style: the helpers of plain() and constrained() -------------------------------
 
     def _hold_tick(self, tick: int, *, rel: bool) -> tuple[int, int]:
         """A hold 15..80 ticks after arrival: (ground-truth tick, number the note shows)."""

@@ -20,6 +20,7 @@ is flushed or closed; then it is written, so parsed values and parse errors shar
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -359,16 +360,7 @@ class RecordingClient(ChatWrapper):
         def hook(parsed: Any, err: str | None) -> None:
             recorder.annotate(call_id, parsed, err)
 
-        return ChatResult(
-            text=result.text,
-            usage=result.usage,
-            latency_s=result.latency_s,
-            model=result.model,
-            finish_reason=result.finish_reason,
-            cached=result.cached,
-            request_hash=fields["request_hash"],
-            outcome_hook=hook,
-        )
+        return dataclasses.replace(result, request_hash=fields["request_hash"], outcome_hook=hook)
 
 
 def _result_from(

@@ -202,3 +202,33 @@ def test_vector_tick_kernel_matches_numpy_through_deliveries() -> None:
     for name in ("pos", "pickup", "station", "carrying", "tick", "delivered_total"):
         np.testing.assert_array_equal(getattr(fast, name), getattr(ref, name), err_msg=name)
     assert ref.delivered_total.sum() > 20
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2**32 - 1))
+def test_heuristic_off_the_table_matches_one_map_per_robot(seed: int) -> None:
+    """The one-gather heuristic against each robot's own full distance map."""
+    grid = parse_text_map(MAP)
+    h, w = grid.shape
+    oracle = DistanceOracle(grid)
+    observer = LocalObserver(grid.blocked, grid.pickups, 1, oracle=oracle)
+    rng = np.random.default_rng(seed)
+    free = np.flatnonzero(~grid.blocked.ravel())
+    n = int(rng.integers(1, 8))
+    cells = rng.choice(free, size=(1, n), replace=False)
+    goals = rng.choice(free, size=(1, n))
+    pos = np.stack([cells // w, cells % w], axis=-1).astype(np.int32)
+    goal = np.stack([goals // w, goals % w], axis=-1).astype(np.int32)
+    has_task = rng.random((1, n)) < 0.8
+    got = observer.heuristic(pos, goal, has_task)[0]
+    for i in range(n):
+        dmap = oracle.to((int(goal[0, i, 0]), int(goal[0, i, 1])))
+        for a, (dr, dc) in enumerate([(0, 0), (-1, 0), (1, 0), (0, -1), (0, 1)]):
+            r, c = int(pos[0, i, 0]) + dr, int(pos[0, i, 1]) + dc
+            if not (0 <= r < h and 0 <= c < w) or grid.blocked[r, c]:
+                assert got[i, a] == 2.0
+            elif not has_task[0, i]:
+                assert got[i, a] == 0.0
+            else:
+                here = dmap[int(pos[0, i, 0]), int(pos[0, i, 1])]
+                assert got[i, a] == np.sign(float(dmap[r, c]) - float(here))

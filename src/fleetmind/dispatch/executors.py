@@ -177,6 +177,15 @@ class PolicyExecutor(ABC):
     observer: LocalObserver
     fallback: Literal["heuristic", "policy"] = "heuristic"
 
+    @property
+    def oracle(self) -> DistanceOracle | None:
+        """The observer's distance maps; the control loop shares them (one map per target).
+
+        Without it the loop kept maps of its own and the observer computed every new target's
+        map again inside the tick: 72 ms of the RL executor's 73 ms p50 at 1,000 robots.
+        """
+        return self.observer.oracle
+
     @abstractmethod
     def logits(self, obs: NDArray[np.float32]) -> NDArray[np.float32]:
         """``(M, 5)`` action logits for ``(M, D)`` observations."""

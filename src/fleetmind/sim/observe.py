@@ -241,16 +241,10 @@ class LocalObserver:
             out[idx] = np.sign(after - after[:, :1])
             out = np.where(blocked, 2.0, out)
             return out.reshape(*pos.shape[:2], N_HEURISTIC)
-        self.oracle.prefetch({(int(k // w), int(k % w)) for k in np.unique(keys[idx])})
-        order = idx[np.argsort(keys[idx], kind="stable")]
-        bounds = np.flatnonzero(np.diff(keys[order])) + 1
-        for group in np.split(order, bounds):
-            if len(group) == 0:
-                continue
-            k = int(keys[group[0]])
-            dmap = self.oracle.to((k // w, k % w))
-            after = dmap[rr[group], cc[group]].astype(np.float32)
-            out[group] = np.sign(after - after[:, :1])
+        # One gather from the oracle's map slab: a map copied out per target cost ~70 ms a
+        # tick at 1,000 robots on warehouse_large (70,000 cells a map).
+        after = self.oracle.lookup(keys[idx], rr[idx] * w + cc[idx]).astype(np.float32)
+        out[idx] = np.sign(after - after[:, :1])
         out = np.where(blocked, 2.0, out)
         return out.reshape(*pos.shape[:2], N_HEURISTIC)
 

@@ -369,15 +369,16 @@ def _stumbling(choice: str) -> Any:
             rest = [m for m in msgs if "teleport" not in str(m.get("content", ""))]
             rest = [m for i, m in enumerate(rest) if i < 2 or m.get("role") == "assistant"]
             received = dataclasses.replace(received, body=received.body | {"messages": rest})
-        elif '"verdict"' not in system:
+        elif "Executor's report:" not in str(msgs[-1].get("content", "")):
             return Reply(json.dumps({"phase": "decide", "content": choice}))
-        return follow(received)
+        return follow(received)  # the review: the follower lets what was done stand
 
     return script
 
 
-def test_trouble_in_the_executor_brings_the_coordinators_review(tmp_path: Path) -> None:
-    with FakeChatServer(_stumbling("A")) as srv:
+def _scripted_run(tmp_path: Path, choice: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A desk run against :func:`_stumbling`; its metrics and the desk's calls."""
+    with FakeChatServer(_stumbling(choice)) as srv:
         m = _run(
             tmp_path / "run",
             desk="llm",
@@ -387,6 +388,11 @@ def test_trouble_in_the_executor_brings_the_coordinators_review(tmp_path: Path) 
             llm_model="fake",
         )
     calls = [c for c in _calls(tmp_path / "run") if c["context"]["caller"] == "dispatch.desk"]
+    return m, calls
+
+
+def test_trouble_in_the_executor_brings_the_coordinators_review(tmp_path: Path) -> None:
+    m, calls = _scripted_run(tmp_path, "A")
     reviews = [c for c in calls if c["context"]["extra"]["phase"] == "review"]
     assert reviews
     # The review offers the options on the fresh state and R; the script lets it stand.
@@ -404,16 +410,7 @@ def test_trouble_in_the_executor_brings_the_coordinators_review(tmp_path: Path) 
 
 def test_the_coordinator_may_choose_to_wait(tmp_path: Path) -> None:
     """The last option is always 'no action for now': choosing it runs no executor."""
-    with FakeChatServer(_stumbling("D")) as srv:
-        m = _run(
-            tmp_path / "run",
-            desk="llm",
-            tick_period_s=0.03,
-            desk_deadline_ticks=60,
-            llm_base_url=srv.base_url,
-            llm_model="fake",
-        )
-    calls = [c for c in _calls(tmp_path / "run") if c["context"]["caller"] == "dispatch.desk"]
+    m, calls = _scripted_run(tmp_path, "D")
     decides = [c for c in calls if c["context"]["extra"]["phase"] == "decide"]
     assert decides
     # "D" exists only where there are four options; elsewhere the schema refuses it and the

@@ -1,9 +1,10 @@
-"""What the replay-based learners' configs share (DQN family, MADDPG), written once.
+"""What the neural learners' configs share, written once.
 
-:class:`ReplayConfig` holds the FIELD-NOTES §3.3 rule inputs (learning rate, discount, horizon,
-reward sharing and scale), the replay settings and the network shape; a learner's config adds
-its own fields. :meth:`ReplayConfig.resolve` applies the §3.3 rules to it, and
-:func:`resolved_record` is the resolved config a training result carries.
+:class:`RuleConfig` holds the FIELD-NOTES §3.3 rule inputs (learning rate, discount, horizon,
+reward sharing and scale) and :meth:`RuleConfig.resolve` applies the rules; every learner's
+config extends it (PPO's directly). :class:`ReplayConfig` adds the replay settings and the
+network shape of the replay-based learners (DQN family, MADDPG). :func:`resolved_record` is the
+resolved config a training result carries.
 """
 
 from __future__ import annotations
@@ -15,53 +16,29 @@ from typing import Any
 from fleetmind.errors import ConfigError
 from fleetmind.rl import hyper
 
-__all__ = ["ReplayConfig", "resolved_record"]
+__all__ = ["ReplayConfig", "RuleConfig", "resolved_record"]
 
 
 @dataclass(frozen=True)
-class ReplayConfig:
-    """Hyperparameters every replay-based learner takes (None: resolved by the §3.3 rules).
+class RuleConfig:
+    """The §3.3 rule inputs every neural learner takes (None: resolved by the rules).
 
     Attributes:
-        buffer_size: replay capacity in joint transitions (one per world step).
-        batch_size: transitions per gradient step.
-        learning_starts: world steps collected before the first gradient step.
-        train_every: batched env steps between gradient steps.
         lr: Adam learning rate (None: the learner's base rate, halved for several agents on one
             shared reward).
         gamma: discount (None: by horizon).
-        tau: Polyak factor of the target updates (1.0: hard copy).
-        max_grad_norm: gradient clipping.
-        hidden: hidden layer widths of the networks.
-        agent_id: append the agent-id one-hot to the network inputs.
         horizon: episode length for the gamma rule (None: the env's ``max_steps``).
         shared_reward: whether agents share one reward (for the learning-rate rule).
         reward_scale: reward multiplier before clipping (None: from ``reward_bound``).
         reward_bound: largest absolute one-step reward, sets the default scale.
     """
 
-    buffer_size: int = 10_000
-    batch_size: int = 64
-    learning_starts: int = 500
-    train_every: int = 1
     lr: float | None = None
     gamma: float | None = None
-    tau: float = 0.01
-    max_grad_norm: float = 10.0
-    hidden: tuple[int, ...] = (64, 64)
-    agent_id: bool = True
     horizon: int | None = None
     shared_reward: bool = False
     reward_scale: float | None = None
     reward_bound: float | None = None
-
-    def __post_init__(self) -> None:
-        name_of = type(self).__name__
-        for name in ("buffer_size", "batch_size", "train_every"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{name_of}.{name} must be >= 1, got {getattr(self, name)}")
-        if not 0.0 < self.tau <= 1.0:
-            raise ConfigError(f"{name_of}.tau must be in (0, 1], got {self.tau}")
 
     def resolve(
         self, n_agents: int, horizon: int, *, base_lr: float, shared_reward: bool | None = None
@@ -85,6 +62,39 @@ class ReplayConfig:
         lr = float(self.lr) if self.lr is not None else base_lr * h.alpha / hyper.ALPHA_SINGLE
         h.sources["lr"] = "override" if self.lr is not None else f"rule: {base_lr} x alpha factor"
         return h, lr
+
+
+@dataclass(frozen=True)
+class ReplayConfig(RuleConfig):
+    """Hyperparameters every replay-based learner takes, on top of the §3.3 rule inputs.
+
+    Attributes:
+        buffer_size: replay capacity in joint transitions (one per world step).
+        batch_size: transitions per gradient step.
+        learning_starts: world steps collected before the first gradient step.
+        train_every: batched env steps between gradient steps.
+        tau: Polyak factor of the target updates (1.0: hard copy).
+        max_grad_norm: gradient clipping.
+        hidden: hidden layer widths of the networks.
+        agent_id: append the agent-id one-hot to the network inputs.
+    """
+
+    buffer_size: int = 10_000
+    batch_size: int = 64
+    learning_starts: int = 500
+    train_every: int = 1
+    tau: float = 0.01
+    max_grad_norm: float = 10.0
+    hidden: tuple[int, ...] = (64, 64)
+    agent_id: bool = True
+
+    def __post_init__(self) -> None:
+        name_of = type(self).__name__
+        for name in ("buffer_size", "batch_size", "train_every"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name_of}.{name} must be >= 1, got {getattr(self, name)}")
+        if not 0.0 < self.tau <= 1.0:
+            raise ConfigError(f"{name_of}.tau must be in (0, 1], got {self.tau}")
 
 
 def resolved_record(

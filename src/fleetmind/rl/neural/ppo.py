@@ -41,6 +41,7 @@ from torch import nn
 from fleetmind.errors import ConfigError
 from fleetmind.rl import hyper
 from fleetmind.rl.neural import base, buffers
+from fleetmind.rl.neural.config import RuleConfig
 
 log = logging.getLogger(__name__)
 
@@ -49,15 +50,15 @@ CriticKind = Literal["local", "global"]
 
 
 @dataclass(frozen=True)
-class PPOConfig:
-    """PPO hyperparameters (None: resolved by the §3.3 rules).
+class PPOConfig(RuleConfig):
+    """PPO hyperparameters, on top of the §3.3 rule inputs of :class:`.config.RuleConfig`.
+
+    The learning-rate rule's base rate is 3e-4 (halved for several agents on one shared reward).
 
     Attributes:
         rollout_len: batched steps per update.
         epochs: passes over each rollout.
         minibatches: minibatches per pass.
-        lr: Adam learning rate (None: 3e-4, halved for several agents on one shared reward).
-        gamma: discount (None: by horizon).
         lam: GAE lambda.
         clip: PPO ratio clip.
         ent_coef: entropy bonus weight (at the start, when ``ent_coef_final`` is set).
@@ -67,10 +68,6 @@ class PPOConfig:
         max_grad_norm: gradient clipping.
         hidden: hidden layer widths of actor and critic.
         agent_id: append the agent-id one-hot to actor (and critic) inputs.
-        horizon: episode length for the gamma rule (None: the env's ``max_steps`` or 500).
-        shared_reward: whether agents share one reward (for the learning-rate rule).
-        reward_scale: reward multiplier before clipping (None: from ``reward_bound``).
-        reward_bound: largest absolute one-step reward, sets the default scale.
         activation: hidden activation of actor and critic (``tanh`` or ``relu``).
         feature_norm: a ``LayerNorm`` over actor and critic inputs (MAPPO's default).
         value_norm: the critic learns normalised targets (:class:`~.base.ValueNorm`).
@@ -79,8 +76,6 @@ class PPOConfig:
     rollout_len: int = 64
     epochs: int = 4
     minibatches: int = 4
-    lr: float | None = None
-    gamma: float | None = None
     lam: float = 0.95
     clip: float = 0.2
     ent_coef: float = 0.01
@@ -89,10 +84,6 @@ class PPOConfig:
     max_grad_norm: float = 0.5
     hidden: tuple[int, ...] = (64, 64)
     agent_id: bool = True
-    horizon: int | None = None
-    shared_reward: bool = False
-    reward_scale: float | None = None
-    reward_bound: float | None = None
     activation: str = "tanh"
     feature_norm: bool = False
     value_norm: bool = False
@@ -250,21 +241,8 @@ def resolve_hyper(
     config: PPOConfig | Any, n_agents: int, horizon: int
 ) -> tuple[hyper.Hyper, float]:
     """The §3.3 rules applied to a config; returns ``(hyper, learning rate)``."""
-    h = hyper.resolve(
-        horizon=config.horizon or horizon,
-        n_learners=n_agents,
-        shared_reward=config.shared_reward,
-        gamma=config.gamma,
-        reward_scale=config.reward_scale,
-        reward_bound=config.reward_bound,
-    )
-    if config.lr is not None:
-        lr = float(config.lr)
-        h.sources["lr"] = "override"
-    else:
-        lr = BASE_LR * h.alpha / hyper.ALPHA_SINGLE
-        h.sources["lr"] = f"rule: {BASE_LR} x alpha rule factor {h.alpha / hyper.ALPHA_SINGLE}"
-    return h, lr
+    resolved: tuple[hyper.Hyper, float] = config.resolve(n_agents, horizon, base_lr=BASE_LR)
+    return resolved
 
 
 def env_horizon(env: Any) -> int:

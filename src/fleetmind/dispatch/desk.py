@@ -462,9 +462,15 @@ class LLMDesk(DeskWorker):
         return max(0.05, self.deadline_s - (time.perf_counter() - started))
 
     def _choose(
-        self, inc: Incident, client: _DeskClient, view: DeskState, phase: str, report: str = ""
+        self,
+        inc: Incident,
+        client: _DeskClient,
+        options: list[list[Call]],
+        view: DeskState,
+        phase: str,
+        report: str = "",
     ) -> tuple[str, list[Call], str, list[dict[str, Any]], str | None]:
-        """The coordinator's choice among the options on ``view``.
+        """The coordinator's choice among ``options`` (the rule options on ``view``).
 
         ``decide`` offers the options; ``review`` (after trouble in the executor) offers the
         options on the fresh state, plus ``R``: leave the incident to the rule handler.
@@ -473,7 +479,6 @@ class LLMDesk(DeskWorker):
             The label chosen, its calls, their text, the messages of the talk, and why the
             coordinator gave no decision (None when it decided).
         """
-        options = rule_options(inc, view)
         labels = [chr(ord("A") + i) for i in range(len(options))]
         texts = {
             lab: "; ".join(_call_text(n, a) for n, a in opt) if opt else "no action for now"
@@ -530,11 +535,12 @@ class LLMDesk(DeskWorker):
         view = self._view()
         if view is None:
             return {"fallback": "no view of the world"}
-        if rule_options(inc, view) == [[]]:
+        options = rule_options(inc, view)
+        if options == [[]]:
             # Only waiting is on the table: a model call would decide nothing, and would hold
             # up the incidents queued behind this one.
             return {"fallback": NOTHING_TO_CHOOSE}
-        choice, calls, text, convo, undecided = self._choose(inc, client, view, "decide")
+        choice, calls, text, convo, undecided = self._choose(inc, client, options, view, "decide")
         if undecided is not None:
             # No decision from the coordinator: the rule handler acts, and that is a fallback.
             return {
@@ -577,7 +583,9 @@ class LLMDesk(DeskWorker):
             view = self._view()
             if view is None:
                 break
-            choice, calls, text, said, undecided = self._choose(inc, client, view, "review", report)
+            choice, calls, text, said, undecided = self._choose(
+                inc, client, rule_options(inc, view), view, "review", report
+            )
             convo += said
             if undecided is not None:
                 fallback = None if applied else f"review gave no decision ({undecided})"

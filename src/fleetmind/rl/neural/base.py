@@ -8,7 +8,9 @@
   :class:`fleetmind.rl.neural.adapters.ParallelBatch` turns ParallelEnvs such as rware into one).
 - :class:`EpisodeTracker`, :class:`TrainResult`, :class:`Event`: per-agent episode return
   curves, what ``train`` returns, and what it reports to callbacks.
-- :class:`Learner`, :func:`save_checkpoint`, :func:`load_checkpoint`: the training loop's shell.
+- :class:`Learner`, :class:`TrainLoop`, :func:`save_checkpoint`, :func:`load_checkpoint`: the
+  training loop's shell and bookkeeping; :func:`descend` and :func:`polyak`: one gradient step
+  and one target update.
 
 Return estimators and buffers live in :mod:`fleetmind.rl.neural.buffers`.
 """
@@ -19,7 +21,7 @@ import logging
 import os
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
@@ -515,6 +517,169 @@ def emit_update(
     """Report an ``update`` event: each loss's mean over its last ``window`` values."""
     scalars = {f"train/loss/{k}": float(np.mean(v[-window:])) for k, v in losses.items() if v}
     emit(callbacks, Event("update", step, scalars | {"train/updates": float(updates)}, policy))
+
+
+def descend(
+    optimizer: torch.optim.Optimizer,
+    loss: torch.Tensor,
+    params: Iterable[nn.Parameter],
+    max_grad_norm: float,
+) -> None:
+    """One gradient step on ``loss``: zero, backpropagate, clip ``params`` to the norm, step."""
+    optimizer.zero_grad()
+    loss.backward()  # type: ignore[no-untyped-call]
+    nn.utils.clip_grad_norm_(params, max_grad_norm)
+    optimizer.step()
+
+
+def polyak(src: nn.Module, dst: nn.Module, tau: float) -> None:
+    """Move the target ``dst`` towards ``src``: ``dst = (1 - tau) * dst + tau * src``."""
+    with torch.no_grad():
+        for p, tp in zip(src.parameters(), dst.parameters(), strict=True):
+            tp.mul_(1.0 - tau).add_(p, alpha=tau)
+
+
+class TrainLoop:
+    """The bookkeeping every training loop keeps: steps, updates, losses, curves, checkpoints.
+
+    A checkpoint holds ``algo``, each of ``parts`` under its key (modules, optimizers,
+    :class:`ValueNorm`: their ``state_dict``; torch generators: their state; a part that is None
+    is saved as None and not restored), the :class:`EpisodeTracker` (``tracker``), ``losses``,
+    ``steps``, ``updates``, the resolved ``config`` and what ``extra()`` returns.
+
+    Args:
+        algo: name recorded in results and checkpoints.
+        env: the batched env (for the tracker's worlds and agents).
+        run: the run's options.
+        losses: the loss curves' names.
+        parts: what a checkpoint saves and a resume restores, by checkpoint key.
+        config: the resolved config.
+        t0: ``perf_counter()`` when the call started.
+        extra: more checkpoint entries, computed at each checkpoint (restored by the caller
+            from what :meth:`resume` returns).
+    """
+
+    def __init__(
+        self,
+        algo: str,
+        env: BatchEnv,
+        run: RunOptions,
+        *,
+        losses: Sequence[str],
+        parts: dict[str, Any],
+        config: dict[str, Any],
+        t0: float,
+        extra: Callable[[], dict[str, Any]] | None = None,
+    ) -> None:
+        self.algo = algo
+        self.run = run
+        self.num_envs = env.num_envs
+        self.tracker = EpisodeTracker(env.num_envs, [f"robot_{i}" for i in range(env.n_robots)])
+        self.losses: dict[str, list[float]] = {k: [] for k in losses}
+        self.parts = {**parts, "tracker": self.tracker}
+        self.config = config
+        self.t0 = t0
+        self.extra = extra
+        self.steps = self.updates = self.start_steps = 0
+
+    def resume(self, note: str = "") -> dict[str, Any] | None:
+        """Restore the parts, curves and counters from the run's checkpoint, if it resumes.
+
+        Returns:
+            The checkpoint (None: a fresh run), for what ``extra`` saved.
+        """
+        ck = self.run.resume_checkpoint(self.algo)
+        if ck is None:
+            return None
+        for key, part in self.parts.items():
+            if part is None:
+                continue
+            if isinstance(part, torch.Generator):
+                part.set_state(ck[key])
+            else:
+                part.load_state_dict(ck[key])
+        self.losses = ck["losses"]
+        self.steps, self.updates = int(ck["steps"]), int(ck["updates"])
+        self.start_steps = self.steps
+        log.info("%s: resumed from %s at step %d%s", self.algo, self.run.out_dir, self.steps, note)
+        return ck
+
+    def reset(self, env: BatchEnv, env_seq: np.random.SeedSequence) -> NDArray[np.float32]:
+        """Reset ``env`` for this call and return the observations.
+
+        A resumed run starts fresh episodes from a seed that depends on where it resumes.
+        """
+        obs, _ = env.reset(seed=int(env_seq.generate_state(self.updates + 1)[-1]))
+        return obs
+
+    def going(self) -> bool:
+        """Whether to take another step: short of ``run.steps`` and of the time limit."""
+        return self.steps < self.run.steps and not self.run.out_of_time(self.t0)
+
+    def record(
+        self,
+        rewards: NDArray[np.floating],
+        done: NDArray[np.bool_],
+        info: dict[str, Any],
+        learned: NDArray[np.floating],
+    ) -> None:
+        """Count one batched step of every world and report the episodes it finished."""
+        self.steps += self.num_envs
+        record_episodes(self.tracker, self.run.callbacks, rewards, done, self.steps, info, learned)
+
+    def updated(
+        self, *, every: int = 50, window: int = 50, policy: nn.Module | None = None
+    ) -> None:
+        """Count one update (its losses appended); report every ``every``; checkpoint when due."""
+        self.updates += 1
+        if self.updates % every == 0:
+            emit_update(
+                self.run.callbacks,
+                self.steps,
+                self.losses,
+                self.updates,
+                window=window,
+                policy=policy,
+            )
+        if self.run.checkpoint_due(self.updates):
+            self.checkpoint()
+
+    def checkpoint(self) -> None:
+        """Save the checkpoint to ``run.out_dir`` and report it."""
+        assert self.run.out_dir is not None
+        state: dict[str, Any] = {"algo": self.algo}
+        for key, part in self.parts.items():
+            if part is None:
+                state[key] = None
+            elif isinstance(part, torch.Generator):
+                state[key] = part.get_state()
+            else:
+                state[key] = part.state_dict()
+        state |= {
+            **(self.extra() if self.extra is not None else {}),
+            "losses": self.losses,
+            "steps": self.steps,
+            "updates": self.updates,
+            "config": self.config,
+        }
+        save_checkpoint(self.run.out_dir, state)
+        emit(self.run.callbacks, Event("checkpoint", self.steps))
+
+    def finish(self, policy: nn.Module) -> TrainResult:
+        """The final checkpoint (with ``out_dir``) and the run's result."""
+        if self.run.out_dir is not None:
+            self.checkpoint()
+        return train_result(
+            self.algo,
+            self.tracker,
+            steps=self.steps,
+            start_steps=self.start_steps,
+            updates=self.updates,
+            losses=self.losses,
+            policy=policy,
+            config=self.config,
+            t0=self.t0,
+        )
 
 
 def save_checkpoint(out_dir: Path, state: dict[str, Any]) -> Path:

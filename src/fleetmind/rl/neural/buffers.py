@@ -4,13 +4,15 @@
   arrays, with the time limit handled as it should be: an episode that *terminated* has no future
   (no bootstrap); one that was *truncated* by a time limit bootstraps from the value of its final
   state (``next_values``), and the advantage recursion is cut at both.
-- :class:`RolloutBuffer` (on-policy, fixed length) and :class:`ReplayBuffer` (off-policy, circular).
+- :class:`RolloutBuffer` (on-policy, fixed length) and :class:`ReplayBuffer` (off-policy, circular),
+  with :func:`final_transitions`, the next observations a replay buffer stores.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import torch
@@ -200,6 +202,42 @@ class RolloutBuffer:
 def _per_agent(flag: NDArray[np.bool_], n: int) -> NDArray[np.bool_]:
     f = np.asarray(flag, dtype=bool)
     return np.repeat(f[:, None], n, axis=1) if f.ndim == 1 else f
+
+
+def final_transitions(
+    next_obs: NDArray[np.float32],
+    next_state: NDArray[np.float32] | None,
+    truncated: NDArray[np.bool_],
+    info: dict[str, Any],
+) -> tuple[NDArray[np.float32], NDArray[np.float32] | None, NDArray[np.bool_]]:
+    """What a replay buffer stores as the next observation (and state) of one batched step.
+
+    A world the time limit truncated was reset in place, so ``next_obs`` holds its new
+    episode's first observation: it gets ``info["final_obs"]`` (and ``info["final_state"]``
+    when states are stored) instead, or, when the env reports none, it is dropped.
+
+    Args:
+        next_obs: ``(B, N, D)`` observations the step returned.
+        next_state: ``(B, S)`` global states after the step, or None (states not stored).
+        truncated: ``(B,)`` time-limit flags.
+        info: the step's info.
+
+    Returns:
+        ``(next_obs, next_state, keep (B,))``: copies with the final observations in place and
+        the worlds to store.
+    """
+    real_next = next_obs.copy()
+    real_next_state = next_state.copy() if next_state is not None else None
+    keep = np.ones(len(next_obs), dtype=bool)
+    if truncated.any():
+        ended = np.flatnonzero(truncated)
+        if "final_obs" in info and (next_state is None or "final_state" in info):
+            real_next[ended] = info["final_obs"][ended]
+            if real_next_state is not None:
+                real_next_state[ended] = info["final_state"][ended]
+        else:
+            keep[ended] = False
+    return real_next, real_next_state, keep
 
 
 class ReplayBuffer:

@@ -23,7 +23,6 @@ clipped to ``[-1, 1]``); :class:`DQNConfig` overrides any of them.
 from __future__ import annotations
 
 import copy
-import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -36,8 +35,6 @@ from fleetmind.errors import ConfigError
 from fleetmind.rl.neural import base, buffers
 from fleetmind.rl.neural.config import ReplayConfig, resolved_record
 from fleetmind.rl.neural.ppo import env_horizon
-
-log = logging.getLogger(__name__)
 
 BASE_LR = 1e-3
 
@@ -125,9 +122,7 @@ def train_dqn(
         Curves, losses, the Q-network (as ``policy``) and the resolved config.
     """
     t0 = time.perf_counter()
-    steps, out_dir, callbacks = run.steps, run.out_dir, run.callbacks
-    n, d, a, b = env.n_robots, env.obs_size, env.n_actions, env.num_envs
-    agents = [f"robot_{i}" for i in range(n)]
+    n, d, a = env.n_robots, env.obs_size, env.n_actions
     h, lr = config.resolve(
         n,
         env_horizon(env),
@@ -146,59 +141,34 @@ def train_dqn(
     state = env.global_state() if use_state else None
     state_size = state.shape[-1] if state is not None else 0
     buffer = buffers.ReplayBuffer(config.buffer_size, n, d, state_size)
-    tracker = base.EpisodeTracker(b, agents)
-    losses: dict[str, list[float]] = {"td": [], "q_mean": [], "epsilon": []}
-    done_steps = updates = batched_steps = 0
-    resolved = resolved_record(
-        algo, config, lr, h, env, mixer=type(mixer).__name__ if mixer is not None else None
+    loop = base.TrainLoop(
+        algo,
+        env,
+        run,
+        losses=("td", "q_mean", "epsilon"),
+        parts={
+            "q": q_net,
+            "target_q": target_q,
+            "mixer": mixer,
+            "target_mixer": target_mixer,
+            "optimizer": optimizer,
+            "g_explore": g_explore,
+            "g_sample": g_sample,
+        },
+        config=resolved_record(
+            algo, config, lr, h, env, mixer=type(mixer).__name__ if mixer is not None else None
+        ),
+        t0=t0,
     )
-
-    ck = run.resume_checkpoint(algo)
-    if ck is not None:
-        q_net.load_state_dict(ck["q"])
-        target_q.load_state_dict(ck["target_q"])
-        if mixer is not None and target_mixer is not None:
-            mixer.load_state_dict(ck["mixer"])
-            target_mixer.load_state_dict(ck["target_mixer"])
-        optimizer.load_state_dict(ck["optimizer"])
-        g_explore.set_state(ck["g_explore"])
-        g_sample.set_state(ck["g_sample"])
-        tracker.load_state_dict(ck["tracker"])
-        losses = ck["losses"]
-        done_steps, updates = int(ck["steps"]), int(ck["updates"])
-        log.info("%s: resumed from %s at step %d (replay starts empty)", algo, out_dir, done_steps)
-
-    def checkpoint() -> None:
-        assert out_dir is not None
-        base.save_checkpoint(
-            out_dir,
-            {
-                "algo": algo,
-                "q": q_net.state_dict(),
-                "target_q": target_q.state_dict(),
-                "mixer": mixer.state_dict() if mixer is not None else None,
-                "target_mixer": target_mixer.state_dict() if target_mixer is not None else None,
-                "optimizer": optimizer.state_dict(),
-                "g_explore": g_explore.get_state(),
-                "g_sample": g_sample.get_state(),
-                "tracker": tracker.state_dict(),
-                "losses": losses,
-                "steps": done_steps,
-                "updates": updates,
-                "config": resolved,
-            },
-        )
-        base.emit(callbacks, base.Event("checkpoint", done_steps))
-
-    env_seed = int(env_seq.generate_state(updates + 1)[-1])
-    obs, _ = env.reset(seed=env_seed)
+    loop.resume(" (replay starts empty)")
+    batched_steps = 0
+    obs = loop.reset(env, env_seq)
     state = env.global_state() if use_state else None
-    start_steps = done_steps
-    learn_from = done_steps + config.learning_starts
+    learn_from = loop.steps + config.learning_starts
 
-    while done_steps < steps and not run.out_of_time(t0):
+    while loop.going():
         # ---- act: epsilon-greedy per agent
-        eps = epsilon_at(done_steps, steps, config)
+        eps = epsilon_at(loop.steps, run.steps, config)
         with torch.no_grad():
             greedy = q_net(torch.from_numpy(obs)).argmax(-1)
         explore = torch.rand(greedy.shape, generator=g_explore) < eps
@@ -208,17 +178,9 @@ def train_dqn(
         next_state = env.global_state() if use_state else None
 
         # ---- store: truncated worlds need their final observation, else they are dropped
-        real_next = next_obs.copy()
-        real_next_state = next_state.copy() if next_state is not None else None
-        keep = np.ones(b, dtype=bool)
-        if trunc.any():
-            ended = np.flatnonzero(trunc)
-            if "final_obs" in info and (not use_state or "final_state" in info):
-                real_next[ended] = info["final_obs"][ended]
-                if real_next_state is not None:
-                    real_next_state[ended] = info["final_state"][ended]
-            else:
-                keep[ended] = False
+        real_next, real_next_state, keep = buffers.final_transitions(
+            next_obs, next_state, trunc, info
+        )
         buffer.add(
             obs=obs[keep],
             actions=act[keep],
@@ -228,15 +190,12 @@ def train_dqn(
             state=state[keep] if state is not None else None,
             next_state=real_next_state[keep] if real_next_state is not None else None,
         )
-        done_steps += b
         batched_steps += 1
-        base.record_episodes(
-            tracker, callbacks, rewards, term | trunc, done_steps, info, h.normalise(rewards)
-        )
+        loop.record(rewards, term | trunc, info, h.normalise(rewards))
         obs, state = next_obs, next_state
 
         # ---- learn
-        if done_steps < learn_from or batched_steps % config.train_every or buffer.size == 0:
+        if loop.steps < learn_from or batched_steps % config.train_every or buffer.size == 0:
             continue
         batch = buffer.sample(config.batch_size, g_sample)
         q_taken = q_net(batch["obs"]).gather(-1, batch["actions"][..., None])[..., 0]  # (M, N)
@@ -253,37 +212,15 @@ def train_dqn(
                 target = team + h.gamma * not_done * target_mixer(q_next, mixed_next)
         pred = q_taken if mixer is None else mixer(q_taken, batch.get("state", batch["rewards"]))
         loss = nn.functional.smooth_l1_loss(pred, target)
-        optimizer.zero_grad()
-        loss.backward()  # type: ignore[no-untyped-call]
-        nn.utils.clip_grad_norm_(params, config.max_grad_norm)
-        optimizer.step()
-        with torch.no_grad():
-            for src, dst in ((q_net, target_q), (mixer, target_mixer)):
-                if src is None or dst is None:
-                    continue
-                for p, tp in zip(src.parameters(), dst.parameters(), strict=True):
-                    tp.mul_(1.0 - config.tau).add_(p, alpha=config.tau)
-        updates += 1
-        losses["td"].append(loss.item())
-        losses["q_mean"].append(q_taken.mean().item())
-        losses["epsilon"].append(eps)
-        if updates % 50 == 0:
-            base.emit_update(callbacks, done_steps, losses, updates)
-        if run.checkpoint_due(updates):
-            checkpoint()
-    if out_dir is not None:
-        checkpoint()
-    return base.train_result(
-        algo,
-        tracker,
-        steps=done_steps,
-        start_steps=start_steps,
-        updates=updates,
-        losses=losses,
-        policy=q_net,
-        config=resolved,
-        t0=t0,
-    )
+        base.descend(optimizer, loss, params, config.max_grad_norm)
+        base.polyak(q_net, target_q, config.tau)
+        if mixer is not None and target_mixer is not None:
+            base.polyak(mixer, target_mixer, config.tau)
+        loop.losses["td"].append(loss.item())
+        loop.losses["q_mean"].append(q_taken.mean().item())
+        loop.losses["epsilon"].append(eps)
+        loop.updated()
+    return loop.finish(q_net)
 
 
 def split_seed(seed: int) -> list[np.random.SeedSequence]:

@@ -46,7 +46,6 @@ Usage::
 from __future__ import annotations
 
 import copy
-import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -61,8 +60,6 @@ from fleetmind.rl.neural.config import ReplayConfig, resolved_record
 from fleetmind.rl.neural.ppo import Actor, env_horizon
 
 __all__ = ["CentralQCritic", "MADDPGConfig", "gumbel_softmax", "train"]
-
-log = logging.getLogger(__name__)
 
 BASE_LR = 5e-4
 """Actor and critic learning rate before the §3.3 factor (EPyMARL's MADDPG value)."""
@@ -150,18 +147,10 @@ def split_seed(seed: int) -> list[np.random.SeedSequence]:
     return np.random.SeedSequence(seed).spawn(6)
 
 
-def _polyak(src: nn.Module, dst: nn.Module, tau: float) -> None:
-    with torch.no_grad():
-        for p, tp in zip(src.parameters(), dst.parameters(), strict=True):
-            tp.mul_(1.0 - tau).add_(p, alpha=tau)
-
-
 def _run(env: base.BatchEnv, config: MADDPGConfig, run: base.RunOptions) -> base.TrainResult:
     algo = "maddpg"
     t0 = time.perf_counter()
-    steps, out_dir, callbacks = run.steps, run.out_dir, run.callbacks
-    n, d, a, b = env.n_robots, env.obs_size, env.n_actions, env.num_envs
-    agents = [f"robot_{i}" for i in range(n)]
+    n, d, a = env.n_robots, env.obs_size, env.n_actions
     h, lr = config.resolve(n, env_horizon(env), base_lr=BASE_LR)
     env_seq, actor_seq, critic_seq, act_seq, replay_seq, noise_seq = split_seed(run.seed)
     actor = base.build_seeded(actor_seq, lambda: Actor(d, a, n, config.hidden, config.agent_id))
@@ -173,73 +162,41 @@ def _run(env: base.BatchEnv, config: MADDPGConfig, run: base.RunOptions) -> base
     g_replay = base.torch_generator(replay_seq)
     g_noise = base.torch_generator(noise_seq)
     buffer = buffers.ReplayBuffer(config.buffer_size, n, d)
-    tracker = base.EpisodeTracker(b, agents)
-    losses: dict[str, list[float]] = {"critic": [], "actor": [], "q_mean": []}
-    done_steps = updates = batched_steps = 0
-    resolved = resolved_record(
-        algo, config, lr, h, env, critic="shared, all observations and actions + agent id"
+    loop = base.TrainLoop(
+        algo,
+        env,
+        run,
+        losses=("critic", "actor", "q_mean"),
+        parts={
+            "actor": actor,
+            "critic": critic,
+            "target_actor": target_actor,
+            "target_critic": target_critic,
+            "actor_opt": actor_opt,
+            "critic_opt": critic_opt,
+            "g_act": g_act,
+            "g_replay": g_replay,
+            "g_noise": g_noise,
+        },
+        config=resolved_record(
+            algo, config, lr, h, env, critic="shared, all observations and actions + agent id"
+        ),
+        t0=t0,
     )
-    nets = {
-        "actor": actor,
-        "critic": critic,
-        "target_actor": target_actor,
-        "target_critic": target_critic,
-    }
-    gens = {"g_act": g_act, "g_replay": g_replay, "g_noise": g_noise}
-
-    ck = run.resume_checkpoint(algo)
-    if ck is not None:
-        for key, net in nets.items():
-            net.load_state_dict(ck[key])
-        actor_opt.load_state_dict(ck["actor_opt"])
-        critic_opt.load_state_dict(ck["critic_opt"])
-        for key, gen in gens.items():
-            gen.set_state(ck[key])
-        tracker.load_state_dict(ck["tracker"])
-        losses = ck["losses"]
-        done_steps, updates = int(ck["steps"]), int(ck["updates"])
-        log.info("%s: resumed from %s at step %d (replay starts empty)", algo, out_dir, done_steps)
-
-    def checkpoint() -> None:
-        assert out_dir is not None
-        base.save_checkpoint(
-            out_dir,
-            {
-                "algo": algo,
-                **{key: net.state_dict() for key, net in nets.items()},
-                "actor_opt": actor_opt.state_dict(),
-                "critic_opt": critic_opt.state_dict(),
-                **{key: gen.get_state() for key, gen in gens.items()},
-                "tracker": tracker.state_dict(),
-                "losses": losses,
-                "steps": done_steps,
-                "updates": updates,
-                "config": resolved,
-            },
-        )
-        base.emit(callbacks, base.Event("checkpoint", done_steps))
-
-    env_seed = int(env_seq.generate_state(updates + 1)[-1])
-    obs, _ = env.reset(seed=env_seed)
-    start_steps = done_steps
-    learn_from = done_steps + config.learning_starts
+    loop.resume(" (replay starts empty)")
+    batched_steps = 0
+    obs = loop.reset(env, env_seq)
+    learn_from = loop.steps + config.learning_starts
     eye = torch.eye(n)[..., None]  # (N, N, 1): row i puts agent i's fresh action in slot i
 
-    while done_steps < steps and not run.out_of_time(t0):
+    while loop.going():
         # ---- act: a Gumbel-max sample of each agent's policy
         with torch.no_grad():
             act = gumbel_softmax(actor(torch.from_numpy(obs)), g_act).argmax(-1).numpy()
         next_obs, rewards, term, trunc, info = env.step(act)
 
         # ---- store: truncated worlds need their final observation, else they are dropped
-        real_next = next_obs.copy()
-        keep = np.ones(b, dtype=bool)
-        if trunc.any():
-            ended = np.flatnonzero(trunc)
-            if "final_obs" in info:
-                real_next[ended] = info["final_obs"][ended]
-            else:
-                keep[ended] = False
+        real_next, _, keep = buffers.final_transitions(next_obs, None, trunc, info)
         learned = h.normalise(rewards).astype(np.float32)
         buffer.add(
             obs=obs[keep],
@@ -248,12 +205,11 @@ def _run(env: base.BatchEnv, config: MADDPGConfig, run: base.RunOptions) -> base
             next_obs=real_next[keep],
             terminated=term[keep],
         )
-        done_steps += b
         batched_steps += 1
-        base.record_episodes(tracker, callbacks, rewards, term | trunc, done_steps, info, learned)
+        loop.record(rewards, term | trunc, info, learned)
         obs = next_obs
 
-        if done_steps < learn_from or batched_steps % config.train_every or buffer.size == 0:
+        if loop.steps < learn_from or batched_steps % config.train_every or buffer.size == 0:
             continue
         batch = buffer.sample(config.batch_size, g_replay)
         m = batch["obs"].shape[0]
@@ -267,44 +223,22 @@ def _run(env: base.BatchEnv, config: MADDPGConfig, run: base.RunOptions) -> base
             target = batch["rewards"] + h.gamma * not_done * q_next  # (M, N)
         q = critic(batch["obs"], taken[:, None].expand(m, n, n, a))
         critic_loss = 0.5 * ((q - target) ** 2).mean()
-        critic_opt.zero_grad()
-        critic_loss.backward()
-        nn.utils.clip_grad_norm_(critic.parameters(), config.max_grad_norm)
-        critic_opt.step()
+        base.descend(critic_opt, critic_loss, critic.parameters(), config.max_grad_norm)
 
         # ---- actor: agent i's own action fresh from the policy, the others' from the buffer
         logits = actor(batch["obs"])
         fresh = gumbel_softmax(logits, g_noise, config.temperature)
         joint = eye * fresh[:, None] + (1.0 - eye) * taken[:, None]  # (M, N, N, A)
         actor_loss = -critic(batch["obs"], joint).mean() + config.actor_reg * (logits**2).mean()
-        actor_opt.zero_grad()
-        actor_loss.backward()
-        nn.utils.clip_grad_norm_(actor.parameters(), config.max_grad_norm)
-        actor_opt.step()
+        base.descend(actor_opt, actor_loss, actor.parameters(), config.max_grad_norm)
 
-        _polyak(actor, target_actor, config.tau)
-        _polyak(critic, target_critic, config.tau)
-        updates += 1
-        losses["critic"].append(critic_loss.item())
-        losses["actor"].append(actor_loss.item())
-        losses["q_mean"].append(q.mean().item())
-        if updates % 50 == 0:
-            base.emit_update(callbacks, done_steps, losses, updates)
-        if run.checkpoint_due(updates):
-            checkpoint()
-    if out_dir is not None:
-        checkpoint()
-    return base.train_result(
-        algo,
-        tracker,
-        steps=done_steps,
-        start_steps=start_steps,
-        updates=updates,
-        losses=losses,
-        policy=actor,
-        config=resolved,
-        t0=t0,
-    )
+        base.polyak(actor, target_actor, config.tau)
+        base.polyak(critic, target_critic, config.tau)
+        loop.losses["critic"].append(critic_loss.item())
+        loop.losses["actor"].append(actor_loss.item())
+        loop.losses["q_mean"].append(q.mean().item())
+        loop.updated()
+    return loop.finish(actor)
 
 
 train = base.Learner(

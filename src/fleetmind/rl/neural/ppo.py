@@ -27,8 +27,6 @@ reward, rewards scaled and clipped to ``[-1, 1]``. Any value in :class:`PPOConfi
 
 from __future__ import annotations
 
-import dataclasses
-import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -41,9 +39,7 @@ from torch import nn
 from fleetmind.errors import ConfigError
 from fleetmind.rl import hyper
 from fleetmind.rl.neural import base, buffers
-from fleetmind.rl.neural.config import RuleConfig
-
-log = logging.getLogger(__name__)
+from fleetmind.rl.neural.config import RuleConfig, resolved_record
 
 BASE_LR = 3e-4
 CriticKind = Literal["local", "global"]
@@ -284,84 +280,49 @@ def train_ppo(
         Curves, losses, ``model.policy()`` and the resolved config.
     """
     t0 = time.perf_counter()
-    steps, out_dir, callbacks = run.steps, run.out_dir, run.callbacks
-    n, d, a, b = env.n_robots, env.obs_size, env.n_actions, env.num_envs
-    agents = [f"robot_{i}" for i in range(n)]
+    n, d, b = env.n_robots, env.obs_size, env.num_envs
     h, lr = resolve_hyper(config, n, env_horizon(env))
     env_seq, _actor_seq, _critic_seq, sample_seq, shuffle_seq = split_seed(run.seed)
     params = list(model.parameters())
     optimizer = torch.optim.Adam(params, lr=lr, eps=1e-5)
     g_sample = base.torch_generator(sample_seq)
     g_shuffle = base.torch_generator(shuffle_seq)
-    tracker = base.EpisodeTracker(b, agents)
     vnorm = base.ValueNorm() if config.value_norm else None
 
     def denorm(v: torch.Tensor) -> np.ndarray[Any, Any]:
         out: np.ndarray[Any, Any] = v.numpy()
         return vnorm.denormalise(out) if vnorm is not None else out
 
-    losses: dict[str, list[float]] = {"policy": [], "value": [], "entropy": [], "approx_kl": []}
-    done_steps = updates = 0
-    resolved = {
-        "algo": algo,
-        **dataclasses.asdict(config),
-        "lr": lr,
-        "gamma": h.gamma,
-        "reward_scale": h.reward_scale,
-        "hyper": h.to_dict(),
-        "num_envs": b,
-        "n_agents": n,
-        "obs_size": d,
-        "n_actions": a,
-        **(describe or {}),
-    }
-
-    ck = run.resume_checkpoint(algo)
+    loop = base.TrainLoop(
+        algo,
+        env,
+        run,
+        losses=("policy", "value", "entropy", "approx_kl"),
+        parts={"optimizer": optimizer, "g_sample": g_sample, "g_shuffle": g_shuffle},
+        config=resolved_record(algo, config, lr, h, env, **(describe or {})),
+        t0=t0,
+        extra=lambda: {
+            **model.checkpoint_state(),
+            **({"value_norm": vnorm.state_dict()} if vnorm is not None else {}),
+        },
+    )
+    ck = loop.resume()
     if ck is not None:
         model.load_checkpoint_state(ck)
-        optimizer.load_state_dict(ck["optimizer"])
-        g_sample.set_state(ck["g_sample"])
-        g_shuffle.set_state(ck["g_shuffle"])
-        tracker.load_state_dict(ck["tracker"])
+        # Checkpoints written before value normalisation have no moments to restore.
         if vnorm is not None and "value_norm" in ck:
             vnorm.load_state_dict(ck["value_norm"])
-        losses = ck["losses"]
-        done_steps, updates = int(ck["steps"]), int(ck["updates"])
-        log.info("%s: resumed from %s at step %d", algo, out_dir, done_steps)
 
-    def checkpoint() -> None:
-        assert out_dir is not None
-        base.save_checkpoint(
-            out_dir,
-            {
-                "algo": algo,
-                **model.checkpoint_state(),
-                "optimizer": optimizer.state_dict(),
-                "g_sample": g_sample.get_state(),
-                "g_shuffle": g_shuffle.get_state(),
-                "tracker": tracker.state_dict(),
-                **({"value_norm": vnorm.state_dict()} if vnorm is not None else {}),
-                "losses": losses,
-                "steps": done_steps,
-                "updates": updates,
-                "config": resolved,
-            },
-        )
-        base.emit(callbacks, base.Event("checkpoint", done_steps))
-
-    # A resumed run starts fresh episodes from a seed that depends on where it resumes.
-    env_seed = int(env_seq.generate_state(updates + 1)[-1])
-    obs, _ = env.reset(seed=env_seed)
+    obs = loop.reset(env, env_seq)
     state = env.global_state() if model.needs_state else None
     buf = buffers.RolloutBuffer(
         config.rollout_len, b, n, d, state.shape[-1] if state is not None else 0
     )
-    start_steps = done_steps
 
     def tensor(x: np.ndarray[Any, Any] | None) -> torch.Tensor | None:
         return torch.from_numpy(x) if x is not None else None
 
-    while done_steps < steps and not run.out_of_time(t0):
+    while loop.going():
         buf.reset()
         with torch.no_grad():
             for _ in range(config.rollout_len):
@@ -388,10 +349,7 @@ def train_ppo(
                     truncated=trunc,
                     final_values=final_values,
                 )
-                done_steps += b
-                base.record_episodes(
-                    tracker, callbacks, rewards, term | trunc, done_steps, info, learned
-                )
+                loop.record(rewards, term | trunc, info, learned)
                 obs = next_obs
                 state = env.global_state() if model.needs_state else None
             last_value = denorm(model.value(torch.from_numpy(obs), tensor(state)))
@@ -407,10 +365,10 @@ def train_ppo(
         if vnorm is not None:
             vnorm.update(flat_ret)
             flat_ret = vnorm.normalise(flat_ret)
-        stats: dict[str, list[float]] = {k: [] for k in losses}
+        stats: dict[str, list[float]] = {k: [] for k in loop.losses}
         ent_coef = config.ent_coef
         if config.ent_coef_final is not None:
-            frac = min(1.0, done_steps / steps)
+            frac = min(1.0, loop.steps / run.steps)
             ent_coef += frac * (config.ent_coef_final - config.ent_coef)
         for _ in range(config.epochs):
             for idx in buf.minibatches(config.minibatches, g_shuffle):
@@ -429,35 +387,17 @@ def train_ppo(
                 ).mean()
                 v_loss = 0.5 * ((new_values - flat_ret[idx]) ** 2).mean()
                 loss = pg_loss - ent_coef * entropy + config.vf_coef * v_loss
-                optimizer.zero_grad()
-                loss.backward()  # type: ignore[no-untyped-call]
-                nn.utils.clip_grad_norm_(params, config.max_grad_norm)
-                optimizer.step()
+                base.descend(optimizer, loss, params, config.max_grad_norm)
                 with torch.no_grad():
                     kl = ((ratio - 1) - log_ratio).mean()
                 stats["policy"].append(pg_loss.item())
                 stats["value"].append(v_loss.item())
                 stats["entropy"].append(entropy.item())
                 stats["approx_kl"].append(kl.item())
-        updates += 1
         for k, v in stats.items():
-            losses[k].append(float(np.mean(v)))
-        base.emit_update(callbacks, done_steps, losses, updates, window=1, policy=model.policy())
-        if run.checkpoint_due(updates):
-            checkpoint()
-    if out_dir is not None:
-        checkpoint()
-    return base.train_result(
-        algo,
-        tracker,
-        steps=done_steps,
-        start_steps=start_steps,
-        updates=updates,
-        losses=losses,
-        policy=model.policy(),
-        config=resolved,
-        t0=t0,
-    )
+            loop.losses[k].append(float(np.mean(v)))
+        loop.updated(every=1, window=1, policy=model.policy())
+    return loop.finish(model.policy())
 
 
 def learner(

@@ -63,24 +63,13 @@ class DQNConfig(ReplayConfig):
             raise ConfigError(f"DQNConfig.eps_fraction must be in (0, 1], got {self.eps_fraction}")
 
 
-class QNetwork(nn.Module):
+class QNetwork(base.AgentMLP):
     """Shared Q-network: ``(..., N, D)`` observations -> ``(..., N, A)`` Q-values."""
 
     def __init__(
         self, obs_size: int, n_actions: int, n_agents: int, hidden: Sequence[int], agent_id: bool
     ) -> None:
-        super().__init__()
-        self.n_agents = n_agents
-        self.agent_id = agent_id
-        self.net = base.mlp(
-            obs_size + (n_agents if agent_id else 0), n_actions, hidden, activation=nn.ReLU
-        )
-
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        """Q-values of every agent."""
-        x = base.with_agent_id(obs, self.n_agents) if self.agent_id else obs
-        out: torch.Tensor = self.net(x)
-        return out
+        super().__init__(obs_size, n_actions, n_agents, hidden, agent_id, activation="relu")
 
 
 Mixer = nn.Module

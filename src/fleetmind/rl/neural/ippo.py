@@ -17,9 +17,9 @@ Usage::
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Unpack
 
 import torch
-from torch import nn
 
 from fleetmind.rl.neural import base
 from fleetmind.rl.neural.ppo import PPOConfig, learner
@@ -27,7 +27,7 @@ from fleetmind.rl.neural.ppo import PPOConfig, learner
 __all__ = ["LocalCritic", "PPOConfig", "train"]
 
 
-class LocalCritic(nn.Module):
+class LocalCritic(base.AgentMLP):
     """Decentralised critic: ``(..., N, D)`` observations -> ``(..., N)`` values."""
 
     def __init__(
@@ -36,38 +36,20 @@ class LocalCritic(nn.Module):
         n_agents: int,
         hidden: Sequence[int],
         agent_id: bool,
-        *,
-        activation: str = "tanh",
-        feature_norm: bool = False,
+        **options: Unpack[base.NetOptions],
     ) -> None:
-        super().__init__()
-        self.n_agents = n_agents
-        self.agent_id = agent_id
-        self.net = base.mlp(
-            obs_size + (n_agents if agent_id else 0),
-            1,
-            hidden,
-            activation=base.ACTIVATIONS[activation],
-            in_norm=feature_norm,
-        )
+        super().__init__(obs_size, 1, n_agents, hidden, agent_id, **options)
 
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Value of each agent's observation."""
-        x = base.with_agent_id(obs, self.n_agents) if self.agent_id else obs
-        out: torch.Tensor = self.net(x)[..., 0]
-        return out
+        return super().forward(x)[..., 0]
 
 
 train = learner(
     "ippo",
     "local",
     lambda env, cfg: LocalCritic(
-        env.obs_size,
-        env.n_robots,
-        cfg.hidden,
-        cfg.agent_id,
-        activation=cfg.activation,
-        feature_norm=cfg.feature_norm,
+        env.obs_size, env.n_robots, cfg.hidden, cfg.agent_id, **cfg.net_options()
     ),
     """Train IPPO on a batched multi-agent env (``make_vector(...)`` or an adapter).
 

@@ -17,9 +17,9 @@ Usage::
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Unpack
 
 import torch
-from torch import nn
 
 from fleetmind.rl.neural import base
 from fleetmind.rl.neural.ppo import PPOConfig, learner
@@ -27,44 +27,33 @@ from fleetmind.rl.neural.ppo import PPOConfig, learner
 __all__ = ["CentralCritic", "PPOConfig", "train"]
 
 
-class CentralCritic(nn.Module):
-    """Centralised critic: ``(..., S)`` global state -> ``(..., N)`` values (one per agent)."""
+class CentralCritic(base.AgentMLP):
+    """Centralised critic: ``(..., S)`` global state -> ``(..., N)`` values (one per agent).
+
+    Every agent's row is the whole state and its agent id, so each agent's own reward keeps its
+    own baseline.
+    """
 
     def __init__(
         self,
         state_size: int,
         n_agents: int,
         hidden: Sequence[int],
-        *,
-        activation: str = "tanh",
-        feature_norm: bool = False,
+        **options: Unpack[base.NetOptions],
     ) -> None:
-        super().__init__()
-        self.n_agents = n_agents
-        self.net = base.mlp(
-            state_size + n_agents,
-            1,
-            hidden,
-            activation=base.ACTIVATIONS[activation],
-            in_norm=feature_norm,
-        )
+        super().__init__(state_size, 1, n_agents, hidden, True, **options)
 
-    def forward(self, state: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Value of the state for each agent."""
-        per_agent = state.unsqueeze(-2).expand(*state.shape[:-1], self.n_agents, state.shape[-1])
-        out: torch.Tensor = self.net(base.with_agent_id(per_agent, self.n_agents))[..., 0]
-        return out
+        per_agent = x.unsqueeze(-2).expand(*x.shape[:-1], self.n_agents, x.shape[-1])
+        return super().forward(per_agent)[..., 0]
 
 
 train = learner(
     "mappo",
     "global",
     lambda env, cfg: CentralCritic(
-        int(env.global_state().shape[-1]),
-        env.n_robots,
-        cfg.hidden,
-        activation=cfg.activation,
-        feature_norm=cfg.feature_norm,
+        int(env.global_state().shape[-1]), env.n_robots, cfg.hidden, **cfg.net_options()
     ),
     """Train MAPPO on a batched multi-agent env with ``global_state()``.
 

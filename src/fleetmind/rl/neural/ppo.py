@@ -30,7 +30,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Unpack
 
 import numpy as np
 import torch
@@ -84,6 +84,10 @@ class PPOConfig(RuleConfig):
     feature_norm: bool = False
     value_norm: bool = False
 
+    def net_options(self) -> base.NetOptions:
+        """The actor's and critic's network options."""
+        return {"activation": self.activation, "feature_norm": self.feature_norm}
+
     def __post_init__(self) -> None:
         cls = type(self).__name__  # MAT's config extends this one
         if self.activation not in base.ACTIVATIONS:
@@ -100,7 +104,7 @@ class PPOConfig(RuleConfig):
             raise ConfigError(f"{cls}.lam must be in [0, 1], got {self.lam}")
 
 
-class Actor(nn.Module):
+class Actor(base.AgentMLP):
     """Shared policy: ``(..., N, D)`` observations -> ``(..., N, A)`` logits."""
 
     def __init__(
@@ -110,30 +114,12 @@ class Actor(nn.Module):
         n_agents: int,
         hidden: Sequence[int],
         agent_id: bool,
-        *,
-        activation: str = "tanh",
-        feature_norm: bool = False,
+        **options: Unpack[base.NetOptions],
     ) -> None:
-        super().__init__()
-        self.n_agents = n_agents
-        self.agent_id = agent_id
+        super().__init__(obs_size, n_actions, n_agents, hidden, agent_id, out_gain=0.01, **options)
         self.obs_size = obs_size
         self.n_actions = n_actions
         self.hidden = tuple(hidden)
-        self.net = base.mlp(
-            obs_size + (n_agents if agent_id else 0),
-            n_actions,
-            hidden,
-            out_gain=0.01,
-            activation=base.ACTIVATIONS[activation],
-            in_norm=feature_norm,
-        )
-
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        """Logits of every agent."""
-        x = base.with_agent_id(obs, self.n_agents) if self.agent_id else obs
-        out: torch.Tensor = self.net(x)
-        return out
 
 
 class ActorCriticModel(nn.Module):
@@ -426,8 +412,7 @@ def learner(
                 env.n_robots,
                 cfg.hidden,
                 cfg.agent_id,
-                activation=cfg.activation,
-                feature_norm=cfg.feature_norm,
+                **cfg.net_options(),
             ),
         )
         assert isinstance(actor, Actor)

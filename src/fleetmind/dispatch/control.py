@@ -136,6 +136,15 @@ class LoopStats:
     sim_ms: list[float] = field(default_factory=list)
     call_ticks: list[int] = field(default_factory=list)
 
+    def count_plan(self, outcome: PlanOutcome) -> None:
+        """Count a finished plan's cost: its latency, LLM calls and tokens, and a fallback."""
+        self.planner_ms.append(outcome.latency_s * 1e3)
+        self.llm_calls += outcome.calls
+        self.llm_tokens_prompt += outcome.tokens_prompt
+        self.llm_tokens_completion += outcome.tokens_completion
+        if outcome.fallback:
+            self.planner_fallbacks += 1
+
 
 class ControlLoop:
     """Runs one warehouse episode with a planner, an executor and (optionally) the shield.
@@ -240,12 +249,7 @@ class ControlLoop:
         w = self.world
         s = self.stats
         plan = outcome.plan
-        s.planner_ms.append(outcome.latency_s * 1e3)
-        s.llm_calls += outcome.calls
-        s.llm_tokens_prompt += outcome.tokens_prompt
-        s.llm_tokens_completion += outcome.tokens_completion
-        if outcome.fallback:
-            s.planner_fallbacks += 1
+        s.count_plan(outcome)
         if outcome.failure:
             s.planner_failures += 1
         self._emit(
@@ -600,13 +604,7 @@ class ControlLoop:
         future, self._future = self._future, None
         if future is not None and future.done():
             # Finished but not applied (the run is over): its cost counts.
-            outcome = future.result()
-            s.planner_ms.append(outcome.latency_s * 1e3)
-            s.llm_calls += outcome.calls
-            s.llm_tokens_prompt += outcome.tokens_prompt
-            s.llm_tokens_completion += outcome.tokens_completion
-            if outcome.fallback:
-                s.planner_fallbacks += 1
+            s.count_plan(future.result())
             future = None
         elapsed_ms = (time.perf_counter() - self._submitted) * 1e3
         abandon = getattr(self.planner, "abandon", None)

@@ -104,20 +104,24 @@ def train(
         )
     if (seeds > 1 or backend != "local") and (minutes or eval_every or shaping):
         raise ConfigError("minutes/eval_every/shaping: one local seed only; drop --seeds/--backend")
+    # One seed's run, the same whether it runs here or as one of several jobs.
+    run_args: dict[str, Any] = {
+        "reward_mode": reward_mode,
+        "steps": steps,
+        "seed": seed,
+        "num_envs": num_envs,
+    }
     if seeds > 1 or backend != "local":
         _train_many(
             map_name,
             robots,
             algo,
-            reward_mode=reward_mode,
-            steps=steps,
-            seed=seed,
             seeds=seeds,
             out=out,
             backend=backend,
             address=ray_address,
-            num_envs=num_envs,
             as_json=as_json,
+            **run_args,
         )
         return
     with _scorer(spec, out, resume=resume, seed=seed, base_url=llm_base_url,
@@ -126,15 +130,12 @@ def train(
             map_name,
             robots,
             algo,
-            reward_mode=reward_mode,
-            steps=steps,
-            seed=seed,
             out_dir=out,
             resume=resume,
             backend=backend,
             checkpoint_every=checkpoint_every,
-            num_envs=num_envs,
             progress=not as_json,
+            **run_args,
             reward=spec,
             scorer=scorer,
             **timing,  # type: ignore[arg-type]

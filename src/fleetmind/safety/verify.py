@@ -151,17 +151,11 @@ def count_conflicts(
 ) -> int:
     """``len(conflicts(...))`` computed over the fleet at once (numpy; no loop per robot).
 
-    Args:
-        grid: the map.
-        positions: ``(N, 2)`` integer cells ``(row, col)``, one per robot.
-        actions: ``(N,)`` action ids, one per robot.
-        forbidden: cells no robot may enter this tick.
+    The arguments and errors are those of :func:`conflicts`, whose per-robot loop is the
+    reference this count is tested against.
 
     Returns:
         How many conflicts :func:`conflicts` lists for the same joint move.
-
-    Raises:
-        VerifyInputError: when the shapes do not match.
     """
     pos, act = _joint_move(positions, actions)
     n = pos.shape[0]

@@ -1,4 +1,4 @@
-"""The equal-wall-time MARL benchmark on a trimmed run (the real one is in docs/neural.md)."""
+"""The equal-wall-time MARL benchmark on trimmed runs (the real one is in docs/rware.md)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,13 @@ import pytest
 
 from fleetmind.bench import marl
 from fleetmind.errors import ConfigError
+from fleetmind.rl.train import RWARE_PPO
+
+TINY = "rware-tiny-2ag-v2"
 
 
 def test_twin_batch_reports_what_the_learners_read() -> None:
-    env = marl.TwinBatch("rware-tiny-2ag-v2", 2, seed=0)
+    env = marl.TwinBatch(TINY, 2, seed=0)
     assert (env.n_robots, env.obs_size, env.n_actions, env.max_steps) == (2, 71, 5, 500)
     obs, _ = env.reset(seed=0)
     assert obs.shape == (2, 2, 71)
@@ -24,24 +27,107 @@ def test_twin_batch_reports_what_the_learners_read() -> None:
     np.testing.assert_array_equal(info["final_state"], info["final_obs"].reshape(2, -1))
 
 
+def test_recipes_are_fleetmind_trains_on_rware_ids() -> None:
+    assert set(marl.RECIPES) == set(marl.ALGOS)
+    assert dict(marl.RECIPES["mappo"].overrides) == RWARE_PPO
+    # MAT takes the RWARE_PPO fields its model reads; the rest do not apply to it.
+    mat = marl.RECIPES["mat"].overrides
+    assert dict(mat) == {k: RWARE_PPO[k] for k in ("value_norm", "ent_coef", "lr")}
+    assert marl.RECIPES["qmix"].figure == "greedy"
+    assert marl.SHAPING == 0.2
+
+
+def test_quarters_bin_episodes_by_training_time() -> None:
+    stamps = [1.0, 2.0, 26.0, 80.0, 99.0, 130.0]  # the last one ended after the budget
+    deliveries = [0, 2, 4, 1, 3, 5]
+    # The last quarter keeps the episodes a run finishes past its budget (a rollout in flight).
+    assert marl._quarters(stamps, deliveries, 100.0) == [1.0, 4.0, None, 3.0]
+
+
+def _small(num_envs: int, **kw: object) -> marl.Recipe:
+    return marl.Recipe(num_envs, {"rollout_len": 8, **kw})
+
+
 def test_trimmed_run_scores_every_learner_beside_random() -> None:
     pytest.importorskip("rware")
-    result = marl.run(algos=("mat", "maddpg"), budget_s=1.0, eval_episodes=1, num_envs=2)
-    assert [r["algo"] for r in result["rows"]] == ["mat", "maddpg"]
-    for row in result["rows"]:
-        assert row["world_steps"] % 2 == 0  # whole batched steps of 2 worlds
-        assert row["train_wall_s"] >= 1.0
+    recipes = {
+        "mat": _small(2, value_norm=True),
+        "mappo": _small(2, **RWARE_PPO),
+        # The cap ends this run before its clock: 2 x 20 steps/s x 1 s.
+        "qmix": marl.Recipe(2, {"learning_starts": 10}, figure="greedy", steps_per_s=20.0),
+    }
+    result = marl.run(
+        tasks=[TINY], algos=("mat", "mappo", "qmix"), budget_s=1.0, eval_episodes=1,
+        recipes=recipes,
+    )  # fmt: skip
+    rows = result["rows"]
+    assert [r["algo"] for r in rows] == ["mat", "mappo", "qmix"]
+    for row in rows:
+        assert row["task"] == TINY
         assert row["eval_on"] == "rware"
+        assert row["world_steps"] % 2 == 0  # whole batched steps of 2 worlds
         assert set(row["per_agent"]) == {"robot_0", "robot_1"}
         assert row["deliveries_per_episode"] == sum(row["per_agent"].values())
-    assert result["random"]["eval_on"] == "rware"
+        assert row["deliveries_per_episode"] == row[row["figure"]]
+        assert len(row["train_deliveries_by_quarter"]) == 4
+    mat, mappo, qmix = rows
+    assert mat["train_wall_s"] >= 1.0
+    assert mappo["train_wall_s"] >= 1.0
+    assert qmix["world_steps"] == 40
+    assert qmix["train_wall_s"] < 1.0
+    assert result["random"][TINY]["eval_on"] == "rware"
+    (cmp,) = result["comparison"]
+    assert (cmp["task"], cmp["mat"], cmp["mappo"]) == (TINY, mat["sampled"], mappo["sampled"])
+    assert cmp["mat_at_least_mappo"] == (mat["sampled"] >= mappo["sampled"])
     table = marl.format_table(result)
-    assert "| mat | 0 |" in table
-    assert "| random |" in table
+    assert f"| {TINY} | mat | 0 | 2 |" in table
+    assert f"| {TINY} | random |" in table
+    assert "| mat >= mappo |" in table
+
+
+def test_comparison_averages_seeds_and_skips_tasks_without_both() -> None:
+    def row(task: str, algo: str, s: float) -> dict[str, object]:
+        return {"task": task, "algo": algo, "sampled": s, "greedy": s / 2, "world_steps": 10}
+
+    result = {
+        "tasks": ["a", "b"],
+        "rows": [row("a", "mat", 1.0), row("a", "mat", 3.0), row("a", "mappo", 2.5),
+                 row("b", "mat", 1.0)],
+    }  # fmt: skip
+    (c,) = marl.compare(result)
+    assert (c["task"], c["mat"], c["mappo"], c["mat_greedy"]) == ("a", 2.0, 2.5, 1.0)
+    assert c["mat_at_least_mappo"] is False
 
 
 def test_bad_arguments_are_config_errors() -> None:
-    with pytest.raises(ConfigError, match="algos: unknown"):
+    with pytest.raises(ConfigError, match="--algos: unknown"):
         marl.run(algos=("ppo",), budget_s=1.0)
-    with pytest.raises(ConfigError, match="budget_s: must be > 0"):
+    with pytest.raises(ConfigError, match="--tasks: expected rware -v2 ids"):
+        marl.run(tasks=["warehouse-tiny"], budget_s=1.0)
+    with pytest.raises(ConfigError, match="--minutes: must be > 0"):
         marl.run(budget_s=0.0)
+    with pytest.raises(ConfigError, match="--shaping: must be in"):
+        marl.run(budget_s=1.0, shaping=-1.0)
+    with pytest.raises(ConfigError, match="--eval-episodes"):
+        marl.run(budget_s=1.0, eval_episodes=0)
+    with pytest.raises(ConfigError, match="--seeds"):
+        marl.run(budget_s=1.0, seeds=())
+
+
+def test_cli_bad_input_is_one_line_and_exit_2(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from fleetmind.cli import main
+
+    for args, start in (
+        (["--tasks", "rware-tiny-2ag"], "error: --tasks: "),
+        (["--minutes", "0"], "error: --minutes: "),
+        (["--seeds", "0,x"], "error: --seeds: "),
+    ):
+        monkeypatch.setattr("sys.argv", ["fleetmind", "bench", "marl", *args])
+        with pytest.raises(SystemExit) as exc:
+            main()
+        assert exc.value.code == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1
+        assert err[0].startswith(start)

@@ -1,21 +1,23 @@
-"""Multi-agent learners at equal wall time (``fleetmind bench marl``): mat, mappo, maddpg, qmix.
+"""Multi-agent learners at equal wall time on RWARE (``fleetmind bench marl``).
 
-Each learner trains on the RWARE twin (:mod:`fleetmind.envs.rware_twin`: rware 2.0's rules in
-numpy, every world of the batch stepped at once) for the same wall-clock budget
-(``time_limit_s``), each with its default config and ``num_envs`` worlds, one torch thread.
-Its greedy policy then plays ``eval_episodes`` 500-step episodes of the **real** ``rware``
-package (:func:`fleetmind.rl.neural.adapters.rware_batch`), the same seeded episodes for every
-learner, and the row reports deliveries per 500-step episode (all robots together, and per
-robot). Beside them: a uniformly random policy on the same episodes (fleetmind has no
-hand-written rware policy; random is the floor every published rware curve starts from) and,
-for each learner, the deliveries per episode its sampling policy made in the last quarter of
-its training episodes (on the twin).
+Every learner (``mat``, ``mappo``, ``maddpg``, ``qmix``) trains on the RWARE twin
+(:class:`fleetmind.rl.neural.adapters.TwinBatch`: rware 2.0's rules, many worlds at once) with the
+recipe ``fleetmind train`` uses on rware ids: the twin's dense guide at one weight for all
+(``shaping``, :class:`~fleetmind.rl.neural.adapters.RwareShaping`; 0.2 by default, the weight of
+the 60-minute MAPPO run in ``docs/rware.md``), the §3.3 rules on rware's individual reward, one
+torch thread, and each learner's rware options (:data:`RECIPES`). Each run gets the same
+wall-clock budget (evaluations excluded). Its policy then plays ``eval_episodes`` seeded 500-step
+episodes of the **real** ``rware`` package twice, sampling its actions and by argmax
+(:func:`fleetmind.rl.neural.adapters.evaluate_rware`), the same episodes for every learner and
+for a uniformly random policy (the floor every published rware curve starts from; fleetmind has
+no hand-written rware policy). The figure is rware's deliveries per episode, never the guide.
 
-Rewards are rware's individual ones (+1 to the robot at the goal per delivery), so a delivery
-is a positive reward. Without ``rware`` installed the evaluation runs on the twin and says so.
+Deliveries against wall time: each training episode's end is stamped with the training seconds
+so far, and the rows give the deliveries per episode (rware's, counted on the twin, which is
+exact) of the episodes that ended in each quarter of the budget, from the policy as it acts in
+training (sampled, or epsilon-greedy for QMIX).
 
-Quick mode (a few minutes): a 30 s budget per learner, 4 evaluation episodes, one seed. The
-comparison in ``docs/neural.md`` is ``run(quick=False)``: 600 s per learner.
+Quick mode: tiny-2ag only, 30 s per learner, 4 evaluation episodes, one seed.
 """
 
 from __future__ import annotations
@@ -24,22 +26,104 @@ import importlib
 import logging
 import os
 import time
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 import numpy as np
 import torch
 from numpy.typing import NDArray
 
 from fleetmind.errors import ConfigError
-from fleetmind.rl.neural import MODULES, config_class
+from fleetmind.rl.neural import MODULES, base, config_class
 from fleetmind.rl.neural.adapters import EPISODE, TwinBatch, evaluate_rware
+from fleetmind.rl.train import RWARE_ID, RWARE_PPO
 
-__all__ = ["ALGOS", "EPISODE", "TwinBatch", "evaluate", "format_table", "run"]
+__all__ = [
+    "ALGOS",
+    "EPISODE",
+    "PUBLISHED",
+    "RECIPES",
+    "SHAPING",
+    "TASKS",
+    "Recipe",
+    "TwinBatch",
+    "compare",
+    "evaluate",
+    "format_table",
+    "run",
+]
 
 log = logging.getLogger(__name__)
 
 ALGOS: tuple[str, ...] = ("mat", "mappo", "maddpg", "qmix")
+TASKS: tuple[str, ...] = ("rware-tiny-2ag-v2", "rware-tiny-4ag-v2", "rware-small-4ag-v2")
+SHAPING = 0.2
+"""The guide's weight for every learner: the one ``docs/rware.md``'s MAPPO runs learnt with."""
+
+EVAL_SEED = 10_000
+QUARTERS = 4
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """How one learner trains on rware ids.
+
+    Attributes:
+        num_envs: twin worlds stepped together.
+        overrides: config fields on top of the learner's defaults.
+        figure: which evaluation is the learner's figure: ``sampled`` (a stochastic policy, as
+            it was trained) or ``greedy`` (a value learner's argmax).
+        steps_per_s: replay learners with an exploration schedule over the run's steps: the
+            world steps per second expected on this machine; the run's step cap is twice that
+            times the budget (so the clock, not the cap, ends it) and epsilon reaches its floor
+            at a quarter of the cap (half the budget at the expected rate). None: no cap.
+        why: one line on the choice.
+    """
+
+    num_envs: int
+    overrides: Mapping[str, Any] = field(default_factory=dict)
+    figure: Literal["sampled", "greedy"] = "sampled"
+    steps_per_s: float | None = None
+    why: str = ""
+
+
+RECIPES: dict[str, Recipe] = {
+    "mappo": Recipe(
+        256, RWARE_PPO, why="fleetmind train's rware PPO options (rl.train.RWARE_PPO), 256 worlds"
+    ),
+    # MAT's model has its own input LayerNorm and GELU, so RWARE_PPO's activation and
+    # feature_norm do not apply; its value normalisation, entropy bonus and learning rate do.
+    "mat": Recipe(
+        256,
+        {k: RWARE_PPO[k] for k in ("value_norm", "ent_coef", "lr")},
+        why="RWARE_PPO's value_norm, ent_coef 0.03, lr 1e-3 (the model has its own norms)",
+    ),
+    # Replay learners: a 10,000-transition buffer (the default) holds 39 batched steps of 256
+    # worlds, so they get fewer worlds and a larger buffer (about 6 episodes per world).
+    "maddpg": Recipe(
+        32, {"buffer_size": 100_000}, why="32 worlds, buffer 100k; Gumbel exploration"
+    ),
+    "qmix": Recipe(
+        32,
+        {"buffer_size": 100_000, "eps_fraction": 0.25},
+        figure="greedy",
+        steps_per_s=4_000.0,  # measured: 3,800-4,100 on tiny-2ag and small-4ag at load 0.5
+        why="32 worlds, buffer 100k; epsilon 1 -> 0.05 over about half the budget",
+    ),
+}
+
+# Published RWARE figures for the same tasks, quoted with their source and protocol. Returns
+# there are rware's individual rewards summed over the agents per 500-step episode, that is
+# deliveries per episode, the unit of this benchmark.
+PUBLISHED: dict[str, dict[str, str]] = {
+    "epymarl": {},
+    "mava": {},
+}
+PUBLISHED_NOTES: dict[str, str] = {
+    "epymarl": "not found",
+    "mava": "not found",
+}
 
 
 def evaluate(
@@ -81,93 +165,194 @@ def greedy(policy: torch.nn.Module) -> Callable[[NDArray[np.float32]], NDArray[n
     return act
 
 
+def sampled(
+    policy: torch.nn.Module, seed: int
+) -> Callable[[NDArray[np.float32]], NDArray[np.int64]]:
+    """Actions drawn from the policy's logits with a seeded generator (the policy as trained)."""
+    gen = torch.Generator()
+    gen.manual_seed(seed)
+
+    def act(obs: NDArray[np.float32]) -> NDArray[np.int64]:
+        with torch.no_grad():
+            out: NDArray[np.int64] = base.sample_categorical(
+                policy(torch.from_numpy(obs)), gen
+            ).numpy()
+        return out
+
+    return act
+
+
+class _Clock:
+    """Stamps each finished training episode with the training seconds so far."""
+
+    def __init__(self) -> None:
+        self.t0 = time.perf_counter()
+        self.stamps: list[float] = []
+
+    def train_s(self) -> float:
+        return time.perf_counter() - self.t0
+
+    def on_event(self, event: base.Event) -> None:
+        if event.kind == "episode":
+            self.stamps.append(self.train_s())
+
+
+def _quarters(
+    stamps: Sequence[float], deliveries: Sequence[int], budget_s: float
+) -> list[float | None]:
+    """Deliveries per episode of the episodes that ended in each quarter of the budget."""
+    out: list[float | None] = []
+    edges = np.linspace(0.0, budget_s, QUARTERS + 1)
+    t = np.asarray(stamps[: len(deliveries)])
+    d = np.asarray(deliveries[: len(t)], dtype=np.float64)
+    for q in range(QUARTERS):
+        hi = edges[q + 1] if q + 1 < QUARTERS else np.inf
+        sel = (t >= edges[q]) & (t < hi)
+        out.append(float(d[sel].mean()) if sel.any() else None)
+    return out
+
+
 def train_one(
-    algo: str, env_id: str, *, seed: int, budget_s: float, num_envs: int
-) -> tuple[Any, dict[str, Any]]:
-    """Train ``algo`` on the twin for ``budget_s`` seconds; its result and a summary row."""
+    algo: str,
+    env_id: str,
+    recipe: Recipe,
+    *,
+    seed: int,
+    budget_s: float,
+    shaping: float,
+    eval_episodes: int,
+) -> dict[str, Any]:
+    """Train ``algo`` on the twin for ``budget_s`` seconds by ``recipe``; score it on rware."""
     module = importlib.import_module(MODULES[algo])
-    env = TwinBatch(env_id, num_envs, seed=seed)
+    # The seeds fleetmind train derives from its root seed (env, learner, evaluation).
+    env_seed = int(np.random.SeedSequence(seed).spawn(3)[0].generate_state(1)[0])
+    env = TwinBatch(env_id, recipe.num_envs, seed=env_seed, shaping=shaping)
+    # fleetmind train's fields on rware ids: rware's individual reward, bound 1 per step.
+    cfg = config_class(algo)(shared_reward=False, reward_bound=1.0, **recipe.overrides)
+    steps = int(recipe.steps_per_s * budget_s * 2) if recipe.steps_per_s else 10**12
+    clock = _Clock()
     load_before = os.getloadavg()[0]
-    res = module.train(env, config_class(algo)(), seed=seed, steps=10**12, time_limit_s=budget_s)
+    res = module.train(
+        env, cfg, seed=seed, steps=steps, time_limit_s=budget_s, callbacks=[clock.on_event]
+    )
+    load_after = os.getloadavg()[0]
     n_ep = len(res.returns["robot_0"])
-    tail = slice(n_ep - max(1, n_ep // 4), n_ep) if n_ep else slice(0, 0)
-    train_deliveries = [
-        sum(int(res.deliveries[a][k]) for a in res.deliveries) for k in range(n_ep)[tail]
-    ]
-    return res, {
+    per_episode = [sum(int(res.deliveries[a][k]) for a in res.deliveries) for k in range(n_ep)]
+    t = time.perf_counter()
+    s = evaluate(sampled(res.policy, EVAL_SEED), env_id, episodes=eval_episodes, seed=EVAL_SEED)
+    g = evaluate(greedy(res.policy), env_id, episodes=eval_episodes, seed=EVAL_SEED)
+    return {
+        "task": env_id,
         "algo": algo,
         "seed": seed,
+        "num_envs": recipe.num_envs,
+        "overrides": dict(recipe.overrides),
+        "figure": recipe.figure,
         "world_steps": res.steps,
         "updates": res.updates,
         "train_wall_s": round(res.wall_s, 1),
-        # The machine is shared: the 1-minute load average before and after training.
-        "load_avg": [round(load_before, 1), round(os.getloadavg()[0], 1)],
         "world_steps_per_s": round(res.samples_per_s, 1),
+        # The machine is shared: the 1-minute load average before and after training.
+        "load_avg": [round(load_before, 1), round(load_after, 1)],
         "train_episodes": n_ep,
-        "train_deliveries_per_episode_last_quarter": (
-            float(np.mean(train_deliveries)) if train_deliveries else None
-        ),
+        "train_deliveries_by_quarter": _quarters(clock.stamps, per_episode, budget_s),
+        "sampled": s["deliveries_per_episode"],
+        "greedy": g["deliveries_per_episode"],
+        "deliveries_per_episode": s["deliveries_per_episode"]
+        if recipe.figure == "sampled"
+        else g["deliveries_per_episode"],
+        "per_agent": s["per_agent"] if recipe.figure == "sampled" else g["per_agent"],
+        "eval_on": s["eval_on"],
+        "eval_s": round(time.perf_counter() - t, 1),
     }
 
 
 def run(
     *,
-    quick: bool = True,
-    env_id: str = "rware-tiny-2ag-v2",
+    quick: bool = False,
+    tasks: Sequence[str] | None = None,
     algos: Sequence[str] = ALGOS,
     seeds: Sequence[int] = (0,),
     budget_s: float | None = None,
-    num_envs: int = 8,
+    shaping: float = SHAPING,
     eval_episodes: int | None = None,
     threads: int = 1,
+    progress: Callable[[str], None] | None = None,
+    recipes: Mapping[str, Recipe] | None = None,
 ) -> dict[str, Any]:
     """Train each learner for the same wall time on the twin, score it on real rware.
 
     Args:
-        quick: 30 s per learner and 4 evaluation episodes (else 600 s and 8).
-        env_id: the rware task.
-        algos: learners (names of ``fleetmind train --algo``).
-        seeds: one training run per learner and seed.
-        budget_s: seconds of training per run (overrides ``quick``).
-        num_envs: twin worlds per learner.
-        eval_episodes: 500-step episodes of the greedy evaluation (overrides ``quick``).
+        quick: tiny-2ag only, 30 s per learner and 4 evaluation episodes.
+        tasks: rware ids (default :data:`TASKS`; quick: tiny-2ag).
+        algos: learners (names of ``fleetmind train --algo`` with a recipe).
+        seeds: one training run per task, learner and seed.
+        budget_s: seconds of training per run (default 300; quick 30).
+        shaping: the guide's weight, the same for every learner.
+        eval_episodes: 500-step episodes per evaluation (default 20; quick 4).
         threads: torch intra-op threads.
+        progress: called with one line after each run.
+        recipes: learner -> :class:`Recipe`, replacing :data:`RECIPES`' entries (smaller runs).
 
     Returns:
-        ``{"rows": [...], "random": {...}, "env_id", "budget_s", "eval_episodes", ...}``.
+        ``{"rows": [...], "random": {task: {...}}, "comparison": [...], "budget_s", ...}``.
 
     Raises:
-        ConfigError: an unknown algorithm or a bad budget.
+        ConfigError: an unknown learner or task, or a bad budget, weight or count.
     """
-    unknown = [a for a in algos if a not in MODULES]
-    if unknown:
-        raise ConfigError(f"algos: unknown {unknown}; known: {sorted(MODULES)}")
-    budget = budget_s if budget_s is not None else (30.0 if quick else 600.0)
+    book = dict(RECIPES) | dict(recipes or {})
+    unknown = [a for a in algos if a not in book]
+    if unknown or not algos:
+        raise ConfigError(f"--algos: unknown {unknown or '(none)'}; known: {sorted(book)}")
+    chosen = list(tasks) if tasks is not None else (list(TASKS[:1]) if quick else list(TASKS))
+    bad = [t for t in chosen if not RWARE_ID.match(t)]
+    if bad or not chosen:
+        raise ConfigError(
+            f"--tasks: expected rware -v2 ids (e.g. {TASKS[0]}), got {bad or '(none)'}"
+        )
+    if not seeds:
+        raise ConfigError("--seeds: at least one seed")
+    budget = budget_s if budget_s is not None else (30.0 if quick else 300.0)
     if not budget > 0:
-        raise ConfigError(f"budget_s: must be > 0, got {budget}")
-    episodes = eval_episodes or (4 if quick else 8)
-    eval_seed = 10_000
+        raise ConfigError(f"--minutes: must be > 0, got {budget / 60:g}")
+    if not 0.0 <= shaping <= 10.0:
+        raise ConfigError(f"--shaping: must be in [0, 10], got {shaping:g}")
+    episodes = eval_episodes if eval_episodes is not None else (4 if quick else 20)
+    if episodes < 1:
+        raise ConfigError(f"--eval-episodes: must be >= 1, got {episodes}")
+    if threads < 1:
+        raise ConfigError(f"--threads: must be >= 1, got {threads}")
     saved = torch.get_num_threads()
     torch.set_num_threads(threads)
     t0 = time.perf_counter()
-    rows = []
+    rows: list[dict[str, Any]] = []
+    baseline: dict[str, dict[str, Any]] = {}
     try:
-        for seed in seeds:
-            for algo in algos:
-                res, row = train_one(algo, env_id, seed=seed, budget_s=budget, num_envs=num_envs)
-                row |= evaluate(greedy(res.policy), env_id, episodes=episodes, seed=eval_seed)
-                log.info("bench marl: %s", row)
-                rows.append(row)
-        n_actions = TwinBatch(env_id, 1, seed=0).n_actions
-        baseline = evaluate(
-            random_policy(eval_seed, n_actions), env_id, episodes=episodes, seed=eval_seed
-        )
+        for task in chosen:
+            n_actions = TwinBatch(task, 1, seed=0).n_actions
+            baseline[task] = evaluate(
+                random_policy(EVAL_SEED, n_actions), task, episodes=episodes, seed=EVAL_SEED
+            )
+            for seed in seeds:
+                for algo in algos:
+                    row = train_one(
+                        algo, task, book[algo], seed=seed, budget_s=budget, shaping=shaping,
+                        eval_episodes=episodes,
+                    )  # fmt: skip
+                    log.info("bench marl: %s", row)
+                    if progress is not None:
+                        progress(
+                            f"{task} {algo} seed {seed}: {row['world_steps']:,} steps, "
+                            f"sampled {row['sampled']:.2f} greedy {row['greedy']:.2f}"
+                        )
+                    rows.append(row)
     finally:
         torch.set_num_threads(saved)
-    return {
-        "env_id": env_id,
+    result = {
+        "tasks": chosen,
+        "algos": list(algos),
         "budget_s": budget,
-        "num_envs": num_envs,
+        "shaping": shaping,
         "eval_episodes": episodes,
         "seeds": list(seeds),
         "threads": threads,
@@ -176,27 +361,85 @@ def run(
         "wall_s": round(time.perf_counter() - t0, 1),
         "quick": quick,
     }
+    result["comparison"] = compare(result)
+    return result
+
+
+def _mean(rows: Sequence[dict[str, Any]], key: str) -> float:
+    return float(np.mean([r[key] for r in rows]))
+
+
+def compare(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """MAT against MAPPO per task at equal wall time (means over seeds), where both ran."""
+    out = []
+    for task in result["tasks"]:
+        mat = [r for r in result["rows"] if r["task"] == task and r["algo"] == "mat"]
+        mappo = [r for r in result["rows"] if r["task"] == task and r["algo"] == "mappo"]
+        if not mat or not mappo:
+            continue
+        m, p = _mean(mat, "sampled"), _mean(mappo, "sampled")
+        out.append({
+            "task": task,
+            "mat": m,
+            "mappo": p,
+            "mat_greedy": _mean(mat, "greedy"),
+            "mappo_greedy": _mean(mappo, "greedy"),
+            "mat_world_steps": _mean(mat, "world_steps"),
+            "mappo_world_steps": _mean(mappo, "world_steps"),
+            "mat_at_least_mappo": m >= p,
+        })  # fmt: skip
+    return out
+
+
+def _published(source: str, task: str, algo: str) -> str:
+    return PUBLISHED[source].get(f"{task}/{algo}", "not found")
+
+
+def _f(v: float | None) -> str:
+    return "-" if v is None else f"{v:.2f}"
 
 
 def format_table(result: dict[str, Any]) -> str:
-    """A Markdown table of :func:`run`'s result."""
+    """Markdown: one table of every run beside random and the published figures; MAT vs MAPPO."""
+    b = result["budget_s"]
     lines = [
-        f"{result['env_id']}, {result['budget_s']:.0f} s of training per run, "
-        f"greedy evaluation: {result['eval_episodes']} episodes of {EPISODE} steps",
+        f"{b / 60:g} min of training per run (evaluations excluded), shaping {result['shaping']:g} "
+        f"for every learner, {result['threads']} torch thread(s); real rware, "
+        f"{result['eval_episodes']} seeded {EPISODE}-step episodes per evaluation",
         "",
-        "| algo | seed | world steps | steps/s | deliveries/episode (greedy, real rware) "
-        "| per robot | training deliveries/episode (last quarter) |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
+        "| task | learner | seed | worlds | world steps | steps/s "
+        "| training deliveries/episode by quarter (twin) "
+        "| real rware: figure | sampled / greedy | EPyMARL | Mava |",
+        "| --- | --- | --- | ---: | ---: | ---: | --- | ---: | --- | --- |",
     ]
-    for r in result["rows"]:
-        per = " / ".join(f"{v:.2f}" for v in r["per_agent"].values())
-        tr = r["train_deliveries_per_episode_last_quarter"]
+    for task in result["tasks"]:
+        rnd = result["random"][task]
+        for r in (r for r in result["rows"] if r["task"] == task):
+            q = " / ".join(_f(v) for v in r["train_deliveries_by_quarter"])
+            lines.append(
+                f"| {task} | {r['algo']} | {r['seed']} | {r['num_envs']} | {r['world_steps']:,} "
+                f"| {r['world_steps_per_s']:,.0f} | {q} | **{r['deliveries_per_episode']:.2f}** "
+                f"({r['figure']}) | {r['sampled']:.2f} / {r['greedy']:.2f} "
+                f"| {_published('epymarl', task, r['algo'])} "
+                f"| {_published('mava', task, r['algo'])} |"
+            )
         lines.append(
-            f"| {r['algo']} | {r['seed']} | {r['world_steps']:,} | {r['world_steps_per_s']:,.0f} "
-            f"| {r['deliveries_per_episode']:.2f} | {per} | "
-            f"{'-' if tr is None else f'{tr:.2f}'} |"
+            f"| {task} | random | - | - | - | - | - | {rnd['deliveries_per_episode']:.2f} | - "
+            "| - | - |"
         )
-    rnd = result["random"]
-    per = " / ".join(f"{v:.2f}" for v in rnd["per_agent"].values())
-    lines.append(f"| random | - | - | - | {rnd['deliveries_per_episode']:.2f} | {per} | - |")
+    lines += ["", f"EPyMARL: {PUBLISHED_NOTES['epymarl']}", f"Mava: {PUBLISHED_NOTES['mava']}"]
+    if result["comparison"]:
+        lines += [
+            "",
+            "| task | mat (sampled / greedy) | mappo (sampled / greedy) | world steps mat / mappo "
+            "| mat >= mappo |",
+            "| --- | --- | --- | --- | --- |",
+        ]
+        for c in result["comparison"]:
+            lines.append(
+                f"| {c['task']} | {c['mat']:.2f} / {c['mat_greedy']:.2f} "
+                f"| {c['mappo']:.2f} / {c['mappo_greedy']:.2f} "
+                f"| {c['mat_world_steps']:,.0f} / {c['mappo_world_steps']:,.0f} "
+                f"| {'yes' if c['mat_at_least_mappo'] else 'no'} |"
+            )
     return "\n".join(lines)

@@ -167,30 +167,36 @@ def bench_desk(
 @bench_app.command("marl")
 def bench_marl(
     quick: Annotated[
-        bool, typer.Option(help="30 s per learner, 4 episodes (a few minutes).")
+        bool, typer.Option(help="tiny-2ag, 30 s per learner, 4 episodes (a few minutes).")
     ] = False,
-    env_id: Annotated[str, typer.Option("--env", help="An rware -v2 id.")] = "rware-tiny-2ag-v2",
+    tasks: Annotated[
+        str | None, typer.Option(help="Comma-separated rware -v2 ids (default: the three).")
+    ] = None,
     algos: Annotated[str, typer.Option(help="Comma-separated learners.")] = "mat,mappo,maddpg,qmix",
     seeds: Annotated[str, typer.Option(help="Comma-separated training seeds.")] = "0",
-    budget_s: Annotated[
-        float | None, typer.Option(help="Training seconds per run (30 quick, else 600).")
+    minutes: Annotated[
+        float | None, typer.Option(help="Training minutes per run (5; quick 0.5).")
     ] = None,
+    shaping: Annotated[float, typer.Option(help="The guide's weight, for every learner.")] = 0.2,
+    eval_episodes: Annotated[
+        int | None, typer.Option(help="Real-rware episodes per evaluation (20; quick 4).")
+    ] = None,
+    threads: Annotated[int, typer.Option(help="Torch threads.")] = 1,
     as_json: JsonFlag = False,
 ) -> None:
-    """MARL learners at equal wall time on the RWARE twin, scored on real rware beside random."""
+    """MARL learners at equal wall time, trained as `train` does on rware ids, scored on rware."""
     from fleetmind.bench import marl as bench
-    from fleetmind.errors import ConfigError
 
-    try:
-        seed_list = [int(s) for s in seeds.split(",")]
-    except ValueError:
-        raise ConfigError(f"--seeds: expected comma-separated integers, got {seeds!r}") from None
     result = bench.run(
         quick=quick,
-        env_id=env_id,
-        algos=[a.strip() for a in algos.split(",")],
-        seeds=seed_list,
-        budget_s=budget_s,
+        tasks=_str_list(tasks) if tasks is not None else None,
+        algos=_str_list(algos),
+        seeds=_int_list(seeds, "--seeds"),
+        budget_s=minutes * 60 if minutes is not None else None,
+        shaping=shaping,
+        eval_episodes=eval_episodes,
+        threads=threads,
+        progress=_progress(as_json),
     )
     show(result, as_json=as_json, table=bench.format_table)
 

@@ -83,6 +83,10 @@ def test_trimmed_run_scores_every_learner_beside_random() -> None:
     assert f"| {TINY} | mat | 0 | 2 |" in table
     assert f"| {TINY} | random |" in table
     assert "| mat >= mappo |" in table
+    mappo_line = next(line for line in table.splitlines() if f"| {TINY} | mappo |" in line)
+    assert marl.PUBLISHED["epymarl"][f"{TINY}/mappo"] in mappo_line
+    mat_line = next(line for line in table.splitlines() if f"| {TINY} | mat |" in line)
+    assert mat_line.endswith("| not found | not found |")
 
 
 def test_comparison_averages_seeds_and_skips_tasks_without_both() -> None:

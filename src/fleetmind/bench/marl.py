@@ -113,16 +113,38 @@ RECIPES: dict[str, Recipe] = {
     ),
 }
 
-# Published RWARE figures for the same tasks, quoted with their source and protocol. Returns
-# there are rware's individual rewards summed over the agents per 500-step episode, that is
-# deliveries per episode, the unit of this benchmark.
+# Published RWARE figures for the same tasks. The only ones found are curves: Mava's
+# docs/benchmarks.md (instadeepai/Mava, plots docs/images/rware_results/ff_mappo/main_readme/
+# {task}-1.png, commit bc9632e, 2024-02-07): feedforward MAPPO, 20M environment steps, 16
+# vectorised environments, one NVIDIA Quadro RTX 4000, mean episode return against run time in
+# minutes, for EPyMARL's MAPPO on rware (no collision termination) and Mava's on Jumanji's JAX
+# RobotWarehouse. The values are the end points of the mean curves, read off the plots (about
+# +-0.5 on tiny-2ag and small-4ag, +-1 on tiny-4ag). No table of EPyMARL's paper (Papoudakis et
+# al. 2021) or of the Sable paper (Mahjoub et al. 2025, Mava's MAT and Sable) was found.
 PUBLISHED: dict[str, dict[str, str]] = {
-    "epymarl": {},
-    "mava": {},
+    "epymarl": {
+        "rware-tiny-2ag-v2/mappo": "~17 at 20M steps, 218 min (plot)",
+        "rware-tiny-4ag-v2/mappo": "~42 at 20M steps, 240 min (plot)",
+        "rware-small-4ag-v2/mappo": "~16 at 20M steps, 240 min (plot)",
+    },
+    "mava": {
+        "rware-tiny-2ag-v2/mappo": "~19.5 at 20M steps, 21 min, GPU, Jumanji (plot)",
+        "rware-tiny-4ag-v2/mappo": "~44 at 20M steps, 24 min, GPU, Jumanji (plot)",
+        "rware-small-4ag-v2/mappo": "~18.5 at 20M steps, 28 min, GPU, Jumanji (plot)",
+    },
 }
 PUBLISHED_NOTES: dict[str, str] = {
-    "epymarl": "not found",
-    "mava": "not found",
+    "epymarl": (
+        "EPyMARL's MAPPO as run and plotted by Mava (docs/benchmarks.md: 20M steps, 16 envs, "
+        "hyperparameters of Papoudakis et al. 2021, on rware); the paper's own tables (on-policy "
+        "learners 40M steps, off-policy 4M, per its authors in uoe-agents/epymarl issues 9 and "
+        "24): not found"
+    ),
+    "mava": (
+        "Mava's feedforward MAPPO, same plots, on Jumanji's RobotWarehouse without collision "
+        "termination; MAT and Sable (Sable paper: 20M steps, 10 seeds, 32 evaluation "
+        "episodes): not found"
+    ),
 }
 
 

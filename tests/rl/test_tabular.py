@@ -15,13 +15,29 @@ from fleetmind.envs.race import make_race
 from fleetmind.errors import ConfigError
 from fleetmind.rl.ctde import ctde_q
 from fleetmind.rl.hyper import resolve
-from fleetmind.rl.tabular import epsilon_schedule, independent_q, q_learning, rollout
+from fleetmind.rl.tabular import (
+    Q_SCHEDULE,
+    epsilon_schedule,
+    independent_q,
+    q_learning,
+    resolve_schedule,
+    rollout,
+)
 
 # Optimal value of the start cell: 5 steps at -0.01, then +1 on the 6th, discounted by 0.95.
 OPTIMAL_START_VALUE = sum(-0.01 * 0.95**k for k in range(5)) + 0.95**5
 
 
 # ---------------------------------------------------------------- §3.1
+
+
+def test_schedule_overrides_replace_only_their_fields_and_bad_ones_are_named() -> None:
+    sched, eps = resolve_schedule(Q_SCHEDULE, {"episodes": 3, "eps_decay": 0.5})
+    assert sched == {**Q_SCHEDULE, "episodes": 3, "eps_decay": 0.5}
+    np.testing.assert_allclose(eps, [0.9, 0.45, 0.225])
+    assert Q_SCHEDULE["episodes"] == 3000  # the defaults are not touched
+    with pytest.raises(ConfigError, match="eps_min out of range"):
+        resolve_schedule(Q_SCHEDULE, {"eps_min": 2.0})
 
 
 def test_q_learning_note_settings_give_the_optimal_six_step_path() -> None:

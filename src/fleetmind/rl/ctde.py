@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Final, Literal, Unpack
 
 import numpy as np
 from numpy.typing import NDArray
@@ -32,10 +32,10 @@ from fleetmind.errors import ConfigError
 from fleetmind.rl.tabular import (
     EpisodeLog,
     EpisodeTally,
-    check_schedule,
+    Schedule,
     discrete_n,
-    epsilon_schedule,
     explore_streams,
+    resolve_schedule,
     winner_of,
 )
 
@@ -46,6 +46,11 @@ StateFn = Callable[[Mapping[str, Any]], int]
 """Maps the observations of all agents to the global state row in ``[0, n_states)``."""
 
 MAX_JOINT_CELLS = 20_000_000
+
+CTDE_SCHEDULE: Final = Schedule(
+    episodes=5000, alpha=0.1, gamma=0.95, eps_start=0.6, eps_decay=0.999, eps_min=0.02
+)
+""":func:`ctde_q`'s defaults."""
 
 
 def _first_agent_state(observations: Mapping[str, Any]) -> int:
@@ -94,15 +99,10 @@ def ctde_q(
     env: Any,
     *,
     method: Method = "joint",
-    episodes: int = 5000,
-    alpha: float = 0.1,
-    gamma: float = 0.95,
-    eps_start: float = 0.6,
-    eps_decay: float = 0.999,
-    eps_min: float = 0.02,
     seed: int = 0,
     state_fn: StateFn | None = None,
     n_states: int | None = None,
+    **schedule: Unpack[Schedule],
 ) -> CTDEResult:
     """Train a tabular CTDE learner on a PettingZoo ``ParallelEnv`` with Discrete actions.
 
@@ -110,16 +110,12 @@ def ctde_q(
         env: the env; every agent must have the same ``Discrete`` action space size, and the
             episode must end for all agents at once (as in the race).
         method: ``"joint"`` (centralised joint-action Q) or ``"vdn"`` (additive decomposition).
-        episodes: training episodes.
-        alpha: learning rate.
-        gamma: discount.
-        eps_start: initial exploration rate.
-        eps_decay: per-episode multiplier of the exploration rate.
-        eps_min: exploration floor.
         seed: root seed (env seed and exploration generator are spawned from it).
         state_fn: observations -> global state row; default ``int`` of the first agent's
             observation (right when every agent observes the global state, as in the race).
         n_states: rows of the tables; default the first agent's ``Discrete`` observation size.
+        **schedule: :class:`~fleetmind.rl.tabular.Schedule` keywords overriding
+            :data:`CTDE_SCHEDULE`.
 
     Returns:
         The learned tables and per-agent curves.
@@ -127,14 +123,8 @@ def ctde_q(
     Raises:
         ConfigError: bad hyperparameters, unsupported spaces, or a joint table too large.
     """
-    check_schedule(
-        episodes=episodes,
-        alpha=alpha,
-        gamma=gamma,
-        eps_start=eps_start,
-        eps_decay=eps_decay,
-        eps_min=eps_min,
-    )
+    sched, eps = resolve_schedule(CTDE_SCHEDULE, schedule)
+    episodes, alpha, gamma = sched["episodes"], sched["alpha"], sched["gamma"]
     if method not in ("joint", "vdn"):
         raise ConfigError(f"method must be 'joint' or 'vdn', got {method!r}")
     agents = tuple(env.possible_agents)
@@ -158,7 +148,6 @@ def ctde_q(
 
     n_act_map = dict.fromkeys(agents, n_act)
     env_seed, streams = explore_streams(seed, n_act_map)
-    eps = epsilon_schedule(episodes, eps_start, eps_decay, eps_min)
     result = CTDEResult(
         **vars(EpisodeLog.empty(agents, episodes)),
         method=method,

@@ -24,7 +24,7 @@ import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Final, Protocol, TypedDict, Unpack
 
 import numpy as np
 from gymnasium import spaces
@@ -67,31 +67,63 @@ def epsilon_schedule(
     return np.maximum(minimum, start * np.power(decay, k))
 
 
-def check_schedule(
-    *,
-    episodes: int,
-    alpha: float,
-    gamma: float,
-    eps_start: float,
-    eps_decay: float,
-    eps_min: float,
-) -> None:
-    """Validate learner hyperparameters.
+class Schedule(TypedDict, total=False):
+    """A tabular learner's training schedule; as keywords, each overrides the learner's defaults.
+
+    Attributes:
+        episodes: training episodes.
+        alpha: learning rate.
+        gamma: discount.
+        eps_start: initial exploration rate.
+        eps_decay: per-episode multiplier of the exploration rate.
+        eps_min: exploration floor.
+    """
+
+    episodes: int
+    alpha: float
+    gamma: float
+    eps_start: float
+    eps_decay: float
+    eps_min: float
+
+
+Q_SCHEDULE: Final = Schedule(
+    episodes=3000, alpha=0.1, gamma=0.95, eps_start=0.9, eps_decay=0.99, eps_min=0.02
+)
+""":func:`q_learning`'s defaults, the note's (§3.1)."""
+
+IQL_SCHEDULE: Final = Schedule(
+    episodes=30000, alpha=0.05, gamma=0.95, eps_start=0.6, eps_decay=0.999, eps_min=0.02
+)
+""":func:`independent_q`'s defaults, the note's race settings (§3.2)."""
+
+
+def resolve_schedule(
+    defaults: Schedule, overrides: Schedule
+) -> tuple[Schedule, NDArray[np.float64]]:
+    """A learner's schedule, ``overrides`` over ``defaults``, checked; and its epsilons.
+
+    Returns:
+        ``(schedule, epsilons)``: every field set; ``(episodes,)`` exploration rate per episode
+        (see :func:`epsilon_schedule`).
 
     Raises:
         ConfigError: naming the first field out of range.
     """
+    s: Schedule = {**defaults, **overrides}
     checks: list[tuple[str, float, bool]] = [
-        ("episodes", episodes, episodes >= 1),
-        ("alpha", alpha, 0.0 < alpha <= 1.0),
-        ("gamma", gamma, 0.0 <= gamma <= 1.0),
-        ("eps_start", eps_start, 0.0 <= eps_start <= 1.0),
-        ("eps_decay", eps_decay, 0.0 < eps_decay <= 1.0),
-        ("eps_min", eps_min, 0.0 <= eps_min <= 1.0),
+        ("episodes", s["episodes"], s["episodes"] >= 1),
+        ("alpha", s["alpha"], 0.0 < s["alpha"] <= 1.0),
+        ("gamma", s["gamma"], 0.0 <= s["gamma"] <= 1.0),
+        ("eps_start", s["eps_start"], 0.0 <= s["eps_start"] <= 1.0),
+        ("eps_decay", s["eps_decay"], 0.0 < s["eps_decay"] <= 1.0),
+        ("eps_min", s["eps_min"], 0.0 <= s["eps_min"] <= 1.0),
     ]
     for name, value, ok in checks:
         if not ok:
             raise ConfigError(f"{name} out of range: {value!r}")
+    eps = epsilon_schedule(s["episodes"], s["eps_start"], s["eps_decay"], s["eps_min"])
+    return s, eps
 
 
 class UniformStream:
@@ -193,32 +225,18 @@ class QResult:
         return "\n".join(lines)
 
 
-def q_learning(
-    env: Any,
-    *,
-    episodes: int = 3000,
-    alpha: float = 0.1,
-    gamma: float = 0.95,
-    eps_start: float = 0.9,
-    eps_decay: float = 0.99,
-    eps_min: float = 0.02,
-    seed: int = 0,
-) -> QResult:
+def q_learning(env: Any, *, seed: int = 0, **schedule: Unpack[Schedule]) -> QResult:
     """Tabular epsilon-greedy Q-learning on a Gymnasium env with Discrete spaces (§3.1).
 
-    The defaults are the note's: alpha 0.1, gamma 0.95, epsilon 0.9 decaying x0.99 per episode to
-    0.02, 3000 episodes. On :func:`fleetmind.envs.gridworld.make_gridworld` the greedy path is the
-    optimal 6 steps. If ``start_value`` stays low, slow the epsilon decay before touching alpha.
+    The defaults are the note's (:data:`Q_SCHEDULE`): alpha 0.1, gamma 0.95, epsilon 0.9 decaying
+    x0.99 per episode to 0.02, 3000 episodes. On :func:`fleetmind.envs.gridworld.make_gridworld`
+    the greedy path is the optimal 6 steps. If ``start_value`` stays low, slow the epsilon decay
+    before touching alpha.
 
     Args:
         env: a ``gymnasium.Env`` with ``Discrete`` observation and action spaces.
-        episodes: training episodes.
-        alpha: learning rate.
-        gamma: discount.
-        eps_start: initial exploration rate.
-        eps_decay: per-episode multiplier of the exploration rate.
-        eps_min: exploration floor.
         seed: root seed (env seed and exploration generator are spawned from it).
+        **schedule: :class:`Schedule` keywords overriding :data:`Q_SCHEDULE`.
 
     Returns:
         The Q-table, training curves and one greedy episode.
@@ -226,21 +244,14 @@ def q_learning(
     Raises:
         ConfigError: a hyperparameter is out of range or a space is not ``Discrete``.
     """
-    check_schedule(
-        episodes=episodes,
-        alpha=alpha,
-        gamma=gamma,
-        eps_start=eps_start,
-        eps_decay=eps_decay,
-        eps_min=eps_min,
-    )
+    sched, eps = resolve_schedule(Q_SCHEDULE, schedule)
+    episodes, alpha, gamma = sched["episodes"], sched["alpha"], sched["gamma"]
     n_states = discrete_n(env.observation_space, "observation_space")
     n_actions = discrete_n(env.action_space, "action_space")
     env_seq, explore_seq = np.random.SeedSequence(seed).spawn(2)
     env_seed = int(env_seq.generate_state(1)[0])
     stream = UniformStream(np.random.default_rng(explore_seq), n_actions)
     q = np.zeros((n_states, n_actions), dtype=np.float64)
-    eps = epsilon_schedule(episodes, eps_start, eps_decay, eps_min)
     returns = np.zeros(episodes, dtype=np.float64)
     lengths = np.zeros(episodes, dtype=np.int64)
     # A plain list of rows is several times faster than numpy scalar indexing in this loop.
@@ -453,35 +464,25 @@ class IQLResult(EpisodeLog):
 def independent_q(
     env: Any,
     *,
-    episodes: int = 30000,
-    alpha: float = 0.05,
-    gamma: float = 0.95,
-    eps_start: float = 0.6,
-    eps_decay: float = 0.999,
-    eps_min: float = 0.02,
     seed: int = 0,
     obs_to_state: ObsToState | None = None,
     n_states: int | None = None,
+    **schedule: Unpack[Schedule],
 ) -> IQLResult:
     """Independent Q-learners on a PettingZoo ``ParallelEnv`` (§3.2).
 
     Each agent has its own ``(n_states, n_actions)`` table, explores with its own epsilon-greedy
     draws (one shared exploration generator, agents in ``possible_agents`` order) and learns from
-    its own reward only. The defaults are the note's race settings (alpha 0.05, half the
-    single-agent value; epsilon 0.6 decaying x0.999 to 0.02; 30000 episodes).
+    its own reward only. The defaults are the note's race settings (:data:`IQL_SCHEDULE`: alpha
+    0.05, half the single-agent value; epsilon 0.6 decaying x0.999 to 0.02; 30000 episodes).
 
     Args:
         env: a PettingZoo ``ParallelEnv``; action spaces must be ``Discrete``.
-        episodes: training episodes.
-        alpha: learning rate.
-        gamma: discount.
-        eps_start: initial exploration rate.
-        eps_decay: per-episode multiplier of the exploration rate.
-        eps_min: exploration floor.
         seed: root seed.
         obs_to_state: maps ``(agent, observation)`` to a row; default ``int(observation)``, which
             needs ``Discrete`` observation spaces.
         n_states: table rows; required with ``obs_to_state`` unless the spaces are ``Discrete``.
+        **schedule: :class:`Schedule` keywords overriding :data:`IQL_SCHEDULE`.
 
     Returns:
         Per-agent Q-tables, returns, wins, action entropies and reward peaks.
@@ -489,21 +490,14 @@ def independent_q(
     Raises:
         ConfigError: bad hyperparameters or spaces that cannot index a table.
     """
-    check_schedule(
-        episodes=episodes,
-        alpha=alpha,
-        gamma=gamma,
-        eps_start=eps_start,
-        eps_decay=eps_decay,
-        eps_min=eps_min,
-    )
+    sched, eps = resolve_schedule(IQL_SCHEDULE, schedule)
+    episodes, alpha, gamma = sched["episodes"], sched["alpha"], sched["gamma"]
     agents = tuple(env.possible_agents)
     rows = _table_rows(env, agents, obs_to_state, n_states)
     to_state = obs_to_state or _default_obs_to_state
     n_act = {a: discrete_n(env.action_space(a), f"action_space({a!r})") for a in agents}
     env_seed, streams = explore_streams(seed, n_act)
     tables = {a: np.zeros((rows[a], n_act[a])).tolist() for a in agents}
-    eps = epsilon_schedule(episodes, eps_start, eps_decay, eps_min)
     result = IQLResult(**vars(EpisodeLog.empty(agents, episodes)), epsilons=eps)
 
     observations, _ = env.reset(seed=env_seed)

@@ -10,6 +10,8 @@ reports.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
@@ -18,6 +20,28 @@ from fleetmind.errors import ConfigError, FleetmindError
 
 class MonitorInputError(FleetmindError, ValueError):
     """The arrays handed to :meth:`DeadlockMonitor.update` are malformed."""
+
+
+def per_robot(
+    value: ArrayLike | None,
+    n: int,
+    name: str,
+    *,
+    fill: bool | float,
+    dtype: type[np.generic],
+    error: type[ValueError],
+) -> NDArray[Any]:
+    """An optional per-robot input as an ``(n,)`` array of ``dtype``, ``fill`` everywhere if None.
+
+    Raises:
+        error: naming ``name``, when the array's shape is not ``(n,)``.
+    """
+    if value is None:
+        return np.full(n, fill, dtype=dtype)
+    out = np.asarray(value, dtype=dtype)
+    if out.shape != (n,):
+        raise error(f"{name}: expected shape ({n},), got {out.shape}")
+    return out
 
 
 class DeadlockMonitor:
@@ -89,12 +113,7 @@ class DeadlockMonitor:
         n = dist.shape[0]
         if n and int(dist.min()) < 0:
             raise MonitorInputError("dist_to_target: distances must be >= 0")
-        if active is None:
-            act = np.ones(n, dtype=bool)
-        else:
-            act = np.asarray(active, dtype=bool)
-            if act.shape != (n,):
-                raise MonitorInputError(f"active: expected shape ({n},), got {act.shape}")
+        act = per_robot(active, n, "active", fill=True, dtype=np.bool_, error=MonitorInputError)
         if self._since.shape != (n,):
             # First call, or the fleet changed size: start over.
             big = np.iinfo(np.int64).max

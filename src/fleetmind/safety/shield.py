@@ -44,7 +44,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from fleetmind.errors import ConfigError, FleetmindError
-from fleetmind.safety.deadlock import DeadlockMonitor
+from fleetmind.safety.deadlock import DeadlockMonitor, per_robot
 from fleetmind.sim.grid import DELTAS, DOWN, LEFT, N_ACTIONS, RIGHT, UP, WAIT, Cell, GridMap
 
 logger = logging.getLogger(__name__)
@@ -471,21 +471,13 @@ class Shield:
                 f"preferences: expected shape ({n}, 5) to match positions, got {raw_prefs.shape}"
             )
         ranked, repaired = sanitise_preferences(raw_prefs)
-        if priorities is None:
-            prio = np.zeros(n, dtype=np.float64)
-        else:
-            prio = np.asarray(priorities, dtype=np.float64)
-            if prio.shape != (n,):
-                raise ShieldInputError(f"priorities: expected shape ({n},), got {prio.shape}")
-            if not np.isfinite(prio).all():
-                i = int(np.flatnonzero(~np.isfinite(prio))[0])
-                raise ShieldInputError(f"priorities[{i}]: must be finite, got {prio[i]}")
-        if broken is None:
-            brk = np.zeros(n, dtype=bool)
-        else:
-            brk = np.asarray(broken, dtype=bool)
-            if brk.shape != (n,):
-                raise ShieldInputError(f"broken: expected shape ({n},), got {brk.shape}")
+        prio = per_robot(
+            priorities, n, "priorities", fill=0.0, dtype=np.float64, error=ShieldInputError
+        )
+        if not np.isfinite(prio).all():
+            i = int(np.flatnonzero(~np.isfinite(prio))[0])
+            raise ShieldInputError(f"priorities[{i}]: must be finite, got {prio[i]}")
+        brk = per_robot(broken, n, "broken", fill=False, dtype=np.bool_, error=ShieldInputError)
 
         self._fit_fleet(n)
         stuck: list[int] = []

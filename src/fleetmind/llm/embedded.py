@@ -28,6 +28,7 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -97,6 +98,7 @@ def thread_env(n_threads: int, base: dict[str, str] | None = None) -> dict[str, 
     return env
 
 
+@dataclass(eq=False)
 class EmbeddedServer:
     """A managed ``python -m llama_cpp.server`` subprocess on 127.0.0.1.
 
@@ -117,30 +119,22 @@ class EmbeddedServer:
         python: the interpreter to run the server with.
     """
 
-    def __init__(
-        self,
-        model_path: str | Path | None = None,
-        *,
-        n_threads: int = 1,
-        n_ctx: int = 2048,
-        seed: int = 0,
-        prompt_cache_bytes: int = 256 * 2**20,
-        startup_timeout_s: float = 120.0,
-        model_alias: str = MODEL_ALIAS,
-        python: str = sys.executable,
-    ) -> None:
-        self.model_path = model_file(model_path)
-        self.n_threads = n_threads
-        self.n_ctx = n_ctx
-        self.seed = seed
-        self.prompt_cache_bytes = prompt_cache_bytes
-        self.startup_timeout_s = startup_timeout_s
-        self.model_alias = model_alias
-        self.python = python
-        self.port: int | None = None
-        self.startup_s: float | None = None
-        self._proc: subprocess.Popen[bytes] | None = None
-        self._log_file: Any = None
+    model_path: str | Path | None = None  # the GGUF file's Path once constructed
+    _: KW_ONLY
+    n_threads: int = 1
+    n_ctx: int = 2048
+    seed: int = 0
+    prompt_cache_bytes: int = 256 * 2**20
+    startup_timeout_s: float = 120.0
+    model_alias: str = MODEL_ALIAS
+    python: str = sys.executable
+    port: int | None = field(init=False, default=None)
+    startup_s: float | None = field(init=False, default=None)
+    _proc: subprocess.Popen[bytes] | None = field(init=False, default=None, repr=False)
+    _log_file: Any = field(init=False, default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        self.model_path = model_file(self.model_path)
 
     @property
     def base_url(self) -> str:

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import KW_ONLY, InitVar, dataclass, field, replace
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
@@ -126,6 +126,7 @@ class _Question:
         return self.answer is not None
 
 
+@dataclass(eq=False)
 class LLMPlanner:
     """Assignments straight from the LLM, validated, with the solver as fallback.
 
@@ -147,39 +148,33 @@ class LLMPlanner:
 
     name = "llm"
 
-    def __init__(
-        self,
-        client: ChatClient,
-        grid: GridMap,
-        *,
-        budgets: Budgets | None = None,
-        max_orders: int = 8,
-        max_tokens: int = 160,
-        temperature: float = 0.2,
-        background: bool = False,
-        deadline_ticks: int | None = 20,
-        backoff_ticks: int = 10,
-        backoff_max_ticks: int = 320,
-    ) -> None:
-        self.client = client
+    client: ChatClient
+    grid: InitVar[GridMap]
+    _: KW_ONLY
+    budgets: Budgets | None = None
+    max_orders: int = 8
+    max_tokens: int = 160
+    temperature: float = 0.2
+    background: bool = False
+    deadline_ticks: int | None = 20
+    backoff_ticks: int = 10
+    backoff_max_ticks: int = 320
+    fallback: AssignmentPlanner = field(init=False, repr=False)
+    _usage: CallTally = field(init=False, repr=False, default_factory=CallTally)
+    # The run ended: no more calls.
+    _stopped: threading.Event = field(init=False, repr=False, default_factory=threading.Event)
+    _question: _Question | None = field(init=False, repr=False, default=None)
+    _news: threading.Event = field(init=False, repr=False, default_factory=threading.Event)
+    _failures: int = field(init=False, repr=False, default=0)  # failed decisions in a row
+    _quiet_until: int = field(init=False, repr=False, default=-1)  # no model call before this tick
+
+    def __post_init__(self, grid: GridMap) -> None:
         self.fallback = AssignmentPlanner(grid)
-        # No re-ask after a network error: the client has already retried it with back-off.
-        self.budgets = budgets or Budgets(
-            retries={"veto": 1, "parse": 1, "validation": 1, "network": 0}, deadline_s=20.0
-        )
-        self.max_orders = max_orders
-        self.max_tokens = max_tokens
-        self.temperature = temperature
-        self.background = background
-        self.deadline_ticks = deadline_ticks
-        self.backoff_ticks = backoff_ticks
-        self.backoff_max_ticks = backoff_max_ticks
-        self._usage = CallTally()
-        self._stopped = threading.Event()  # the run ended: no more calls
-        self._question: _Question | None = None
-        self._news = threading.Event()
-        self._failures = 0  # failed decisions in a row
-        self._quiet_until = -1  # no model call before this tick
+        if self.budgets is None:
+            # No re-ask after a network error: the client has already retried it with back-off.
+            self.budgets = Budgets(
+                retries={"veto": 1, "parse": 1, "validation": 1, "network": 0}, deadline_s=20.0
+            )
 
     # ------------------------------------------------------------------ back-off
     def _backing_off(self, tick: int) -> bool:

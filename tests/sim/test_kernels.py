@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from fleetmind.errors import ConfigError
@@ -110,9 +110,15 @@ def test_local_observations_kernel_matches_numpy(
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.integers(0, 2**32 - 1), st.integers(1, 12), st.booleans(), st.booleans())
+@given(
+    st.integers(0, 2**32 - 1),
+    st.integers(1, 12),
+    st.booleans(),
+    st.booleans(),
+    st.sampled_from([None, (1, False), (2, True), (0, True)]),
+)
 def test_warehouse_tick_kernel_matches_the_numpy_tick(
-    seed: int, n: int, gates: bool, batteries: bool
+    seed: int, n: int, gates: bool, batteries: bool, observed: tuple[int, bool] | None
 ) -> None:
     grid = parse_text_map(MAP)
     rng = np.random.default_rng(seed)
@@ -122,11 +128,16 @@ def test_warehouse_tick_kernel_matches_the_numpy_tick(
     world.pos = np.stack(divmod(rng.choice(free, size=n, replace=False), w), axis=-1).astype(
         np.int32
     )
-    # Targets often one step away, so pickups and deliveries happen.
+    # Targets often one step away, so pickups and deliveries happen; or, on some draws, no
+    # event at all (the kernel then also observes).
+    quiet = rng.random() < 0.5
     near = world.pos + rng.integers(-1, 2, size=(n, 2))
     world.goal = np.clip(near, 0, [h - 1, w - 1]).astype(np.int32)
-    world.has_task = rng.random(n) < 0.8
-    world.errand = rng.random(n) < 0.2
+    if quiet:  # task cells, in the observer's distance table
+        cells = rng.choice(np.flatnonzero((grid.pickups | grid.stations).ravel()), size=n)
+        world.goal = np.stack(divmod(cells, w), axis=-1).astype(np.int32)
+    world.has_task = np.ones(n, dtype=bool) if quiet else rng.random(n) < 0.8
+    world.errand = np.zeros(n, dtype=bool) if quiet else rng.random(n) < 0.2
     world.carrying = rng.random(n) < 0.5
     world.broken_until = rng.integers(-2, 3, size=n) + world.tick
     if batteries:
@@ -134,36 +145,92 @@ def test_warehouse_tick_kernel_matches_the_numpy_tick(
     gated = rng.random(n) < 0.5 if gates else np.zeros(0, dtype=bool)
     acts = rng.integers(0, 5, size=n)
     cfg = world.config.reward
-    new_pos = np.empty((1, n, 2), dtype=np.int32)
-    flags = np.empty((5, 1, n), dtype=bool)
+    new_pos = np.empty((n, 2), dtype=np.int32)
+    flags = np.empty((5, n), dtype=bool)
     ind = np.empty(n, dtype=np.float32)
+    reward_sum = rng.random(n)
+    sum_before = reward_sum.copy()
+    observer = None
+    obs = np.zeros((0, 0), dtype=np.float32)
+    inputs = LocalObserver(grid.blocked, grid.pickups, 1).kernel_inputs  # unused without obs
+    if observed is not None:
+        radius, heuristic = observed
+        oracle = DistanceOracle(grid) if heuristic else None
+        observer = LocalObserver(
+            grid.blocked,
+            grid.pickups,
+            radius,
+            oracle=oracle,
+            task_cells=grid.pickups | grid.stations,
+        )
+        inputs = observer.kernel_inputs
+        obs = np.full((n, observer.size), np.nan, dtype=np.float32)
+    assert inputs is not None
     events, n_conflict, n_bump = kernels.warehouse_tick(
-        world.pos[None],
-        acts[None],
+        world.pos,
+        acts,
         grid.blocked,
         world.tick,
-        (world.goal, world.has_task, world.errand, world.carrying, gated),
-        world.broken_until,
-        world.battery,
-        (cfg.step_cost, cfg.delivery_bonus, cfg.pickup_bonus, cfg.conflict_penalty),
+        (
+            world.goal,
+            world.has_task,
+            world.errand,
+            world.carrying,
+            gated,
+            world.broken_until,
+            world.battery,
+        ),
+        np.array([cfg.step_cost, cfg.delivery_bonus, cfg.pickup_bonus, cfg.conflict_penalty]),
         new_pos,
         flags,
         ind,
+        reward_sum,
+        inputs,
+        obs,
     )
     if gates:
         world.gated = lambda: gated  # type: ignore[method-assign]
         world.gates = {0: (None, "test")}
     res, picked, delivered = world._transition(acts)
     want = rw.individual(cfg, delivered=delivered[0], picked=picked[0], conflict=res.conflict[0])
-    np.testing.assert_array_equal(new_pos, res.pos)
+    np.testing.assert_array_equal(new_pos, res.pos[0])
     refs = (res.moved, res.wall_bump, res.conflict, picked, delivered)
     for got, ref in zip(flags, refs, strict=True):
-        np.testing.assert_array_equal(got, ref)
+        np.testing.assert_array_equal(got, ref[0])
     assert ind.tobytes() == want.tobytes()
+    assert reward_sum.tobytes() == (sum_before + want).tobytes()  # float64 += float32
     assert (n_conflict, n_bump) == (int(res.conflict.sum()), int(res.wall_bump.sum()))
     assert bool(events & 1) == bool(picked.any())
     assert bool(events & 2) == bool(delivered.any())
     assert bool(events & 8) == bool(np.isfinite(world.battery).any())
+    # Observed exactly when asked, no event leaves Python work and every target is in the
+    # distance table; then bit for bit the numpy reference of the observations after the tick.
+    leaves_work = bool(events & (1 | 2 | 4 | 16))
+    complete = True
+    if observer is not None and observer.oracle is not None:
+        keys = world.goal[:, 0] * w + world.goal[:, 1]
+        complete = bool((inputs[3][keys[world.has_task]] >= 0).all())
+    assert bool(events & kernels.OBSERVED) == (
+        observer is not None and not leaves_work and complete
+    )
+    event("observed" if events & kernels.OBSERVED else "not observed")
+    if events & kernels.OBSERVED:
+        assert observer is not None
+        ref_obs = observer.reference(
+            new_pos[None], world.goal[None], world.carrying[None], world.has_task[None]
+        )[0]
+        assert obs.tobytes() == ref_obs.tobytes()
+
+
+def test_warehouse_tick_kernel_refuses_an_observation_buffer_of_the_wrong_shape() -> None:
+    grid = parse_text_map(MAP)
+    world = Warehouse(grid, WarehouseConfig(n_robots=2), seed=0)
+    observer = LocalObserver.for_map(grid, 2)
+    for shape in ((2, observer.size - 5), (1, observer.size), (3, observer.size)):
+        out = np.zeros(shape, dtype=np.float32)
+        with pytest.raises(ConfigError, match="wrong shape"):
+            world.advance([0, 0], observer=observer, out=out)
+    assert world.tick == 0  # refused before any work
 
 
 @settings(max_examples=60, deadline=None)

@@ -97,9 +97,12 @@ class WarehouseParallelEnv(ParallelEnv[str, Any, int]):  # type: ignore[misc]
         self.possible_agents = [f"robot_{i}" for i in range(n_robots)]
         self.agents = list(self.possible_agents)
         self._observer = observe.LocalObserver.for_map(grid, radius, heuristic=heuristic)
+        # One world's observation buffer of a step (None: tabular codes, not the local window).
+        self._obs_shape: tuple[int, int] | None = None
         if obs == "local":
             low, high = self._observer.bounds()
             self._obs_space: spaces.Space[Any] = spaces.Box(low, high, dtype=np.float32)
+            self._obs_shape = (n_robots, self._observer.size)
         else:
             self._obs_space = spaces.Discrete(observe.N_TABULAR_STATES)
         self._act_space: spaces.Space[Any] = spaces.Discrete(5)
@@ -156,28 +159,30 @@ class WarehouseParallelEnv(ParallelEnv[str, Any, int]):  # type: ignore[misc]
     def step(self, actions: dict[str, int]) -> ParallelStep[Any]:
         """One tick; missing agents wait."""
         acts = np.array([int(actions.get(a, 0)) for a in self.possible_agents], dtype=np.int64)
-        res = self.world.step(acts)
-        delivered_now = [False] * len(self.possible_agents)
-        for oid in res.delivered:
-            delivered_now[self.world.order(oid).robot] = True
-        obs = self._observations()
+        # Local observations come out of the tick's own compiled call when nothing happened
+        # that Python must handle first (Warehouse.advance); else they are taken after it.
+        out = None if self._obs_shape is None else np.empty(self._obs_shape, dtype=np.float32)
+        tick = self.world.advance(acts, observer=self._observer, out=out)
+        agents = self.agents
+        # Not strict: zip's strict check costs a microsecond on an array, and the strict zips
+        # below refuse a finished episode stepped without a reset all the same.
+        if out is not None and tick.observed:
+            obs = dict(zip(agents, out, strict=False))
+        else:
+            obs = self._observations()
         # Python lists, not numpy scalars, per agent: a per-element numpy read costs more.
-        rewards = dict(zip(self.agents, res.rewards.tolist(), strict=True))
-        terminations = dict.fromkeys(self.agents, False)
-        truncations = dict.fromkeys(self.agents, res.truncated)
+        rewards = dict(zip(agents, tick.rewards.tolist(), strict=True))
+        terminations = dict.fromkeys(agents, False)
+        truncations = dict.fromkeys(agents, tick.truncated)
+        _, wall_bump, conflict, _, delivered = tick.flags.tolist()
         per_agent = zip(
-            self.agents,
-            delivered_now,
-            self.world.delivered_by.tolist(),
-            res.conflict.tolist(),
-            res.wall_bump.tolist(),
-            strict=True,
+            agents, delivered, self.world.delivered_by.tolist(), conflict, wall_bump, strict=True
         )
         infos = {
             a: {"delivered": d, "deliveries": n, "conflict": c, "wall_bump": b}
             for a, d, n, c, b in per_agent
         }
-        if res.truncated:
+        if tick.truncated:
             self.agents = []
         return obs, rewards, terminations, truncations, infos
 

@@ -113,6 +113,20 @@ class LocalObserver:
         empty = (np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.int32))
         self._dense = empty if self._table is None else self._table
         self._size = local_size(radius, heuristic=oracle is not None)
+        # What a compiled tick needs to observe in the same call (kernels.warehouse_tick); None
+        # when the heuristic has no dense table, whose values the numpy heuristic fills in.
+        self.kernel_inputs: (
+            tuple[
+                NDArray[np.float32],
+                NDArray[np.float32],
+                NDArray[np.bool_],
+                NDArray[np.int64],
+                NDArray[np.int32],
+            ]
+            | None
+        ) = None
+        if oracle is None or self._table is not None:
+            self.kernel_inputs = (*self._statics, *self._dense)
 
     @classmethod
     def for_map(cls, grid: GridMap, radius: int = 2, *, heuristic: bool = True) -> LocalObserver:
@@ -134,7 +148,7 @@ class LocalObserver:
     @property
     def size(self) -> int:
         """Length of one robot's observation."""
-        return local_size(self.radius, heuristic=self.oracle is not None)
+        return self._size
 
     def bounds(self) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
         """Per-feature ``(low, high)`` of this observer's output (see :func:`local_bounds`)."""

@@ -22,7 +22,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
@@ -35,7 +35,22 @@ from fleetmind.sim.grid import WAIT, Cell, GridMap
 from fleetmind.sim.notes import broken_by
 from fleetmind.sim.orders import Order, OrderConfig, OrderStream
 
+if TYPE_CHECKING:
+    from fleetmind.sim.observe import LocalObserver
+
 _NO_GATES = np.zeros(0, dtype=bool)
+_REFUSED = 32 | 64 | 256  # warehouse_tick refused the tick: a bad action, robot or buffer
+_PYTHON_EVENTS = 1 | 2 | 4 | 8  # pickups, deliveries, errands, a finite battery
+_NO_SUM = np.zeros(0, dtype=np.float64)
+_NO_OBS = np.zeros((0, 0), dtype=np.float32)
+# warehouse_tick's observation inputs when none are asked (empty, of the types it compiles for).
+_NO_OBSERVER = (
+    np.zeros((0, 0), dtype=np.float32),
+    np.zeros((0, 0), dtype=np.float32),
+    np.zeros((0, 0), dtype=bool),
+    np.zeros(0, dtype=np.int64),
+    np.zeros((0, 0), dtype=np.int32),
+)
 
 
 @dataclass(frozen=True)
@@ -149,6 +164,35 @@ class StepResult:
     released: tuple[str, ...] = ()
 
 
+class Tick(NamedTuple):
+    """What one tick did, as :meth:`Warehouse.advance` returns it (arrays and lists).
+
+    Attributes:
+        rewards: ``(N,)`` rewards after the reward mode.
+        individual: ``(N,)`` individual rewards.
+        flags: ``(5, N)`` per robot: moved, wall bump, conflict, picked, delivered.
+        picked: ids of orders loaded this tick.
+        delivered: ids of orders delivered this tick.
+        arrived: ids of orders that arrived this tick.
+        idle: indices of robots that became idle this tick.
+        released: ids of parked orders that came back to the open list this tick.
+        truncated: the time limit was reached.
+        observed: the ``out`` given to :meth:`Warehouse.advance` holds the observations after
+            the tick.
+    """
+
+    rewards: NDArray[np.float32]
+    individual: NDArray[np.float32]
+    flags: NDArray[np.bool_]
+    picked: list[str]
+    delivered: list[str]
+    arrived: list[str]
+    idle: list[int]
+    released: list[str]
+    truncated: bool
+    observed: bool
+
+
 class Warehouse:
     """A single warehouse world.
 
@@ -176,6 +220,8 @@ class Warehouse:
         self.capabilities = self.config.capabilities or default_capabilities(n)
         self._fixed_orders = list(orders) if orders is not None else None
         self._start = None if start is None else np.asarray(start, dtype=np.int32)
+        self._reward_of: rw.RewardConfig | None = None
+        self._reward_terms = np.zeros(4)
         self.reset(seed)
 
     # ------------------------------------------------------------------ lifecycle
@@ -555,6 +601,47 @@ class Warehouse:
 
     def step(self, actions: NDArray[np.integer] | Sequence[int]) -> StepResult:
         """Advance one tick with one action per robot (ids 0..4)."""
+        t = self.advance(actions)
+        moved, wall_bump, conflict, _, _ = t.flags
+        return StepResult(
+            rewards=t.rewards,
+            individual=t.individual,
+            moved=moved,
+            conflict=conflict,
+            wall_bump=wall_bump,
+            picked=tuple(t.picked),
+            delivered=tuple(t.delivered),
+            arrived=tuple(t.arrived),
+            idle=tuple(t.idle),
+            truncated=t.truncated,
+            released=tuple(t.released),
+        )
+
+    def advance(
+        self,
+        actions: NDArray[np.integer] | Sequence[int],
+        *,
+        observer: LocalObserver | None = None,
+        out: NDArray[np.float32] | None = None,
+    ) -> Tick:
+        """:meth:`step` without its :class:`StepResult`, optionally observing in the same call.
+
+        The tick is the same; this is the form for hot loops (the env's step), which reads
+        arrays and skips building the result's tuples.
+
+        Args:
+            actions: one action id (0..4) per robot.
+            observer: with ``out``, the observer whose local observations after the tick
+                the tick's compiled call writes into ``out`` when it can (``Tick.observed``);
+                when it cannot (a pickup, a delivery, an errand, an idle robot, a target
+                outside the observer's table), ``out`` holds no observations and the caller
+                observes the world after the tick itself.
+            out: ``(N, observer.size)`` float32 for the observations.
+
+        Raises:
+            ConfigError: the wrong number of actions, an action id outside 0..4, a robot
+                outside the grid.
+        """
         acts = np.asarray(actions, dtype=np.int64)
         n = len(self.robot_ids)
         if acts.shape != (n,):
@@ -565,14 +652,22 @@ class Warehouse:
             if ((acts < 0) | (acts > 4)).any():
                 raise ConfigError(f"step: action ids must be in 0..4, got {acts.tolist()}")
             team_without = self.counterfactual_team_rewards(acts)
+        if self._reward_of is not cfg:  # the kernel's (4,) reward terms, kept per config
+            self._reward_of = cfg
+            self._reward_terms = np.array(
+                [cfg.step_cost, cfg.delivery_bonus, cfg.pickup_bonus, cfg.conflict_penalty],
+                dtype=np.float64,
+            )
+        observe = None if observer is None or out is None else observer.kernel_inputs
         # The pure part of the tick in one compiled call (the numpy reference: _transition and
         # rewards.individual); Python below runs only per event.
-        new_pos = np.empty((1, *self.pos.shape), dtype=self.pos.dtype)  # a batch of one world
-        flags = np.empty((5, 1, n), dtype=bool)
+        new_pos = np.empty_like(self.pos)
+        flags = np.empty((5, n), dtype=bool)  # moved, wall bump, conflict, picked, delivered
         ind = np.empty(n, dtype=np.float32)
+        individual_mode = cfg.mode == "individual"
         events, n_conflict, n_bump = kernels.warehouse_tick(
-            self.pos[None],
-            acts[None],
+            self.pos,
+            acts,
             self.grid.blocked,
             self.tick,
             (
@@ -581,20 +676,86 @@ class Warehouse:
                 self.errand,
                 self.carrying,
                 self.gated() if self.gates else _NO_GATES,
+                self.broken_until,
+                self.battery,
             ),
-            self.broken_until,
-            self.battery,
-            (cfg.step_cost, cfg.delivery_bonus, cfg.pickup_bonus, cfg.conflict_penalty),
+            self._reward_terms,
             new_pos,
             flags,
             ind,
+            # The rewards are the individual ones: the kernel adds them up (as numpy would).
+            self.reward_sum if individual_mode else _NO_SUM,
+            _NO_OBSERVER if observe is None else observe,
+            _NO_OBS if observe is None or out is None else out,
         )
+        if events & _REFUSED:
+            self._refuse(events, acts, out)
+        self.pos = new_pos
+        picked: list[str] = []
+        delivered: list[str] = []
+        idle: list[int] = []
+        if events & _PYTHON_EVENTS or self.config.battery is not None:
+            self._events(events, flags, picked, delivered, idle)
+        if individual_mode:
+            rewards = ind  # rewards.combine's individual mode, summed up by the kernel
+        else:
+            rewards = rw.combine(
+                cfg,
+                ind,
+                team_without=None if team_without is None else team_without.astype(np.float32),
+            )
+            self.reward_sum += rewards
+        self.collision_attempts += n_conflict
+        self.wall_bumps += n_bump
+        self.tick += 1
+        released: list[str] = []
+        if self.parked:
+            released = [
+                self.records[i].order.id for i, until in self.parked.items() if until <= self.tick
+            ]
+            for oid in released:
+                self.unpark(oid)
+        # A stream without a rate and no task file admits nothing (and draws nothing).
+        lifelong = self._pending is None and self.config.orders.rate is None
+        arrived = [] if lifelong else self._arrive(self.tick)
+        if idle or events & 16:  # else no robot is idle and free: _refill would do nothing
+            self._refill()
+        return Tick(
+            rewards,
+            ind,
+            flags,
+            picked,
+            delivered,
+            arrived,
+            idle,
+            released,
+            self.tick >= self.config.max_steps,
+            events & kernels.OBSERVED != 0,
+        )
+
+    def _refuse(
+        self, events: int, acts: NDArray[np.int64], out: NDArray[np.float32] | None
+    ) -> None:
+        """Raise the ConfigError of a tick the kernel refused (events bits 32, 64, 256)."""
+        if events & kernels.BAD_BUFFER:
+            assert out is not None
+            raise ConfigError(f"advance: out has the wrong shape for the observer: {out.shape}")
         if events & 32:
             raise ConfigError(f"step: action ids must be in 0..4, got {acts.tolist()}")
-        if events & 64:
-            raise ConfigError(f"step: a robot stands outside the grid: {self.pos.tolist()}")
-        moved, wall_bump, conflict, picked_m, delivered_m = flags[:, 0]
-        self.pos = new_pos[0]
+        raise ConfigError(f"step: a robot stands outside the grid: {self.pos.tolist()}")
+
+    def _events(
+        self,
+        events: int,
+        flags: NDArray[np.bool_],
+        picked: list[str],
+        delivered: list[str],
+        idle: list[int],
+    ) -> None:
+        """The per-event part of a tick after the kernel: batteries, pickups, errands, deliveries.
+
+        Appends to ``picked``, ``delivered`` and ``idle``.
+        """
         # battery_model(), with the kernel's "some battery is finite" (bit 8).
         b = self.config.battery
         if b is None and events & 8:
@@ -602,12 +763,11 @@ class Warehouse:
         if b is not None:
             # Only finite batteries take part (inf stays inf without a battery model).
             finite = np.isfinite(self.battery)
-            self.battery -= b.drain_per_move * moved
+            self.battery -= b.drain_per_move * flags[0]
             on_charger = self.grid.chargers[self.pos[:, 0], self.pos[:, 1]] & finite
             charged = np.minimum(self.battery + b.recharge_per_tick * on_charger, b.capacity)
             self.battery = np.where(finite, np.maximum(charged, 0.0), self.battery)
-        picked: list[str] = []
-        for r in np.flatnonzero(picked_m) if events & 1 else ():
+        for r in np.flatnonzero(flags[3]) if events & 1 else ():
             rec_idx = int(self.order_of[r])
             rec = self.records[rec_idx]
             rec.picked_tick = self.tick + 1
@@ -617,8 +777,6 @@ class Warehouse:
             self.carrying[r] = True
             self.goal[r] = rec.order.station
             picked.append(rec.order.id)
-        delivered: list[str] = []
-        idle: list[int] = []
         if events & 4:  # some robot on an errand
             full = b.capacity if b is not None else np.inf
             for r in np.flatnonzero(self.errand):
@@ -628,7 +786,7 @@ class Warehouse:
                     self.errand[r] = False
                     self.has_task[r] = False
                     idle.append(int(r))
-        for r in np.flatnonzero(delivered_m) if events & 2 else ():
+        for r in np.flatnonzero(flags[4]) if events & 2 else ():
             rec = self.records[int(self.order_of[r])]
             rec.delivered_tick = self.tick + 1
             self.carrying[r] = False
@@ -638,39 +796,14 @@ class Warehouse:
             self.delivered_by[r] += 1
             delivered.append(rec.order.id)
             idle.append(int(r))
-        rewards = rw.combine(
-            cfg, ind, team_without=None if team_without is None else team_without.astype(np.float32)
-        )
-        self.reward_sum += rewards
-        self.collision_attempts += n_conflict
-        self.wall_bumps += n_bump
-        self.tick += 1
-        released = [
-            self.records[i].order.id for i, until in self.parked.items() if until <= self.tick
-        ]
-        for oid in released:
-            self.unpark(oid)
-        arrived = self._arrive(self.tick)
-        if idle or events & 16:  # else no robot is idle and free: _refill would do nothing
-            self._refill()
-        return StepResult(
-            rewards=rewards,
-            individual=ind,
-            moved=moved,
-            conflict=conflict,
-            wall_bump=wall_bump,
-            picked=tuple(picked),
-            delivered=tuple(delivered),
-            arrived=tuple(arrived),
-            idle=tuple(idle),
-            truncated=self.tick >= self.config.max_steps,
-            released=tuple(released),
-        )
 
     # ------------------------------------------------------------------ snapshots
     def snapshot(self) -> dict[str, Any]:
         """A deep copy of the mutable state; :meth:`restore` brings the world back to it."""
-        keep = ("grid", "config", "robot_ids", "capabilities", "_fixed_orders", "_start")
+        keep = (
+            *("grid", "config", "robot_ids", "capabilities", "_fixed_orders", "_start"),
+            *("_reward_of", "_reward_terms"),  # derived from the config
+        )
         return copy.deepcopy({k: v for k, v in self.__dict__.items() if k not in keep})
 
     def restore(self, snapshot: dict[str, Any]) -> None:

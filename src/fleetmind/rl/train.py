@@ -40,7 +40,7 @@ import math
 import re
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -403,6 +403,7 @@ collapsed onto pick-up/put-down loops in 5-minute runs on the twin; 0.03 did not
 learning rate (1e-3: 8.6 training deliveries per episode after 2M steps, 5e-4: 4.1)."""
 
 
+@dataclass(eq=False)
 class RwareCurve:
     """Scores a policy on the real rware during and after training: the learning curve.
 
@@ -421,25 +422,17 @@ class RwareCurve:
             run can be watched (and survives an interruption).
     """
 
-    def __init__(
-        self,
-        env_id: str,
-        *,
-        episodes: int,
-        seed: int,
-        every_s: float | None,
-        out: Path | None = None,
-    ) -> None:
-        self.out = out
-        self.env_id = env_id
-        self.episodes = episodes
-        self.seed = seed
-        self.every_s = every_s
-        self.rows: list[dict[str, Any]] = []
-        self.random: dict[str, Any] = {}
-        self._spent = 0.0
-        self._t0 = time.perf_counter()
-        self._last: float | None = None
+    env_id: str
+    _: dataclasses.KW_ONLY
+    episodes: int
+    seed: int
+    every_s: float | None
+    out: Path | None = None
+    rows: list[dict[str, Any]] = field(init=False, default_factory=list)
+    random: dict[str, Any] = field(init=False, default_factory=dict)
+    _spent: float = field(init=False, default=0.0, repr=False)
+    _t0: float = field(init=False, default_factory=time.perf_counter, repr=False)
+    _last: float | None = field(init=False, default=None, repr=False)
 
     def spent(self) -> float:
         """Seconds spent evaluating so far."""

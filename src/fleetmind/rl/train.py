@@ -194,49 +194,22 @@ def train(
             raise ConfigError(f"reward: an LLM reward needs a fleetmind warehouse map, got {map!r}")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    req = _Request(
-        map=map,
-        robots=robots,
-        algo=algo,
-        reward_mode=reward_mode,
-        steps=steps,
-        seed=seed,
-        out=out,
-        overrides=dict(overrides or {}),
-        eval_ticks=eval_ticks,
-        spec=spec,
-        scorer=scorer,
-    )
     if algo in TABULAR_ALGOS:
         if resume:
             raise ConfigError("resume: tabular runs are short and not resumable; rerun instead")
-        # Warehouse runs evaluate eval_episodes episodes of eval_ticks ticks, back to back.
-        episodes = 1 if map in ("gridworld-4x4", "race-4x4") else eval_episodes
         return _train_tabular(
-            dataclasses.replace(req, eval_ticks=eval_ticks * episodes), max_steps=max_steps or 500
-        )
+            map, robots, algo, reward_mode=reward_mode, steps=steps, seed=seed, out=out,
+            max_steps=max_steps or 500, overrides=dict(overrides or {}),
+            eval_ticks=eval_ticks * (1 if map in ("gridworld-4x4", "race-4x4") else eval_episodes),
+            spec=spec, scorer=scorer,
+        )  # fmt: skip
     return _train_neural(
-        req, resume=resume, checkpoint_every=checkpoint_every, num_envs=num_envs,
-        max_steps=max_steps, progress=progress, time_limit_s=time_limit_s,
+        map, robots, algo, reward_mode=reward_mode, steps=steps, seed=seed, out=out,
+        resume=resume, checkpoint_every=checkpoint_every, num_envs=num_envs,
+        max_steps=max_steps, overrides=dict(overrides or {}), eval_ticks=eval_ticks,
+        progress=progress, spec=spec, scorer=scorer, time_limit_s=time_limit_s,
         eval_every_s=eval_every_s, eval_episodes=eval_episodes, shaping=shaping, threads=threads,
     )  # fmt: skip
-
-
-@dataclass(frozen=True)
-class _Request:
-    """What :func:`train` asks of either trainer, checked (see its arguments)."""
-
-    map: str
-    robots: int
-    algo: str
-    reward_mode: str
-    steps: int
-    seed: int
-    out: Path
-    overrides: dict[str, Any]  # a copy of the caller's; the tabular trainer pops from it
-    eval_ticks: int
-    spec: RewardSpec
-    scorer: Scorer | None
 
 
 # --------------------------------------------------------------------------- neural
@@ -286,13 +259,23 @@ def _make_env(
 
 
 def _train_neural(
-    req: _Request,
+    map: str,
+    robots: int,
+    algo: str,
     *,
+    reward_mode: str,
+    steps: int,
+    seed: int,
+    out: Path,
     resume: bool,
     checkpoint_every: int,
     num_envs: int,
     max_steps: int | None,
+    overrides: dict[str, Any],
+    eval_ticks: int,
     progress: bool,
+    spec: RewardSpec,
+    scorer: Scorer | None,
     time_limit_s: float | None = None,
     eval_every_s: float | None = None,
     eval_episodes: int = 4,
@@ -305,27 +288,27 @@ def _train_neural(
 
     if threads is not None:
         torch.set_num_threads(threads)
-    rware = bool(RWARE_ID.match(req.map))
+    rware = bool(RWARE_ID.match(map))
 
     env_seed, _learn, eval_seed = (
-        int(s.generate_state(1)[0]) for s in np.random.SeedSequence(req.seed).spawn(3)
+        int(s.generate_state(1)[0]) for s in np.random.SeedSequence(seed).spawn(3)
     )
     env = _make_env(
-        req.map, req.robots, num_envs, seed=env_seed, reward_mode=req.reward_mode,
-        max_steps=max_steps, shaping=shaping,
+        map, robots, num_envs, seed=env_seed, reward_mode=reward_mode, max_steps=max_steps,
+        shaping=shaping,
     )  # fmt: skip
-    scored = ScoredVectorEnv(env, req.spec, req.scorer) if req.spec.scored else None
+    scored = ScoredVectorEnv(env, spec, scorer) if spec.scored else None
     if scored is not None:
         env = scored
     fields = {
-        "shared_reward": req.reward_mode.strip() == "shared",
-        "reward_bound": req.spec.bound(reward_bound(req.reward_mode, req.robots)),
-        **(RWARE_PPO if rware and req.algo in ON_POLICY - {"mat"} else {}),
-        **req.overrides,
+        "shared_reward": reward_mode.strip() == "shared",
+        "reward_bound": spec.bound(reward_bound(reward_mode, robots)),
+        **(RWARE_PPO if rware and algo in ON_POLICY - {"mat"} else {}),
+        **overrides,
     }
-    cfg = _config(req.algo, fields)
-    module = importlib.import_module(MODULES[req.algo])
-    writer = _tensorboard(req.out / "tb")
+    cfg = _config(algo, fields)
+    module = importlib.import_module(MODULES[algo])
+    writer = _tensorboard(out / "tb")
     callbacks: list[base.Callback] = []
     if writer is not None:
 
@@ -334,21 +317,19 @@ def _train_neural(
                 writer.add_scalar(key, value, event.step)
 
         callbacks.append(to_tensorboard)
-    curve = RwareCurve(
-        req.map, episodes=eval_episodes, seed=eval_seed, every_s=eval_every_s, out=req.out
-    )
+    curve = RwareCurve(map, episodes=eval_episodes, seed=eval_seed, every_s=eval_every_s, out=out)
     if rware:
         curve.start()
         callbacks.append(curve.on_event)
     spent_before = curve.spent()
-    with _progress_bar(progress, req.algo, req.steps) as advance:
+    with _progress_bar(progress, algo, steps) as advance:
         callbacks.append(lambda e: advance(e.step))
         result = module.train(
             env,
             cfg,
-            seed=req.seed,
-            steps=req.steps,
-            out_dir=req.out,
+            seed=seed,
+            steps=steps,
+            out_dir=out,
             callbacks=callbacks,
             checkpoint_every=checkpoint_every,
             resume=resume,
@@ -357,8 +338,8 @@ def _train_neural(
             excluded_s=lambda: curve.spent() - spent_before,
         )
     torch.save(
-        {"algo": req.algo, "state_dict": result.policy.state_dict(), "config": result.config},
-        req.out / "policy.pt",
+        {"algo": algo, "state_dict": result.policy.state_dict(), "config": result.config},
+        out / "policy.pt",
     )
     eval_inside = curve.spent() - spent_before
     policy = result.policy
@@ -373,34 +354,29 @@ def _train_neural(
         ev = curve.metrics()
     else:
         eval_env = _make_env(
-            req.map,
-            req.robots,
-            4,
-            seed=eval_seed,
-            reward_mode=req.reward_mode,
-            max_steps=max_steps or 500,
+            map, robots, 4, seed=eval_seed, reward_mode=reward_mode, max_steps=max_steps or 500
         )
-        ev = _evaluate_batch(eval_env, act, req.eval_ticks)
+        ev = _evaluate_batch(eval_env, act, eval_ticks)
     config = {
-        "map": req.map,
-        "robots": req.robots,
-        "algo": req.algo,
-        "reward_mode": req.reward_mode,
-        "steps": req.steps,
-        "seed": req.seed,
+        "map": map,
+        "robots": robots,
+        "algo": algo,
+        "reward_mode": reward_mode,
+        "steps": steps,
+        "seed": seed,
         "num_envs": num_envs,
         "max_steps": max_steps,
         "backend": "local",
-        "reward": str(req.spec),
+        "reward": str(spec),
         "resolved": result.config,
         **({"time_limit_s": time_limit_s, "shaping": shaping, "trained_on": "rware twin"}
            if rware else {}),
     }  # fmt: skip
     metrics = {
-        "algo": req.algo,
+        "algo": algo,
         "steps": result.steps,
         "updates": result.updates,
-        "robots": req.robots,
+        "robots": robots,
         "train_wall_s": result.wall_s - eval_inside,
         "samples_per_s": result.steps_this_call / max(1e-9, result.wall_s - eval_inside),
         **ev,
@@ -410,7 +386,7 @@ def _train_neural(
     if scored is not None:
         metrics["llm_reward"] = scored.scoring.summary()
         parts = scored.scoring.curves()
-    return _finish(req.out, config, metrics, result.returns, result.deliveries,
+    return _finish(out, config, metrics, result.returns, result.deliveries,
                    result.episode_end_steps, writer, peaks=result.peaks, parts=parts)  # fmt: skip
 
 
@@ -613,90 +589,98 @@ def _evaluate_batch(env: Any, act: Any, ticks: int) -> dict[str, Any]:
 # --------------------------------------------------------------------------- tabular
 
 
-def _train_tabular(req: _Request, *, max_steps: int) -> TrainRun:
+def _train_tabular(
+    map: str,
+    robots: int,
+    algo: str,
+    *,
+    reward_mode: str,
+    steps: int,
+    seed: int,
+    out: Path,
+    max_steps: int,
+    overrides: dict[str, Any],
+    eval_ticks: int,
+    spec: RewardSpec,
+    scorer: Scorer | None,
+) -> TrainRun:
     from fleetmind.envs import make_gridworld, make_parallel, make_race
     from fleetmind.rl import ctde, tabular
 
     allowed = {"alpha", "gamma", "eps_start", "eps_decay", "eps_min"}
-    unknown = sorted(set(req.overrides) - allowed)
+    unknown = sorted(set(overrides) - allowed)
     if unknown:
         raise ConfigError(
             f"overrides: unknown tabular field(s) {unknown}; known: {sorted(allowed)}"
         )
-    special = req.map in ("gridworld-4x4", "race-4x4")
-    if req.algo == "q" and req.robots != 1:
-        raise ConfigError(f"algo 'q' trains one robot, got --robots {req.robots}; use 'iql'")
-    if req.algo == "ctde" and req.map != "race-4x4":
+    special = map in ("gridworld-4x4", "race-4x4")
+    if algo == "q" and robots != 1:
+        raise ConfigError(f"algo 'q' trains one robot, got --robots {robots}; use 'iql'")
+    if algo == "ctde" and map != "race-4x4":
         raise ConfigError(
             "algo 'ctde' (tabular joint Q) needs a small global state: use --map race-4x4, "
             "or a neural CTDE learner (mappo, vdn, qmix) on a warehouse"
         )
-    if req.map == "race-4x4" and req.robots != 2:
-        raise ConfigError(f"map race-4x4 has 2 robots, got --robots {req.robots}")
+    if map == "race-4x4" and robots != 2:
+        raise ConfigError(f"map race-4x4 has 2 robots, got --robots {robots}")
     horizon = 100 if special else max_steps
     h = hyper.resolve(
         # Lifelong warehouse tasks: the horizon that matters is one task (tens of ticks), not
         # the episode; gamma 0.95 doubled the evaluation's deliveries against 0.99 (docs/rl.md).
         horizon=horizon if special else min(horizon, TASK_HORIZON),
-        n_learners=req.robots,
-        shared_reward=req.reward_mode.strip() == "shared" or req.map == "race-4x4",
-        alpha=req.overrides.pop("alpha", None),
-        gamma=req.overrides.pop("gamma", None),
-        reward_bound=None if special else req.spec.bound(reward_bound(req.reward_mode, req.robots)),
+        n_learners=robots,
+        shared_reward=reward_mode.strip() == "shared" or map == "race-4x4",
+        alpha=overrides.pop("alpha", None),
+        gamma=overrides.pop("gamma", None),
+        reward_bound=None if special else spec.bound(reward_bound(reward_mode, robots)),
     )
-    episodes = max(1, req.steps // horizon)
+    episodes = max(1, steps // horizon)
     explore = {} if special else warehouse_exploration(episodes)
     for key, value in explore.items():
-        req.overrides.setdefault(key, value)
+        overrides.setdefault(key, value)
     t0 = time.perf_counter()
     env: Any
     result: Any
     scored: ScoredParallelEnv | None = None
-    if req.algo == "q" and req.map == "gridworld-4x4":
+    if algo == "q" and map == "gridworld-4x4":
         env = make_gridworld()
         result = tabular.q_learning(
-            env, episodes=episodes, alpha=h.alpha, gamma=h.gamma, seed=req.seed, **req.overrides
+            env, episodes=episodes, alpha=h.alpha, gamma=h.gamma, seed=seed, **overrides
         )
         returns = {"robot_0": [float(x) for x in result.returns]}
         peaks = None
         tables: dict[str, Any] = {"robot_0": result.q}
     else:
-        if req.map == "race-4x4":
+        if map == "race-4x4":
             env = make_race()
         elif special:
-            raise ConfigError(f"map {req.map}: use algo 'q' with 1 robot")
+            raise ConfigError(f"map {map}: use algo 'q' with 1 robot")
         else:
             env = make_parallel(
-                req.map, req.robots, obs="tabular", reward_mode=req.reward_mode, max_steps=max_steps
+                map, robots, obs="tabular", reward_mode=reward_mode, max_steps=max_steps
             )
             # Also with the env reward: the wrapper counts each episode's deliveries per robot.
             # A score mixed in can leave [-1, 1]: the §3.3 rule scales it (hyper.normalise).
             scored = ScoredParallelEnv(
-                env, req.spec, req.scorer, normalise=h.normalise if req.spec.scored else None
+                env, spec, scorer, normalise=h.normalise if spec.scored else None
             )
-        kw = {
-            "episodes": episodes,
-            "alpha": h.alpha,
-            "gamma": h.gamma,
-            "seed": req.seed,
-            **req.overrides,
-        }
+        kw = {"episodes": episodes, "alpha": h.alpha, "gamma": h.gamma, "seed": seed, **overrides}
         learn_env = env if scored is None else scored
         result = (
             ctde.ctde_q(learn_env, **kw)
-            if req.algo == "ctde"
+            if algo == "ctde"
             else tabular.independent_q(learn_env, **kw)
         )
         returns = {a: [float(x) for x in v] for a, v in result.returns.items()}
         peaks = {a: [float(x) for x in v] for a, v in result.reward_peak.items()}
         tables = dict(result.q) if result.q else {"joint": result.q_joint}
     wall = time.perf_counter() - t0
-    np.savez_compressed(req.out / "policy.npz", **tables)
-    resolved: dict[str, Any] = {**h.to_dict(), **req.overrides}
-    eval_eps = float(req.overrides.get("eps_min", 0.0)) if not special else 0.0
+    np.savez_compressed(out / "policy.npz", **tables)
+    resolved: dict[str, Any] = {**h.to_dict(), **overrides}
+    eval_eps = float(overrides.get("eps_min", 0.0)) if not special else 0.0
     ev: dict[str, Any]
-    if req.map != "gridworld-4x4":
-        ev = _evaluate_parallel(env, result, req.eval_ticks, seed=req.seed, epsilon=eval_eps)
+    if map != "gridworld-4x4":
+        ev = _evaluate_parallel(env, result, eval_ticks, seed=seed, epsilon=eval_eps)
     else:
         ev = {
             "per_agent_deliveries": {"robot_0": int(result.reached_goal)},
@@ -705,16 +689,16 @@ def _train_tabular(req: _Request, *, max_steps: int) -> TrainRun:
             "greedy_path_steps": len(result.path) - 1,
         }
     config = {
-        "map": req.map,
-        "robots": req.robots,
-        "algo": req.algo,
-        "reward_mode": req.reward_mode,
-        "steps": req.steps,
+        "map": map,
+        "robots": robots,
+        "algo": algo,
+        "reward_mode": reward_mode,
+        "steps": steps,
         "episodes": episodes,
-        "seed": req.seed,
+        "seed": seed,
         "max_steps": max_steps,
         "backend": "local",
-        "reward": str(req.spec),
+        "reward": str(spec),
         "resolved": resolved,
     }
     if explore:
@@ -724,20 +708,15 @@ def _train_tabular(req: _Request, *, max_steps: int) -> TrainRun:
         )
     if not special:
         ref = _shortest_path_reference(
-            req.map,
-            req.robots,
-            reward_mode=req.reward_mode,
-            max_steps=max_steps,
-            ticks=req.eval_ticks,
-            seed=req.seed,
+            map, robots, reward_mode=reward_mode, max_steps=max_steps, ticks=eval_ticks, seed=seed
         )
         ev["shortest_path_tasks_completed"] = ref
         ev["vs_shortest_path"] = int(ev["tasks_completed"]) / ref if ref else math.nan
     metrics = {
-        "algo": req.algo,
-        "steps": int(sum(getattr(result, "lengths", [])) or req.steps),
+        "algo": algo,
+        "steps": int(sum(getattr(result, "lengths", [])) or steps),
         "episodes": episodes,
-        "robots": req.robots,
+        "robots": robots,
         "train_wall_s": wall,
         **ev,
     }
@@ -746,12 +725,10 @@ def _train_tabular(req: _Request, *, max_steps: int) -> TrainRun:
     if scored is not None:
         deliveries = {a: list(v) for a, v in scored.scoring.deliveries.items()}
         parts = scored.scoring.curves()
-        if req.spec.scored:
+        if spec.scored:
             metrics["llm_reward"] = scored.scoring.summary()
     ends = list(np.cumsum(getattr(result, "lengths", np.ones(episodes))).astype(int).tolist())
-    return _finish(
-        req.out, config, metrics, returns, deliveries, ends, None, peaks=peaks, parts=parts
-    )
+    return _finish(out, config, metrics, returns, deliveries, ends, None, peaks=peaks, parts=parts)
 
 
 EXPLORE_START, EXPLORE_MIN, EXPLORE_AT = 1.0, 0.05, 0.6

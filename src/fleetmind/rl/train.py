@@ -42,7 +42,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
@@ -194,22 +194,52 @@ def train(
             raise ConfigError(f"reward: an LLM reward needs a fleetmind warehouse map, got {map!r}")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    req = _Request(
+        map=map,
+        robots=robots,
+        algo=algo,
+        reward_mode=reward_mode,
+        steps=steps,
+        seed=seed,
+        out=out,
+        overrides=dict(overrides or {}),
+        eval_ticks=eval_ticks,
+        spec=spec,
+        scorer=scorer,
+    )
     if algo in TABULAR_ALGOS:
         if resume:
             raise ConfigError("resume: tabular runs are short and not resumable; rerun instead")
+        # Warehouse runs evaluate eval_episodes episodes of eval_ticks ticks, back to back.
+        episodes = 1 if map in ("gridworld-4x4", "race-4x4") else eval_episodes
         return _train_tabular(
-            map, robots, algo, reward_mode=reward_mode, steps=steps, seed=seed, out=out,
-            max_steps=max_steps or 500, overrides=dict(overrides or {}),
-            eval_ticks=eval_ticks * (1 if map in ("gridworld-4x4", "race-4x4") else eval_episodes),
-            spec=spec, scorer=scorer,
-        )  # fmt: skip
+            req._replace(eval_ticks=eval_ticks * episodes), max_steps=max_steps or 500
+        )
     return _train_neural(
-        map, robots, algo, reward_mode=reward_mode, steps=steps, seed=seed, out=out,
-        resume=resume, checkpoint_every=checkpoint_every, num_envs=num_envs,
-        max_steps=max_steps, overrides=dict(overrides or {}), eval_ticks=eval_ticks,
-        progress=progress, spec=spec, scorer=scorer, time_limit_s=time_limit_s,
+        req, resume=resume, checkpoint_every=checkpoint_every, num_envs=num_envs,
+        max_steps=max_steps, progress=progress, time_limit_s=time_limit_s,
         eval_every_s=eval_every_s, eval_episodes=eval_episodes, shaping=shaping, threads=threads,
     )  # fmt: skip
+
+
+class _Request(NamedTuple):
+    """What :func:`train` asks of either trainer, checked (see its arguments)."""
+
+    map: str
+    robots: int
+    algo: str
+    reward_mode: str
+    steps: int
+    seed: int
+    out: Path
+    overrides: dict[str, Any]  # a copy of the caller's; the tabular trainer pops from it
+    eval_ticks: int
+    spec: RewardSpec
+    scorer: Scorer | None
+
+    def record(self) -> dict[str, Any]:
+        """The entries of the run's ``config.json`` that the request gives, first."""
+        return {k: getattr(self, k) for k in ("map", "robots", "algo", "reward_mode", "steps")}
 
 
 # --------------------------------------------------------------------------- neural
@@ -259,29 +289,20 @@ def _make_env(
 
 
 def _train_neural(
-    map: str,
-    robots: int,
-    algo: str,
+    req: _Request,
     *,
-    reward_mode: str,
-    steps: int,
-    seed: int,
-    out: Path,
     resume: bool,
     checkpoint_every: int,
     num_envs: int,
     max_steps: int | None,
-    overrides: dict[str, Any],
-    eval_ticks: int,
     progress: bool,
-    spec: RewardSpec,
-    scorer: Scorer | None,
     time_limit_s: float | None = None,
     eval_every_s: float | None = None,
     eval_episodes: int = 4,
     shaping: float = 0.0,
     threads: int | None = None,
 ) -> TrainRun:
+    (map, robots, algo, reward_mode, steps, seed, out, overrides, eval_ticks, spec, scorer) = req
     import torch
 
     from fleetmind.rl.neural import MODULES, ON_POLICY, base
@@ -358,11 +379,7 @@ def _train_neural(
         )
         ev = _evaluate_batch(eval_env, act, eval_ticks)
     config = {
-        "map": map,
-        "robots": robots,
-        "algo": algo,
-        "reward_mode": reward_mode,
-        "steps": steps,
+        **req.record(),
         "seed": seed,
         "num_envs": num_envs,
         "max_steps": max_steps,
@@ -589,21 +606,8 @@ def _evaluate_batch(env: Any, act: Any, ticks: int) -> dict[str, Any]:
 # --------------------------------------------------------------------------- tabular
 
 
-def _train_tabular(
-    map: str,
-    robots: int,
-    algo: str,
-    *,
-    reward_mode: str,
-    steps: int,
-    seed: int,
-    out: Path,
-    max_steps: int,
-    overrides: dict[str, Any],
-    eval_ticks: int,
-    spec: RewardSpec,
-    scorer: Scorer | None,
-) -> TrainRun:
+def _train_tabular(req: _Request, *, max_steps: int) -> TrainRun:
+    (map, robots, algo, reward_mode, steps, seed, out, overrides, eval_ticks, spec, scorer) = req
     from fleetmind.envs import make_gridworld, make_parallel, make_race
     from fleetmind.rl import ctde, tabular
 
@@ -689,11 +693,7 @@ def _train_tabular(
             "greedy_path_steps": len(result.path) - 1,
         }
     config = {
-        "map": map,
-        "robots": robots,
-        "algo": algo,
-        "reward_mode": reward_mode,
-        "steps": steps,
+        **req.record(),
         "episodes": episodes,
         "seed": seed,
         "max_steps": max_steps,

@@ -181,5 +181,5 @@ def test_stepping_a_finished_episode_still_fails() -> None:
     env.step({})
     env.step({})
     assert env.agents == []
-    with pytest.raises(ValueError, match="zip"):
+    with pytest.raises(ValueError, match="episode is over"):  # as before: a ValueError
         env.step({})

@@ -164,20 +164,21 @@ class WarehouseParallelEnv(ParallelEnv[str, Any, int]):  # type: ignore[misc]
         out = None if self._obs_shape is None else np.empty(self._obs_shape, dtype=np.float32)
         tick = self.world.advance(acts, observer=self._observer, out=out)
         agents = self.agents
-        # Not strict: zip's strict check costs a microsecond on an array, and the strict zips
-        # below refuse a finished episode stepped without a reset all the same.
+        if len(agents) != len(acts):
+            raise ValueError("step: the episode is over (no agents left); call reset() first")
+        # The zips need no strict check (the agents are all the robots, in order): on an
+        # array it costs more than the dict.
         if out is not None and tick.observed:
             obs = dict(zip(agents, out, strict=False))
         else:
             obs = self._observations()
         # Python lists, not numpy scalars, per agent: a per-element numpy read costs more.
-        rewards = dict(zip(agents, tick.rewards.tolist(), strict=True))
+        rewards = dict(zip(agents, tick.rewards.tolist(), strict=False))
         terminations = dict.fromkeys(agents, False)
         truncations = dict.fromkeys(agents, tick.truncated)
         _, wall_bump, conflict, _, delivered = tick.flags.tolist()
-        per_agent = zip(
-            agents, delivered, self.world.delivered_by.tolist(), conflict, wall_bump, strict=True
-        )
+        deliveries = self.world.delivered_by.tolist()
+        per_agent = zip(agents, delivered, deliveries, conflict, wall_bump, strict=False)
         infos = {
             a: {"delivered": d, "deliveries": n, "conflict": c, "wall_bump": b}
             for a, d, n, c, b in per_agent

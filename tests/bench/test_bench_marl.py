@@ -75,6 +75,9 @@ def test_trimmed_run_scores_every_learner_beside_random() -> None:
     assert mappo["train_wall_s"] >= 1.0
     assert qmix["world_steps"] == 40
     assert qmix["train_wall_s"] < 1.0
+    assert {"policy", "value", "entropy"} <= set(mappo["final_losses"])
+    # Epsilon reaches its floor at a quarter of the cap (it never left 1.0 under a 10^12 cap).
+    assert qmix["final_losses"]["epsilon"] == pytest.approx(0.05)
     assert result["random"][TINY]["eval_on"] == "rware"
     (cmp,) = result["comparison"]
     assert (cmp["task"], cmp["mat"], cmp["mappo"]) == (TINY, mat["sampled"], mappo["sampled"])

@@ -286,6 +286,8 @@ def train_one(
         "per_agent": s["per_agent"] if recipe.figure == "sampled" else g["per_agent"],
         "eval_on": s["eval_on"],
         "eval_s": round(time.perf_counter() - t, 1),
+        # PPO's entropy, QMIX's epsilon at the end: what a collapsed or still-random run shows.
+        "final_losses": {k: round(float(v[-1]), 4) for k, v in res.losses.items() if v},
     }
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -256,3 +258,59 @@ def test_episode_tracker_keeps_peaks_of_learned_rewards() -> None:
     tr.update(np.array([[0.5]]), np.array([True]), 2, learned=np.array([[0.25]]))
     tr.update(np.array([[2.0]]), np.array([True]), 3)
     assert tr.peaks == {"robot_0": [1.0, 2.0]}
+
+
+def test_final_transitions_store_final_observations_or_drop_the_world() -> None:
+    next_obs = np.arange(3 * 2 * 1, dtype=np.float32).reshape(3, 2, 1)  # world 1 was reset
+    next_state = np.zeros((3, 4), dtype=np.float32)
+    trunc = np.array([False, True, False])
+    final_obs = np.full((3, 2, 1), -1.0, dtype=np.float32)
+    final_state = np.full((3, 4), 9.0, dtype=np.float32)
+    info = {"final_obs": final_obs, "final_state": final_state}
+    real, real_state, keep = buffers.final_transitions(next_obs, next_state, trunc, info)
+    assert keep.tolist() == [True, True, True]
+    assert real[1].tolist() == [[-1.0], [-1.0]]
+    assert real[0].tolist() == next_obs[0].tolist()
+    assert real_state is not None
+    assert real_state[1].tolist() == [9.0] * 4
+    assert next_obs[1].tolist() == [[2.0], [3.0]]  # the env's arrays are left alone
+    # States are stored but the env reports no final state: the truncated world is dropped.
+    _, _, keep = buffers.final_transitions(next_obs, next_state, trunc, {"final_obs": final_obs})
+    assert keep.tolist() == [True, False, True]
+    # No states stored: the final observation alone is enough.
+    real, none, keep = buffers.final_transitions(next_obs, None, trunc, {"final_obs": final_obs})
+    assert none is None
+    assert keep.all()
+    assert real[1, 0, 0] == -1.0
+
+
+def test_train_loop_checkpoint_restores_parts_and_counters(tmp_path: Path) -> None:
+    from fleetmind.envs import make_vector
+
+    env = make_vector("warehouse-tiny", 2, 1, seed=0, max_steps=10)
+    net = torch.nn.Linear(2, 1)
+    gen = torch.Generator().manual_seed(3)
+    run = base.RunOptions(out_dir=tmp_path, resume=True)
+    loop = base.TrainLoop(
+        "x", env, run, losses=("l",), parts={"net": net, "g": gen, "none": None}, config={}, t0=0.0
+    )
+    assert loop.resume() is None  # nothing saved yet
+    loop.losses["l"].append(0.5)
+    loop.record(np.ones((1, 2)), np.array([True]), {}, np.ones((1, 2)))
+    loop.updated()
+    loop.checkpoint()
+    want = net.weight.detach().clone()
+    draw = torch.rand(1, generator=gen)
+    with torch.no_grad():
+        net.weight.zero_()
+    again = base.TrainLoop(
+        "x", env, run, losses=("l",), parts={"net": net, "g": gen, "none": None}, config={}, t0=0.0
+    )
+    ck = again.resume()
+    assert ck is not None
+    assert ck["none"] is None
+    assert torch.equal(net.weight, want)
+    assert torch.equal(torch.rand(1, generator=gen), draw)
+    assert (again.steps, again.updates, again.start_steps) == (1, 1, 1)
+    assert again.losses == {"l": [0.5]}
+    assert again.tracker.returns["robot_0"] == [1.0]

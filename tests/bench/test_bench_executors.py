@@ -75,3 +75,24 @@ def test_scale_row_reuses_a_case_of_its_map_and_size() -> None:
     assert result["targets"]["rl_time_vs_shortest_path"]["value"] == (
         scale["executor_ms"]["rl"]["p50"] / scale["executor_ms"]["shortest-path"]["p50"]
     )
+
+
+def test_learning_bench_compares_learning_with_the_same_runs_without_updates() -> None:
+    res = CliRunner().invoke(app, ["bench", "executors", "--learn", "--quick", "--json"])
+    assert res.exit_code == 0, res.output
+    result = json.loads(res.stdout)
+    runs = result["runs"]
+    assert set(runs) == {"learning", "sampled, no updates", "rl-guided greedy", "guidance"}
+    learn, control = runs["learning"], runs["sampled, no updates"]
+    # Ten 50-tick windows in 500 ticks: the last closes one tick after the run, so nine.
+    assert [len(c) for c in learn["curve"]] == [9] == [len(c) for c in control["curve"]]
+    assert learn["tasks"] != control["tasks"] or learn["curve"] != control["curve"]
+    assert learn["last_vs_first"][0] == learn["last_20"][0] / learn["first_20"][0]
+    f = result["figures"]
+    assert f["collisions"] == 0
+    assert f["target/last_vs_first"]["target"] == 1.05
+    assert f["last_20/learning_vs_no_updates"] == pytest.approx(
+        learn["last_20"][0] / control["last_20"][0]
+    )
+    table = CliRunner().invoke(app, ["bench", "executors", "--learn", "--quick"])
+    assert "the same run without updates" in " ".join(table.stdout.split())  # rich wraps lines

@@ -400,6 +400,16 @@ def bench_executors(
         int, typer.Option(min=0, help="Robots of the time-per-tick row (0: none).")
     ] = 1000,
     workers: Annotated[int, typer.Option(min=1, help="Processes running runs side by side.")] = 1,
+    learn: Annotated[
+        bool,
+        typer.Option(
+            "--learn",
+            help="Instead: continuous improvement on a held-out map (rl-guided learning "
+            "while it runs, against the same runs without updates, greedy, and guidance).",
+        ),
+    ] = False,
+    learn_steps: Annotated[int, typer.Option(min=10, help="--learn: ticks of each run.")] = 5000,
+    learn_robots: Annotated[int, typer.Option(min=1, help="--learn: robots.")] = 150,
     as_json: JsonFlag = False,
 ) -> None:
     """Executors with the shield: RL against shortest path, PIBT order, congestion, guidance."""
@@ -410,6 +420,17 @@ def bench_executors(
         from fleetmind.errors import ConfigError
 
         raise ConfigError("--seeds: expected at least one seed")
+    if learn:
+        small = {"map_name": "warehouse-small", "robots": 12, "steps": 500, "every": 50}
+        sizes = small if quick else {"robots": learn_robots, "steps": learn_steps}
+        found = bench.learning(
+            **sizes,
+            seeds=tuple(seed_list[:1] if quick else seed_list),
+            workers=workers,
+            progress=_progress(as_json),
+        )
+        show(found, as_json=as_json, table=bench.format_learning)
+        return
     result = bench.run(
         quick=quick,
         seeds=tuple(seed_list),

@@ -123,3 +123,93 @@ def nav_eval(
     else:
         console.print(f"policy: {result['policy']}")
         console.print(f"shortest path: {result['shortest_path']}")
+
+
+@nav_app.command("learn")
+def nav_learn(
+    out: Annotated[Path, typer.Option(help="Where to save the guided policy (.pt beside .json).")],
+    maps: Annotated[
+        str, typer.Option("--maps", help="Comma-separated maps, taken in turn.")
+    ] = "benchmarks/data/lorr/maps/warehouse_small.map",
+    robots: Annotated[
+        str, typer.Option(help="Comma-separated fleet sizes, taken in turn (sparse to jammed).")
+    ] = "100,200,300",
+    episodes: Annotated[int, typer.Option(min=1, help="Runs to learn from.")] = 24,
+    steps: Annotated[int, typer.Option(min=2, help="Ticks of each run.")] = 750,
+    every: Annotated[int, typer.Option(min=1, help="Ticks per PPO update.")] = 250,
+    seed: Annotated[int, typer.Option(help="Seed of the first run (then +1 a run).")] = 100,
+    lr: Annotated[float, typer.Option(min=0, help="Adam step size.")] = 3e-4,
+    init: Annotated[
+        Path | None, typer.Option(help="Start from this guided policy (default: fresh).")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print every run as JSON.")] = False,
+) -> None:
+    """Train the rl-guided executor in the control loop, shield on, as dispatch runs it.
+
+    Each run is ``fleetmind run --executor rl-guided --learn-every EVERY`` (assignment planner,
+    no rollback guard: runs of different sizes are not comparable), the policy carried from run
+    to run; bench seeds (0-2) are never among the training seeds by default.
+    """
+    from fleetmind.errors import ConfigError
+    from fleetmind.eval.runner import RunConfig, execute
+    from fleetmind.rl.nav_guided import GuidedPolicy
+
+    map_list = [m for m in maps.split(",") if m]
+    try:
+        sizes = [int(r) for r in robots.split(",") if r]
+    except ValueError:
+        raise ConfigError(f"--robots: expected comma-separated integers, got {robots!r}") from None
+    if not map_list or not sizes:
+        raise ConfigError("--maps and --robots: expected at least one value each")
+    t0 = time.perf_counter()
+    policy: Path | None = init
+    log = []
+    for ep in range(episodes):
+        cfg = RunConfig(
+            map=map_list[(ep // len(sizes)) % len(map_list)],
+            robots=sizes[ep % len(sizes)],
+            steps=steps,
+            seed=seed + ep,
+            executor="rl-guided",
+            learn_every=every,
+            learn_guard=None,
+            learn_lr=lr,
+            fresh_policy=policy is None,
+            policy=str(policy) if policy is not None else None,
+            save_policy=str(out),
+        )
+        m = execute(cfg, None)
+        policy = out
+        row = {
+            "run": ep,
+            "map": Path(cfg.map).name,
+            "robots": cfg.robots,
+            "seed": cfg.seed,
+            "tasks": m["tasks_completed"],
+            "collisions": m["collisions"],
+            "wall_s": round(time.perf_counter() - t0, 1),
+        }
+        log.append(row)
+        if as_json:
+            print_json(row)
+        else:
+            err_console.print(
+                f"run {ep + 1}/{episodes}: {row['map']} {row['robots']} robots, "
+                f"{row['tasks']} tasks ({row['wall_s']} s)"
+            )
+    learned = GuidedPolicy.load(out)
+    learned.metadata["train"] = {
+        "maps": map_list,
+        "robots": sizes,
+        "episodes": episodes,
+        "steps": steps,
+        "every": every,
+        "seed": seed,
+        "lr": lr,
+        "init": str(init) if init else None,
+        "wall_s": round(time.perf_counter() - t0, 1),
+        "runs": log,
+    }
+    learned.save(out)
+    if not as_json:
+        console.print(f"saved {out} after {episodes} runs")

@@ -65,12 +65,41 @@ def run(
         typer.Option(
             help="rl, shortest-path, shortest-path-random (seeded ties), congestion "
             "(shortest path + traffic costs), guidance (congestion on crisscross highways), "
-            "pibt (PIBT's own order) or llm-direct. "
-            "[default: shortest-path]"
+            "pibt (PIBT's own order), rl-guided (a learned residual over guidance) or "
+            "llm-direct. [default: shortest-path]"
         ),
     ] = None,
     policy: Annotated[
         str | None, typer.Option(help="RL policy file (default: the shipped navigation policy).")
+    ] = None,
+    learn_every: Annotated[
+        int | None,
+        typer.Option(
+            help="rl-guided: keep learning from the run's own moves, one PPO update every N "
+            "ticks (actions sampled; the curve goes to metrics.json). [default: off]"
+        ),
+    ] = None,
+    learn_guard: Annotated[
+        float | None,
+        typer.Option(
+            help="rl-guided learning: roll back an update when the next window's deliveries "
+            "fall by more than this share. [default: 0.03]"
+        ),
+    ] = None,
+    learn_lr: Annotated[
+        float | None,
+        typer.Option(
+            help="rl-guided learning: Adam step size (0: sample, never update). [default: 0.002]"
+        ),
+    ] = None,
+    fresh_policy: Annotated[
+        bool,
+        typer.Option(
+            "--fresh-policy", help="rl-guided: start from an untrained residual (guidance itself)."
+        ),
+    ] = False,
+    save_policy: Annotated[
+        str | None, typer.Option(help="rl-guided: write the policy here at the end of the run.")
     ] = None,
     seed: Annotated[int | None, typer.Option(help="Root seed. [default: 0]")] = None,
     out: Annotated[
@@ -152,6 +181,11 @@ def run(
             "planner": planner,
             "executor": executor,
             "policy": policy,
+            "learn_every": learn_every,
+            "learn_guard": learn_guard,
+            "learn_lr": learn_lr,
+            "fresh_policy": fresh_policy or None,
+            "save_policy": save_policy,
             "seed": seed,
             "shield": shield,
             "faults": fault or None,

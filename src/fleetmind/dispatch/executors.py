@@ -447,6 +447,21 @@ class CongestionExecutor(ShortestPathRandomExecutor):
         tick: int = 0,
     ) -> NDArray[np.int64]:
         """Rank actions by distance plus congestion cost; idle robots wait first."""
+        ranking, idx = idle_ranking(active)
+        key, ties = self.costs(pos, goal, idx)
+        if len(idx):
+            ranking[idx] = np.lexsort((ties, key), axis=1)
+        return ranking
+
+    def costs(
+        self, pos: NDArray[np.int32], goal: NDArray[np.int32], idx: NDArray[np.intp]
+    ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        """``(M, 5)`` cost of each action of the robots ``idx`` and its random tie-breaker.
+
+        Advances the traffic counts by one tick (every robot's cell counts, idle or not), so
+        call it once per tick. Moves into walls cost ``inf``; waiting costs the current route
+        cost; the ranking is ``lexsort((ties, cost))``.
+        """
         h, w = self._shape
         cells = h * w
         here = pos[:, 0].astype(np.int64) * w + pos[:, 1]  # (N,) flat cells
@@ -462,9 +477,8 @@ class CongestionExecutor(ShortestPathRandomExecutor):
             )
             np.add.at(self._flow, (here, move), 1.0)
         self._last = here
-        ranking, idx = idle_ranking(active)
         if len(idx) == 0:
-            return ranking
+            return np.zeros((0, N_ACTIONS)), np.zeros((0, N_ACTIONS))
         dist = self.step_costs(pos[idx], goal[idx])  # (M, 5)
         nxt = pos[idx, None, :].astype(np.int64) + DELTAS[None, :, :]  # (M, 5, 2)
         ok = ~self._padded_blocked[nxt[..., 0] + 1, nxt[..., 1] + 1]  # (M, 5)
@@ -497,8 +511,7 @@ class CongestionExecutor(ShortestPathRandomExecutor):
         cost[:, WAIT] = 0.0  # the robot's own cell: waiting costs its current distance only
         key = np.where(ok, dist + cost, np.inf)
         key[:, WAIT] = dist[:, WAIT]
-        ranking[idx] = np.lexsort((ties, key), axis=1)
-        return ranking
+        return key, ties
 
 
 class PibtOrderExecutor(CongestionExecutor):
@@ -614,3 +627,114 @@ class GuidanceExecutor(CongestionExecutor):
         cost = np.where(guided < int(BIG), steps + guided, UNREACHABLE)
         # No map for this target (cache full): the plain distance, on the same scale.
         return np.where((slot >= 0)[:, None], cost, np.where(ok, 1 + plain, UNREACHABLE))
+
+
+class GuidedRLExecutor(GuidanceExecutor):
+    """A learned residual over :class:`GuidanceExecutor`, optionally learning as the fleet runs.
+
+    The policy (:class:`fleetmind.rl.nav_guided.GuidedPolicy`) adds its logits to the guidance
+    costs' prior; its best action ranks first and the other four follow in guidance order (what
+    the shield falls back on). With ``learn`` set, actions are sampled from the policy instead and
+    :class:`~fleetmind.rl.nav_guided.OnlineLearner` updates it every window from the run's own
+    moves, rolling back an update that lowers deliveries; :meth:`stats` carries the curve.
+
+    Args:
+        grid: the map.
+        policy_path: a guided policy file; default: the one shipped with fleetmind, or a fresh
+            policy (the guidance order itself) when ``fresh`` is set.
+        seed: seed of the guidance tie-breaks (and of the learner's samples unless ``learn``
+            sets its own).
+        learn: the online learner's settings; None: no learning, greedy ranking.
+        fresh: start from an untrained residual (zero output) instead of the shipped policy.
+    """
+
+    name = "rl-guided"
+
+    def __init__(
+        self,
+        grid: GridMap,
+        policy_path: str | Path | None = None,
+        *,
+        seed: int | np.random.Generator = 0,
+        learn: Any | None = None,
+        fresh: bool = False,
+    ) -> None:
+        import torch
+
+        from fleetmind.rl import nav_guided
+
+        super().__init__(grid, seed=seed)
+        torch.set_num_threads(1)  # the control loop shares 2 cores with the planner
+        if fresh and policy_path is not None:
+            raise ConfigError("rl-guided: give a policy file or fresh, not both")
+        self.policy = (
+            nav_guided.GuidedPolicy()
+            if fresh
+            else nav_guided.GuidedPolicy.load(policy_path or nav_guided.default_guided_path())
+        )
+        self.observer = LocalObserver(
+            grid.blocked,
+            grid.pickups,
+            2,
+            oracle=self.oracle,
+            task_cells=grid.pickups | grid.stations,
+        )
+        self.learner = nav_guided.OnlineLearner(self.policy, learn) if learn is not None else None
+        self._prev: tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.bool_]] | None = None
+        self._nav = nav_guided
+
+    def rank(
+        self,
+        pos: NDArray[np.int32],
+        goal: NDArray[np.int32],
+        active: NDArray[np.bool_],
+        carrying: NDArray[np.bool_] | None = None,
+        tick: int = 0,
+    ) -> NDArray[np.int64]:
+        """The policy's action first, the rest in guidance order; idle robots wait."""
+        carry = np.zeros(len(pos), dtype=bool) if carrying is None else carrying
+        if self.learner is not None:
+            self._close_step(pos, tick)
+        everyone = np.arange(len(pos)) if self.learner is not None else np.flatnonzero(active)
+        ranking, idx = idle_ranking(active)
+        # Idle robots' goals are not theirs to follow: cost them toward where they stand.
+        goal = np.where(active[:, None], goal, pos).astype(np.int32)
+        key, ties = self.costs(pos, goal, everyone)
+        if len(everyone) == 0:
+            return ranking
+        obs = self.observer(pos[None], goal[None], carry[None], active[None])[0][everyone]
+        obs = self._nav.features(obs, key)
+        prior = self._nav.prior_of(key, self.policy.scale)
+        if self.learner is not None:
+            best = self.learner.act(obs, prior, active.copy())[idx]
+            key, ties = key[idx], ties[idx]
+            w = self._shape[1]
+            self._prev = (
+                pos[:, 0].astype(np.int64) * w + pos[:, 1],
+                goal[:, 0].astype(np.int64) * w + goal[:, 1],
+                active & carry,
+            )
+        else:
+            best = np.argmax(self.policy.greedy(obs, prior), axis=1)
+        order = np.lexsort((ties, key), axis=1)
+        rest = order[order != best[:, None]].reshape(len(idx), N_ACTIONS - 1)
+        ranking[idx] = np.concatenate([best[:, None], rest], axis=1)
+        return ranking
+
+    def _close_step(self, pos: NDArray[np.int32], tick: int) -> None:
+        """Give the learner the outcome of the last tick: progress and deliveries."""
+        if self._prev is None or self.learner is None:
+            return
+        here0, target, loaded = self._prev
+        w = self._shape[1]
+        here = pos[:, 0].astype(np.int64) * w + pos[:, 1]
+        before = self.oracle.lookup(target, here0)
+        after = self.oracle.lookup(target, here)
+        reach = (before < UNREACHABLE) & (after < UNREACHABLE)
+        progress = np.where(reach, before - after, 0).astype(np.float32)
+        delivered = int((loaded & (here == target) & (here0 != target)).sum())
+        self.learner.outcome(progress, delivered, tick)
+
+    def stats(self) -> dict[str, Any]:
+        """The online learner's record (empty without learning)."""
+        return self.learner.stats() if self.learner is not None else {}

@@ -14,7 +14,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from fleetmind.dispatch.control import ControlLoop, LoopConfig
 from fleetmind.dispatch.executors import (
@@ -43,7 +51,14 @@ from fleetmind.sim.warehouse import Warehouse, WarehouseConfig, default_capabili
 
 PlannerName = Literal["assignment", "greedy", "llm", "llm-notes", "oracle"]
 ExecutorName = Literal[
-    "rl", "shortest-path", "shortest-path-random", "congestion", "guidance", "pibt", "llm-direct"
+    "rl",
+    "rl-guided",
+    "shortest-path",
+    "shortest-path-random",
+    "congestion",
+    "guidance",
+    "pibt",
+    "llm-direct",
 ]
 LLM_PLANNERS = ("llm", "llm-notes")
 # The reader the hybrid strategy uses: the best on the hand-written sets (README, docs/notes.md).
@@ -63,6 +78,13 @@ class RunConfig(BaseModel):
     seed: int = Field(0, ge=0)
     shield: bool = True
     policy: str | None = None
+    # rl-guided: learn while running (one update every learn_every ticks), start from an
+    # untrained residual (the guidance order), write the policy at the end.
+    learn_every: int | None = Field(None, ge=1)
+    learn_guard: float | None = Field(0.03, ge=0, lt=1)
+    learn_lr: float = Field(2e-3, ge=0)
+    fresh_policy: bool = False
+    save_policy: str | None = None
     order_rate: float | None = Field(None, gt=0)
     text_share: float = Field(0.3, ge=0, le=1)
     note_reader: str = DEFAULT_READER
@@ -93,6 +115,13 @@ class RunConfig(BaseModel):
     desk: Literal["off", "rules", "llm"] = "off"
     desk_deadline_s: float = Field(20.0, gt=0)
     desk_deadline_ticks: int = Field(100, ge=1)
+
+    @field_validator("learn_every", "fresh_policy", "save_policy")
+    @classmethod
+    def _guided_only(cls, value: Any, info: ValidationInfo) -> Any:
+        if value and info.data.get("executor") != "rl-guided":
+            raise ValueError("needs --executor rl-guided (the only executor that learns)")
+        return value
 
     @model_validator(mode="after")
     def _resolve_mode(self) -> RunConfig:
@@ -263,6 +292,18 @@ def make_executor(cfg: RunConfig, grid: GridMap, client: ChatClient | None) -> E
         return PibtOrderExecutor(grid, seed=cfg.seed)
     if cfg.executor == "rl":
         return RLExecutor(grid, cfg.policy)
+    if cfg.executor == "rl-guided":
+        from fleetmind.dispatch.executors import GuidedRLExecutor
+        from fleetmind.rl.nav_guided import LearnConfig
+
+        learn = None
+        if cfg.learn_every is not None:
+            learn = LearnConfig(
+                every=cfg.learn_every, guard=cfg.learn_guard, lr=cfg.learn_lr, seed=cfg.seed
+            )
+        return GuidedRLExecutor(
+            grid, cfg.policy, seed=cfg.seed, learn=learn, fresh=cfg.fresh_policy
+        )
     assert client is not None
     return LLMDirectExecutor(client, grid)
 
@@ -445,6 +486,12 @@ def execute(
         finally:
             if recorder is not None:
                 recorder.close(loop.metrics())
+    if cfg.save_policy is not None:
+        policy = getattr(executor, "policy", None)
+        if not hasattr(policy, "save"):
+            raise ConfigError(f"--save-policy: executor {cfg.executor!r} has no policy to save")
+        policy.save(cfg.save_policy)  # type: ignore[union-attr]
+        metrics["policy_saved"] = str(cfg.save_policy)
     metrics["seed"] = cfg.seed
     metrics["map"] = grid.name
     if ready.warnings:

@@ -166,19 +166,17 @@ class WarehouseParallelEnv(ParallelEnv[str, Any, int]):  # type: ignore[misc]
         agents = self.agents
         if len(agents) != len(acts):
             raise ValueError("step: the episode is over (no agents left); call reset() first")
-        # The zips need no strict check (the agents are all the robots, in order): on an
-        # array it costs more than the dict.
-        if out is not None and tick.observed:
-            obs = dict(zip(agents, out, strict=False))
-        else:
-            obs = self._observations()
+        # Plain zips (the agents are all the robots, in order): a keyword argument puts zip on
+        # its slow path, which costs more than building the dict.
+        fused = out is not None and tick.observed
+        obs = self._observations() if not fused or out is None else dict(zip(agents, out))  # noqa: B905
         # Python lists, not numpy scalars, per agent: a per-element numpy read costs more.
-        rewards = dict(zip(agents, tick.rewards.tolist(), strict=False))
+        rewards = dict(zip(agents, tick.rewards.tolist()))  # noqa: B905
         terminations = dict.fromkeys(agents, False)
         truncations = dict.fromkeys(agents, tick.truncated)
         _, wall_bump, conflict, _, delivered = tick.flags.tolist()
         deliveries = self.world.delivered_by.tolist()
-        per_agent = zip(agents, delivered, deliveries, conflict, wall_bump, strict=False)
+        per_agent = zip(agents, delivered, deliveries, conflict, wall_bump)  # noqa: B905
         infos = {
             a: {"delivered": d, "deliveries": n, "conflict": c, "wall_bump": b}
             for a, d, n, c, b in per_agent

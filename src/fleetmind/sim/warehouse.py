@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from fleetmind.sim.observe import LocalObserver
 
 _NO_GATES = np.zeros(0, dtype=bool)
+_OBSERVED = kernels.OBSERVED
 _REFUSED = 32 | 64 | 256  # warehouse_tick refused the tick: a bad action, robot or buffer
 _PYTHON_EVENTS = 1 | 2 | 4 | 8  # pickups, deliveries, errands, a finite battery
 _NO_SUM = np.zeros(0, dtype=np.float64)
@@ -165,7 +166,7 @@ class StepResult:
 
 
 class Tick(NamedTuple):
-    """What one tick did, as :meth:`Warehouse.advance` returns it (arrays and lists).
+    """What one tick did, as :meth:`Warehouse.advance` returns it.
 
     Attributes:
         rewards: ``(N,)`` rewards after the reward mode.
@@ -184,11 +185,11 @@ class Tick(NamedTuple):
     rewards: NDArray[np.float32]
     individual: NDArray[np.float32]
     flags: NDArray[np.bool_]
-    picked: list[str]
-    delivered: list[str]
-    arrived: list[str]
-    idle: list[int]
-    released: list[str]
+    picked: tuple[str, ...]
+    delivered: tuple[str, ...]
+    arrived: tuple[str, ...]
+    idle: tuple[int, ...]
+    released: tuple[str, ...]
     truncated: bool
     observed: bool
 
@@ -204,6 +205,7 @@ class _Plan(NamedTuple):
     actions_shape: tuple[int]
     flags_shape: tuple[int, int]
     mode: str
+    individual: bool  # the rewards are the individual rewards
     reward_terms: NDArray[np.float64]  # (4,) step cost, delivery, pickup, conflict penalty
     battery: BatteryConfig | None
     lifelong: bool  # a fresh task for every idle robot: no arrivals to admit
@@ -219,6 +221,7 @@ class _Plan(NamedTuple):
             (n,),
             (5, n),
             r.mode,
+            r.mode == "individual",
             np.array(
                 [r.step_cost, r.delivery_bonus, r.pickup_bonus, r.conflict_penalty],
                 dtype=np.float64,
@@ -644,12 +647,12 @@ class Warehouse:
             moved=moved,
             conflict=conflict,
             wall_bump=wall_bump,
-            picked=tuple(t.picked),
-            delivered=tuple(t.delivered),
-            arrived=tuple(t.arrived),
-            idle=tuple(t.idle),
+            picked=t.picked,
+            delivered=t.delivered,
+            arrived=t.arrived,
+            idle=t.idle,
             truncated=t.truncated,
-            released=tuple(t.released),
+            released=t.released,
         )
 
     def advance(
@@ -683,12 +686,8 @@ class Warehouse:
         acts = np.asarray(actions, dtype=np.int64)
         if acts.shape != plan.actions_shape:
             raise ConfigError(f"step: expected {plan.n} actions, got shape {acts.shape}")
-        team_without = None
-        if plan.mode == "difference":
-            if ((acts < 0) | (acts > 4)).any():
-                raise ConfigError(f"step: action ids must be in 0..4, got {acts.tolist()}")
-            team_without = self.counterfactual_team_rewards(acts)
-        observe = None if observer is None or out is None else observer.kernel_inputs
+        team_without = None if plan.mode != "difference" else self._team_without(acts)
+        inputs = None if observer is None or out is None else observer.kernel_inputs
         # The pure part of the tick in one compiled call (the numpy reference: _transition and
         # rewards.individual); Python below runs only per event.
         new_pos = np.empty_like(self.pos)
@@ -696,7 +695,6 @@ class Warehouse:
             plan.flags_shape, dtype=bool
         )  # moved, wall bump, conflict, picked, delivered
         ind = np.empty(plan.n, dtype=np.float32)
-        individual_mode = plan.mode == "individual"
         events, n_conflict, n_bump = kernels.warehouse_tick(
             self.pos,
             acts,
@@ -716,39 +714,25 @@ class Warehouse:
             flags,
             ind,
             # The rewards are the individual ones: the kernel adds them up (as numpy would).
-            self.reward_sum if individual_mode else _NO_SUM,
-            _NO_OBSERVER if observe is None else observe,
-            _NO_OBS if observe is None or out is None else out,
+            self.reward_sum if plan.individual else _NO_SUM,
+            _NO_OBSERVER if inputs is None else inputs,
+            out if inputs is not None and out is not None else _NO_OBS,
         )
         if events & _REFUSED:
             self._refuse(events, acts, out)
         self.pos = new_pos
-        picked: list[str] = []
-        delivered: list[str] = []
-        idle: list[int] = []
+        picked: tuple[str, ...] = ()
+        delivered: tuple[str, ...] = ()
+        idle: tuple[int, ...] = ()
         if events & _PYTHON_EVENTS or plan.battery is not None:
-            self._events(events, flags, picked, delivered, idle)
-        if individual_mode:
-            rewards = ind  # rewards.combine's individual mode, summed up by the kernel
-        else:
-            rewards = rw.combine(
-                self.config.reward,
-                ind,
-                team_without=None if team_without is None else team_without.astype(np.float32),
-            )
-            self.reward_sum += rewards
+            picked, delivered, idle = self._events(events, flags)
+        rewards = ind if plan.individual else self._combine(ind, team_without)
         self.collision_attempts += n_conflict
         self.wall_bumps += n_bump
         self.tick = tick = self.tick + 1
-        released: list[str] = []
-        if self.parked:
-            released = [
-                self.records[i].order.id for i, until in self.parked.items() if until <= tick
-            ]
-            for oid in released:
-                self.unpark(oid)
+        released = self._release(tick) if self.parked else ()
         # A stream without a rate and no task file admits nothing (and draws nothing).
-        arrived = [] if plan.lifelong else self._arrive(tick)
+        arrived = () if plan.lifelong else tuple(self._arrive(tick))
         if idle or events & 16:  # else no robot is idle and free: _refill would do nothing
             self._refill()
         # tuple.__new__: Tick's own __new__ is a Python function, a third of a microsecond.
@@ -764,9 +748,36 @@ class Warehouse:
                 idle,
                 released,
                 tick >= plan.max_steps,
-                events & kernels.OBSERVED != 0,
+                events & _OBSERVED != 0,
             ),
         )
+
+    def _team_without(self, acts: NDArray[np.int64]) -> NDArray[np.float32]:
+        """``difference`` rewards' counterfactual team rewards, after checking the actions."""
+        if ((acts < 0) | (acts > 4)).any():
+            raise ConfigError(f"step: action ids must be in 0..4, got {acts.tolist()}")
+        return self.counterfactual_team_rewards(acts)
+
+    def _combine(
+        self, ind: NDArray[np.float32], team_without: NDArray[np.float32] | None
+    ) -> NDArray[np.float32]:
+        """The rewards of a mode other than ``individual``, added to the reward sums."""
+        rewards = rw.combine(
+            self.config.reward,
+            ind,
+            team_without=None if team_without is None else team_without.astype(np.float32),
+        )
+        self.reward_sum += rewards
+        return rewards
+
+    def _release(self, tick: int) -> tuple[str, ...]:
+        """Put the parked orders due back by ``tick`` on the open list; their ids."""
+        released = tuple(
+            self.records[i].order.id for i, until in self.parked.items() if until <= tick
+        )
+        for oid in released:
+            self.unpark(oid)
+        return released
 
     def _refuse(
         self, events: int, acts: NDArray[np.int64], out: NDArray[np.float32] | None
@@ -780,17 +791,16 @@ class Warehouse:
         raise ConfigError(f"step: a robot stands outside the grid: {self.pos.tolist()}")
 
     def _events(
-        self,
-        events: int,
-        flags: NDArray[np.bool_],
-        picked: list[str],
-        delivered: list[str],
-        idle: list[int],
-    ) -> None:
+        self, events: int, flags: NDArray[np.bool_]
+    ) -> tuple[tuple[str, ...], tuple[str, ...], tuple[int, ...]]:
         """The per-event part of a tick after the kernel: batteries, pickups, errands, deliveries.
 
-        Appends to ``picked``, ``delivered`` and ``idle``.
+        Returns:
+            The ids of the orders picked and delivered, the robots that became idle.
         """
+        picked: list[str] = []
+        delivered: list[str] = []
+        idle: list[int] = []
         # battery_model(), with the kernel's "some battery is finite" (bit 8).
         b = self.config.battery
         if b is None and events & 8:
@@ -831,6 +841,7 @@ class Warehouse:
             self.delivered_by[r] += 1
             delivered.append(rec.order.id)
             idle.append(int(r))
+        return tuple(picked), tuple(delivered), tuple(idle)
 
     # ------------------------------------------------------------------ snapshots
     def snapshot(self) -> dict[str, Any]:

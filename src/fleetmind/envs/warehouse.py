@@ -163,20 +163,19 @@ class WarehouseParallelEnv(ParallelEnv[str, Any, int]):  # type: ignore[misc]
         # that Python must handle first (Warehouse.advance); else they are taken after it.
         out = None if self._obs_shape is None else np.empty(self._obs_shape, dtype=np.float32)
         tick = self.world.advance(acts, observer=self._observer, out=out)
-        agents = self.agents
-        if len(agents) != len(acts):
+        agents = self.agents  # every robot, in order, or none once the episode is over
+        if not agents:
             raise ValueError("step: the episode is over (no agents left); call reset() first")
         # Plain zips (the agents are all the robots, in order): a keyword argument puts zip on
         # its slow path, which costs more than building the dict.
-        fused = out is not None and tick.observed
-        obs = self._observations() if not fused or out is None else dict(zip(agents, out))  # noqa: B905
+        # The kernel's observations, or (after a pickup, a delivery...) the world's after the tick.
+        obs = dict(zip(agents, out)) if out is not None and tick.observed else self._observations()  # noqa: B905
         # Python lists, not numpy scalars, per agent: a per-element numpy read costs more.
         rewards = dict(zip(agents, tick.rewards.tolist()))  # noqa: B905
         terminations = dict.fromkeys(agents, False)
         truncations = dict.fromkeys(agents, tick.truncated)
         _, wall_bump, conflict, _, delivered = tick.flags.tolist()
-        deliveries = self.world.delivered_by.tolist()
-        per_agent = zip(agents, delivered, deliveries, conflict, wall_bump)  # noqa: B905
+        per_agent = zip(agents, delivered, self.world.delivered_by.tolist(), conflict, wall_bump)  # noqa: B905
         infos = {
             a: {"delivered": d, "deliveries": n, "conflict": c, "wall_bump": b}
             for a, d, n, c, b in per_agent

@@ -42,6 +42,7 @@ _NO_GATES = np.zeros(0, dtype=bool)
 _OBSERVED = kernels.OBSERVED
 _REFUSED = 32 | 64 | 256  # warehouse_tick refused the tick: a bad action, robot or buffer
 _PYTHON_EVENTS = 1 | 2 | 4 | 8  # pickups, deliveries, errands, a finite battery
+_AFTER_TICK = _PYTHON_EVENTS | 16  # ... or an idle robot to give work to
 _NO_SUM = np.zeros(0, dtype=np.float64)
 _NO_OBS = np.zeros((0, 0), dtype=np.float32)
 # warehouse_tick's observation inputs when none are asked (empty, of the types it compiles for).
@@ -209,12 +210,14 @@ class _Plan(NamedTuple):
     reward_terms: NDArray[np.float64]  # (4,) step cost, delivery, pickup, conflict penalty
     battery: BatteryConfig | None
     lifelong: bool  # a fresh task for every idle robot: no arrivals to admit
+    eventful: bool  # every tick has work after the kernel: a battery model or arrivals
     max_steps: int
 
     @classmethod
     def of(cls, config: WarehouseConfig, n: int, fixed_orders: object) -> _Plan:
         """The plan of ``config`` for ``n`` robots (``fixed_orders``: the task file's, or None)."""
         r = config.reward
+        lifelong = fixed_orders is None and config.orders.rate is None
         return cls(
             config,
             n,
@@ -227,7 +230,8 @@ class _Plan(NamedTuple):
                 dtype=np.float64,
             ),
             config.battery,
-            fixed_orders is None and config.orders.rate is None,
+            lifelong,
+            config.battery is not None or not lifelong,
             config.max_steps,
         )
 
@@ -721,6 +725,41 @@ class Warehouse:
         if events & _REFUSED:
             self._refuse(events, acts, out)
         self.pos = new_pos
+        if events & _AFTER_TICK or plan.eventful or self.parked:
+            return self._after_tick(events, flags, ind, team_without, n_conflict, n_bump)
+        # A quiet tick: nothing for Python but the counts (the rest of _after_tick does nothing).
+        rewards = ind if plan.individual else self._combine(ind, team_without)
+        self.collision_attempts += n_conflict
+        self.wall_bumps += n_bump
+        self.tick = tick = self.tick + 1
+        # tuple.__new__: Tick's own __new__ is a Python function, a third of a microsecond.
+        return _new_tick(
+            Tick,
+            (
+                rewards,
+                ind,
+                flags,
+                (),
+                (),
+                (),
+                (),
+                (),
+                tick >= plan.max_steps,
+                events & _OBSERVED != 0,
+            ),
+        )
+
+    def _after_tick(
+        self,
+        events: int,
+        flags: NDArray[np.bool_],
+        ind: NDArray[np.float32],
+        team_without: NDArray[np.float32] | None,
+        n_conflict: int,
+        n_bump: int,
+    ) -> Tick:
+        """The rest of :meth:`advance` after the kernel: events, rewards, counts, orders."""
+        plan = self._plan
         picked: tuple[str, ...] = ()
         delivered: tuple[str, ...] = ()
         idle: tuple[int, ...] = ()
@@ -735,7 +774,6 @@ class Warehouse:
         arrived = () if plan.lifelong else tuple(self._arrive(tick))
         if idle or events & 16:  # else no robot is idle and free: _refill would do nothing
             self._refill()
-        # tuple.__new__: Tick's own __new__ is a Python function, a third of a microsecond.
         return _new_tick(
             Tick,
             (

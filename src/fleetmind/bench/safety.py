@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Final, TypedDict, Unpack
 
 import numpy as np
 from numpy.typing import NDArray
@@ -21,7 +21,27 @@ from fleetmind.safety.shield import Shield
 from fleetmind.sim.grid import DELTAS, GridMap
 
 
-def warehouse_grid(height: int = 140, width: int = 500) -> GridMap:
+class Rollout(TypedDict, total=False):
+    """The timed rollout's grid, length and seed; a call's keywords override :data:`ROLLOUT`.
+
+    Attributes:
+        height: grid rows.
+        width: grid columns.
+        ticks: ticks timed per fleet size (after 3 warm-up ticks).
+        seed: seed of placements, goals and tie-breaks.
+    """
+
+    height: int
+    width: int
+    ticks: int
+    seed: int
+
+
+ROLLOUT: Final = Rollout(height=140, width=500, ticks=50, seed=0)
+"""The default table's rollout: 50 ticks on a 140x500 grid, seed 0."""
+
+
+def warehouse_grid(height: int = ROLLOUT["height"], width: int = ROLLOUT["width"]) -> GridMap:
     """A grid of rack blocks (2 rows x 10 columns) separated by one-cell aisles.
 
     Args:
@@ -70,29 +90,21 @@ def greedy_preferences(
     return np.argsort(dist, axis=1).astype(np.int64)
 
 
-def time_resolve(
-    n_robots: int,
-    *,
-    height: int = 140,
-    width: int = 500,
-    ticks: int = 50,
-    seed: int = 0,
-) -> dict[str, float]:
+def time_resolve(n_robots: int, **rollout: Unpack[Rollout]) -> dict[str, float]:
     """Time ``Shield.resolve`` over a short rollout.
 
     Args:
         n_robots: fleet size.
-        height: grid rows.
-        width: grid columns.
-        ticks: ticks to time (after 3 warm-up ticks).
-        seed: seed of placements, goals and tie-breaks.
+        **rollout: :class:`Rollout` keywords overriding :data:`ROLLOUT`.
 
     Returns:
         ``robots``, ``ticks``, ``mean_ms``, ``p50_ms``, ``p95_ms``, ``max_ms`` per tick and
         ``intervened_per_tick`` (mean number of robots the shield overrode).
     """
+    r: Rollout = {**ROLLOUT, **rollout}
+    ticks, seed = r["ticks"], r["seed"]
     rng = np.random.default_rng(seed)
-    grid = warehouse_grid(height, width)
+    grid = warehouse_grid(r["height"], r["width"])
     free = np.argwhere(grid.free).astype(np.int64)
     pos = free[rng.choice(len(free), n_robots, replace=False)]
     goals = free[rng.choice(len(free), n_robots, replace=True)]
@@ -123,28 +135,18 @@ def time_resolve(
     }
 
 
-def run(
-    robots: Sequence[int] = (10, 100, 1000),
-    *,
-    height: int = 140,
-    width: int = 500,
-    ticks: int = 50,
-    seed: int = 0,
-) -> dict[str, Any]:
+def run(robots: Sequence[int] = (10, 100, 1000), **rollout: Unpack[Rollout]) -> dict[str, Any]:
     """Time the shield for each fleet size (``fleetmind bench safety``).
 
     Args:
         robots: fleet sizes, one row each.
-        height: grid rows.
-        width: grid columns.
-        ticks: ticks timed per fleet size.
-        seed: seed of every row.
+        **rollout: :class:`Rollout` keywords overriding :data:`ROLLOUT`, for every row.
 
     Returns:
         ``grid`` (``[height, width]``) and ``rows``, one :func:`time_resolve` result per size.
     """
-    rows = [time_resolve(n, height=height, width=width, ticks=ticks, seed=seed) for n in robots]
-    return {"grid": [height, width], "rows": rows}
+    r: Rollout = {**ROLLOUT, **rollout}
+    return {"grid": [r["height"], r["width"]], "rows": [time_resolve(n, **r) for n in robots]}
 
 
 def format_table(result: dict[str, Any]) -> str:

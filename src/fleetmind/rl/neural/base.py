@@ -534,37 +534,6 @@ class TrainResult:
 CHECKPOINT = "checkpoint.pt"
 
 
-def train_result(
-    algo: str,
-    tracker: EpisodeTracker,
-    *,
-    steps: int,
-    start_steps: int,
-    updates: int,
-    losses: dict[str, list[float]],
-    policy: nn.Module,
-    config: dict[str, Any],
-    t0: float,
-) -> TrainResult:
-    """What a training loop returns at its end (``t0``: ``perf_counter()`` when it started)."""
-    result = TrainResult(
-        algo=algo,
-        steps=steps,
-        updates=updates,
-        returns=tracker.returns,
-        deliveries=tracker.deliveries,
-        peaks=tracker.peaks,
-        episode_end_steps=tracker.end_steps,
-        losses=losses,
-        policy=policy,
-        config=config,
-        wall_s=time.perf_counter() - t0,
-        steps_this_call=steps - start_steps,
-    )
-    log.info("%s: %d steps, %d updates, %.1f s", algo, steps, updates, result.wall_s)
-    return result
-
-
 def emit_update(
     callbacks: Sequence[Callback],
     step: int,
@@ -729,17 +698,25 @@ class TrainLoop:
         """The final checkpoint (with ``out_dir``) and the run's result."""
         if self.run.out_dir is not None:
             self.checkpoint()
-        return train_result(
-            self.algo,
-            self.tracker,
+        tr = self.tracker
+        result = TrainResult(
+            algo=self.algo,
             steps=self.steps,
-            start_steps=self.start_steps,
             updates=self.updates,
+            returns=tr.returns,
+            deliveries=tr.deliveries,
+            peaks=tr.peaks,
+            episode_end_steps=tr.end_steps,
             losses=self.losses,
             policy=policy,
             config=self.config,
-            t0=self.t0,
+            wall_s=time.perf_counter() - self.t0,
+            steps_this_call=self.steps - self.start_steps,
         )
+        log.info(
+            "%s: %d steps, %d updates, %.1f s", self.algo, self.steps, self.updates, result.wall_s
+        )
+        return result
 
 
 def save_checkpoint(out_dir: Path, state: dict[str, Any]) -> Path:

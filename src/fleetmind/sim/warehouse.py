@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 
 _NO_GATES = np.zeros(0, dtype=bool)
 _OBSERVED = kernels.OBSERVED
+_BOOL, _FLOAT32 = np.dtype(bool), np.dtype(np.float32)  # dtype objects: np.empty is quicker
 _REFUSED = 32 | 64 | 256  # warehouse_tick refused the tick: a bad action, robot or buffer
 _PYTHON_EVENTS = 1 | 2 | 4 | 8  # pickups, deliveries, errands, a finite battery
 _AFTER_TICK = _PYTHON_EVENTS | 16  # ... or an idle robot to give work to
@@ -695,10 +696,8 @@ class Warehouse:
         # The pure part of the tick in one compiled call (the numpy reference: _transition and
         # rewards.individual); Python below runs only per event.
         new_pos = np.empty_like(self.pos)
-        flags = np.empty(
-            plan.flags_shape, dtype=bool
-        )  # moved, wall bump, conflict, picked, delivered
-        ind = np.empty(plan.n, dtype=np.float32)
+        flags = np.empty(plan.flags_shape, _BOOL)  # moved, wall bump, conflict, picked, delivered
+        ind = np.empty(plan.n, _FLOAT32)
         events, n_conflict, n_bump = kernels.warehouse_tick(
             self.pos,
             acts,

@@ -84,7 +84,7 @@ def test_learning_bench_compares_learning_with_the_same_runs_without_updates() -
     runs = result["runs"]
     assert set(runs) == {"learning", "sampled, no updates", "rl-guided greedy", "guidance"}
     learn, control = runs["learning"], runs["sampled, no updates"]
-    # Ten 50-tick windows in 500 ticks: the last closes one tick after the run, so nine.
+    # Ten 30-tick windows in 300 ticks: the last closes one tick after the run, so nine.
     assert [len(c) for c in learn["curve"]] == [9] == [len(c) for c in control["curve"]]
     assert learn["tasks"] != control["tasks"] or learn["curve"] != control["curve"]
     assert learn["last_vs_first"][0] == learn["last_20"][0] / learn["first_20"][0]
@@ -96,3 +96,20 @@ def test_learning_bench_compares_learning_with_the_same_runs_without_updates() -
     )
     table = CliRunner().invoke(app, ["bench", "executors", "--learn", "--quick"])
     assert "the same run without updates" in " ".join(table.stdout.split())  # rich wraps lines
+
+
+def test_cases_and_executors_can_be_chosen_and_bad_names_are_refused() -> None:
+    from fleetmind.errors import ConfigError
+
+    chosen = bench.select("warehouse_small,sortation_large.map", "guidance,rl-guided")
+    assert [(bench.Path(c.map).name, c.robots) for c in chosen["cases"]] == [
+        ("warehouse_small.map", 100),
+        ("warehouse_small.map", 200),
+        ("sortation_large.map", 1000),
+    ]
+    assert chosen["executors"] == ("guidance", "rl-guided")
+    assert bench.select(None, None) == {}
+    with pytest.raises(ConfigError, match="--cases: no case on map 'nowhere'"):
+        bench.select("nowhere", None)
+    with pytest.raises(ConfigError, match="--executors: unknown executor 'magic'"):
+        bench.select(None, "magic")

@@ -74,6 +74,35 @@ QUICK_CASES: tuple[Case, ...] = (Case("warehouse-small", 12, 1.0, held_out=False
 SCALE_MAP = str(LORR / "warehouse_large.map")
 
 
+def select(cases: str | None, executors: str | None) -> dict[str, Any]:
+    """``run`` arguments for the comma-separated case maps and executors a user named.
+
+    Raises:
+        ConfigError: naming a map with no case, or an executor the bench does not know.
+    """
+    from fleetmind.errors import ConfigError
+
+    out: dict[str, Any] = {}
+    if cases:
+        names = [c.strip().removesuffix(".map") for c in cases.split(",") if c.strip()]
+        known = {Path(c.map).stem for c in CASES}
+        for name in names:
+            if name not in known:
+                raise ConfigError(
+                    f"--cases: no case on map {name!r} (known: {', '.join(sorted(known))})"
+                )
+        out["cases"] = tuple(c for c in CASES if Path(c.map).stem in names)
+    if executors:
+        names = [e.strip() for e in executors.split(",") if e.strip()]
+        for name in names:
+            if name not in EXECUTORS:
+                raise ConfigError(
+                    f"--executors: unknown executor {name!r} (known: {', '.join(EXECUTORS)})"
+                )
+        out["executors"] = tuple(names)
+    return out
+
+
 def _one(cfg_data: dict[str, Any]) -> dict[str, Any]:
     """One run (in a worker process): the figures the bench keeps."""
     m = execute(RunConfig(**cfg_data), None)

@@ -400,6 +400,16 @@ def bench_executors(
         int, typer.Option(min=0, help="Robots of the time-per-tick row (0: none).")
     ] = 1000,
     workers: Annotated[int, typer.Option(min=1, help="Processes running runs side by side.")] = 1,
+    cases: Annotated[
+        str | None,
+        typer.Option(
+            help="Comma-separated map names: only the cases on these maps. [default: all]"
+        ),
+    ] = None,
+    executors: Annotated[
+        str | None,
+        typer.Option(help="Comma-separated executors to compare. [default: all]"),
+    ] = None,
     learn: Annotated[
         bool,
         typer.Option(
@@ -421,7 +431,7 @@ def bench_executors(
 
         raise ConfigError("--seeds: expected at least one seed")
     if learn:
-        small = {"map_name": "warehouse-small", "robots": 12, "steps": 500, "every": 50}
+        small = {"map_name": "warehouse-small", "robots": 12, "steps": 300, "every": 30}
         sizes = small if quick else {"robots": learn_robots, "steps": learn_steps}
         found = bench.learning(
             **sizes,
@@ -431,6 +441,7 @@ def bench_executors(
         )
         show(found, as_json=as_json, table=bench.format_learning)
         return
+    chosen = bench.select(cases, executors)
     result = bench.run(
         quick=quick,
         seeds=tuple(seed_list),
@@ -438,5 +449,6 @@ def bench_executors(
         scale_robots=scale_robots,
         workers=workers,
         progress=_progress(as_json),
+        **chosen,
     )
     show(result, as_json=as_json, table=bench.format_table)

@@ -28,26 +28,18 @@ observations without their heuristic values (:func:`local_observations`)."""
 
 
 @numba.njit(cache=True)
-def _invalid_world(pos: NDArray[np.integer], acts: NDArray[np.integer], h: int, w: int) -> int:
-    """:data:`BAD_ACTION` or :data:`OFF_GRID` for one world ``(N, 2)``, ``(N,)``, else OK.
+def _invalid(pos: NDArray[np.integer], acts: NDArray[np.integer], h: int, w: int) -> int:
+    """:data:`BAD_ACTION` or :data:`OFF_GRID` for a batch ``(B, N, 2)``, ``(B, N)``, else OK.
 
     The kernels index without bounds checks, so bad input is refused before any work.
     """
-    for i in range(acts.shape[0]):
-        if acts[i] < 0 or acts[i] > 4:
-            return BAD_ACTION
-        if not (0 <= pos[i, 0] < h and 0 <= pos[i, 1] < w):
-            return OFF_GRID
-    return OK
-
-
-@numba.njit(cache=True)
-def _invalid(pos: NDArray[np.integer], acts: NDArray[np.integer], h: int, w: int) -> int:
-    """:func:`_invalid_world` for a batch ``(B, N, 2)``, ``(B, N)``."""
-    for k in range(acts.shape[0]):
-        bad = _invalid_world(pos[k], acts[k], h, w)
-        if bad != OK:
-            return bad
+    b, n = acts.shape
+    for k in range(b):
+        for i in range(n):
+            if acts[k, i] < 0 or acts[k, i] > 4:
+                return BAD_ACTION
+            if not (0 <= pos[k, i, 0] < h and 0 <= pos[k, i, 1] < w):
+                return OFF_GRID
     return OK
 
 
@@ -85,19 +77,9 @@ def resolve_moves(
     if bad != OK:
         return bad
     scratch = _scratch(h * w, n)
-    nobody = np.zeros(0, dtype=np.bool_)
     for k in range(b):
         _resolve_world(
-            pos[k],
-            acts[k],
-            blocked,
-            ticks[k],
-            frozen[k] if frozen.shape[0] > 0 else nobody,
-            scratch,
-            new_pos[k],
-            moved[k],
-            wall_bump[k],
-            conflict[k],
+            k, pos, acts, blocked, ticks[k], frozen, scratch, new_pos, moved, wall_bump, conflict
         )
     return OK
 
@@ -133,6 +115,7 @@ def _scratch(cells: int, n: int) -> _Scratch:
 
 @numba.njit(cache=True)
 def _resolve_world(
+    k: int,
     pos: NDArray[np.integer],
     acts: NDArray[np.integer],
     blocked: NDArray[np.bool_],
@@ -144,18 +127,17 @@ def _resolve_world(
     wall_bump: NDArray[np.bool_],
     conflict: NDArray[np.bool_],
 ) -> None:
-    """One world of :func:`resolve_moves`: its ``(N, 2)`` and ``(N,)`` arrays.
+    """World ``k`` of :func:`resolve_moves` (same arrays; ``frozen`` ``(0, 0)``: none).
 
-    ``frozen`` of shape ``(0,)``: none. The scratch arrays come back as they came (-1 in the
-    first two).
+    The scratch arrays come back as they came (-1 in the first two).
     """
-    n = acts.shape[0]
+    n = acts.shape[1]
     h, w = blocked.shape
     occupant, best_key, best_robot, cur, nxt, rank, fail = scratch
     has_frozen = frozen.shape[0] > 0
     for i in range(n):
-        r, c = np.int64(pos[i, 0]), np.int64(pos[i, 1])
-        a = 0 if has_frozen and frozen[i] else np.int64(acts[i])
+        r, c = np.int64(pos[k, i, 0]), np.int64(pos[k, i, 1])
+        a = 0 if has_frozen and frozen[k, i] else np.int64(acts[k, i])
         tr, tc = r + _DR[a], c + _DC[a]
         off = tr < 0 or tr >= h or tc < 0 or tc >= w
         if off:
@@ -163,11 +145,11 @@ def _resolve_world(
         bump = off or blocked[tr, tc]
         if bump:
             tr, tc = r, c
-        wall_bump[i] = bump and a != 0
+        wall_bump[k, i] = bump and a != 0
         cur[i] = r * w + c
         nxt[i] = tr * w + tc
         rank[i] = (i - tick) % n  # lower rank, higher priority
-        conflict[i] = False
+        conflict[k, i] = False
         occupant[cur[i]] = i
     while True:
         any_moving = False
@@ -197,109 +179,13 @@ def _resolve_world(
             break
         for i in range(n):
             if fail[i]:
-                conflict[i] = True
+                conflict[k, i] = True
                 nxt[i] = cur[i]
     for i in range(n):
         occupant[cur[i]] = -1
-        new_pos[i, 0] = nxt[i] // w
-        new_pos[i, 1] = nxt[i] % w
-        moved[i] = nxt[i] != cur[i]
-
-
-@numba.njit(cache=True)
-def _targets_off_grid(
-    pos: NDArray[np.integer],
-    goal: NDArray[np.integer],
-    has_task: NDArray[np.bool_],
-    h: int,
-    w: int,
-) -> bool:
-    """A robot of one world ``(N, 2)`` off the grid, or the target of one with a task."""
-    for i in range(pos.shape[0]):
-        if not (0 <= pos[i, 0] < h and 0 <= pos[i, 1] < w):
-            return True
-        if has_task[i] and not (0 <= goal[i, 0] < h and 0 <= goal[i, 1] < w):
-            return True
-    return False
-
-
-@numba.njit(cache=True)
-def _observe_world(
-    pos: NDArray[np.integer],
-    goal: NDArray[np.integer],
-    carrying: NDArray[np.bool_],
-    has_task: NDArray[np.bool_],
-    statics: tuple[NDArray[np.float32], NDArray[np.float32], NDArray[np.bool_]],
-    row_of: NDArray[np.int64],
-    dist: NDArray[np.int32],
-    radius: int,
-    heuristic: bool,
-    occ: NDArray[np.bool_],
-    out: NDArray[np.float32],
-) -> bool:
-    """One world of :func:`local_observations`: ``(N, ...)`` arrays, ``out`` ``(N, size)``.
-
-    ``occ`` is the padded ``(H + 2r, W + 2r)`` occupancy scratch, all False on entry and on
-    return. Returns False when a robot with a task has a target outside the table (its
-    heuristic values are then left unwritten). Robots and targets must lie on the grid.
-    """
-    walls, pickups, blocked1 = statics
-    n = pos.shape[0]
-    hp, wp = walls.shape
-    h, w = hp - 2 * radius, wp - 2 * radius
-    k = 2 * radius + 1
-    kk = k * k
-    in_table = True
-    for i in range(n):
-        occ[pos[i, 0] + radius, pos[i, 1] + radius] = True
-    for i in range(n):
-        o = out[i]
-        r0, c0 = np.int64(pos[i, 0]), np.int64(pos[i, 1])
-        at = 0
-        for dr in range(k):
-            for dc in range(k):
-                o[at] = walls[r0 + dr, c0 + dc]
-                o[kk + at] = 1.0 if occ[r0 + dr, c0 + dc] else 0.0
-                o[2 * kk + at] = pickups[r0 + dr, c0 + dc]
-                o[3 * kk + at] = 0.0
-                at += 1
-        o[kk + radius * k + radius] = 0.0  # not oneself
-        task = has_task[i]
-        rel_r = np.int64(goal[i, 0]) - r0
-        rel_c = np.int64(goal[i, 1]) - c0
-        if task and abs(rel_r) <= radius and abs(rel_c) <= radius:
-            o[3 * kk + (rel_r + radius) * k + rel_c + radius] = 1.0
-        s = 4 * kk
-        t = 1.0 if task else 0.0
-        o[s] = 1.0 if carrying[i] else 0.0
-        o[s + 1] = t
-        o[s + 2] = rel_r / h * t
-        o[s + 3] = rel_c / w * t
-        # Integer signs times 0 give +0.0 (numpy's), where a float product gives -0.0.
-        o[s + 4] = np.sign(rel_r) if task else 0
-        o[s + 5] = np.sign(rel_c) if task else 0
-        if heuristic:
-            s += 6
-            row = row_of[goal[i, 0] * w + goal[i, 1]] if task else 0
-            if task and row < 0:
-                in_table = False
-            start = np.float32(0.0)
-            for a in range(5):
-                tr, tc = r0 + _DR[a], c0 + _DC[a]
-                value = np.float32(0.0)
-                if task and row >= 0:
-                    cr = min(max(tr, 0), h - 1)
-                    cc = min(max(tc, 0), w - 1)
-                    after = np.float32(dist[row, cr * w + cc])
-                    if a == 0:
-                        start = after
-                    value = np.float32(np.sign(after - start))
-                if blocked1[tr + 1, tc + 1]:
-                    value = np.float32(2.0)
-                o[s + a] = value
-    for i in range(n):
-        occ[pos[i, 0] + radius, pos[i, 1] + radius] = False
-    return in_table
+        new_pos[k, i, 0] = nxt[i] // w
+        new_pos[k, i, 1] = nxt[i] % w
+        moved[k, i] = nxt[i] != cur[i]
 
 
 @numba.njit(cache=True)
@@ -336,30 +222,71 @@ def local_observations(
         written); :data:`OFF_GRID` when a robot or a target lies outside the grid (nothing is
         written then).
     """
-    walls = statics[0]
-    b = carrying.shape[0]
+    walls, pickups, blocked1 = statics
+    b, n = carrying.shape
     hp, wp = walls.shape
     h, w = hp - 2 * radius, wp - 2 * radius
+    k = 2 * radius + 1
+    kk = k * k
     for e in range(b):
-        if _targets_off_grid(pos[e], goal[e], has_task[e], h, w):
-            return OFF_GRID
+        for i in range(n):
+            cells = (pos[e, i, 0], pos[e, i, 1], goal[e, i, 0], goal[e, i, 1])
+            if not (0 <= cells[0] < h and 0 <= cells[1] < w):
+                return OFF_GRID
+            if has_task[e, i] and not (0 <= cells[2] < h and 0 <= cells[3] < w):
+                return OFF_GRID
     occ = np.zeros((hp, wp), dtype=np.bool_)
     in_table = True
     for e in range(b):
-        done = _observe_world(
-            pos[e],
-            goal[e],
-            carrying[e],
-            has_task[e],
-            statics,
-            row_of,
-            dist,
-            radius,
-            heuristic,
-            occ,
-            out[e],
-        )
-        in_table = in_table and done
+        for i in range(n):
+            occ[pos[e, i, 0] + radius, pos[e, i, 1] + radius] = True
+        for i in range(n):
+            o = out[e, i]
+            r0, c0 = np.int64(pos[e, i, 0]), np.int64(pos[e, i, 1])
+            at = 0
+            for dr in range(k):
+                for dc in range(k):
+                    o[at] = walls[r0 + dr, c0 + dc]
+                    o[kk + at] = 1.0 if occ[r0 + dr, c0 + dc] else 0.0
+                    o[2 * kk + at] = pickups[r0 + dr, c0 + dc]
+                    o[3 * kk + at] = 0.0
+                    at += 1
+            o[kk + radius * k + radius] = 0.0  # not oneself
+            task = has_task[e, i]
+            rel_r = np.int64(goal[e, i, 0]) - r0
+            rel_c = np.int64(goal[e, i, 1]) - c0
+            if task and abs(rel_r) <= radius and abs(rel_c) <= radius:
+                o[3 * kk + (rel_r + radius) * k + rel_c + radius] = 1.0
+            s = 4 * kk
+            t = 1.0 if task else 0.0
+            o[s] = 1.0 if carrying[e, i] else 0.0
+            o[s + 1] = t
+            o[s + 2] = rel_r / h * t
+            o[s + 3] = rel_c / w * t
+            # Integer signs times 0 give +0.0 (numpy's), where a float product gives -0.0.
+            o[s + 4] = np.sign(rel_r) if task else 0
+            o[s + 5] = np.sign(rel_c) if task else 0
+            if heuristic:
+                s += 6
+                row = row_of[goal[e, i, 0] * w + goal[e, i, 1]] if task else 0
+                if task and row < 0:
+                    in_table = False
+                start = np.float32(0.0)
+                for a in range(5):
+                    tr, tc = r0 + _DR[a], c0 + _DC[a]
+                    value = np.float32(0.0)
+                    if task and row >= 0:
+                        cr = min(max(tr, 0), h - 1)
+                        cc = min(max(tc, 0), w - 1)
+                        after = np.float32(dist[row, cr * w + cc])
+                        if a == 0:
+                            start = after
+                        value = np.float32(np.sign(after - start))
+                    if blocked1[tr + 1, tc + 1]:
+                        value = np.float32(2.0)
+                    o[s + a] = value
+        for i in range(n):
+            occ[pos[e, i, 0] + radius, pos[e, i, 1] + radius] = False
     return OK if in_table else INCOMPLETE
 
 
@@ -448,13 +375,15 @@ def warehouse_tick(
     size = N_LOCAL_CHANNELS * k * k + N_SCALARS + (N_HEURISTIC if heuristic else 0)
     if obs.shape[0] > 0 and (obs.shape[0] != n or obs.shape[1] != size):
         return BAD_BUFFER, 0, 0  # the kernel writes without bounds checks
-    bad = _invalid_world(pos, acts, h, w)
+    # Batch-of-one views (no copies) for the batch helpers shared with the other kernels.
+    pos1, acts1, new_pos1 = pos[None], acts[None], new_pos[None]
+    bad = _invalid(pos1, acts1, h, w)
     if bad != OK:
         return (32 if bad == BAD_ACTION else 64), 0, 0
-    frozen = np.empty(n, dtype=np.bool_)
+    frozen = np.empty((1, n), dtype=np.bool_)
     events = 0
     for i in range(n):
-        frozen[i] = broken_until[i] >= tick or battery[i] <= 0
+        frozen[0, i] = broken_until[i] >= tick or battery[i] <= 0
         if np.isfinite(battery[i]):
             events |= 8
         if errand[i]:
@@ -462,7 +391,17 @@ def warehouse_tick(
         if not has_task[i] and broken_until[i] < tick + 1:
             events |= 16
     _resolve_world(
-        pos, acts, blocked, tick, frozen, _scratch(h * w, n), new_pos, flags[0], flags[1], flags[2]
+        0,
+        pos1,
+        acts1,
+        blocked,
+        tick,
+        frozen,
+        _scratch(h * w, n),
+        new_pos1,
+        flags[0:1],
+        flags[1:2],
+        flags[2:3],
     )
     step_cost, delivery, pickup, penalty = reward[0], reward[1], reward[2], reward[3]
     n_conflict = 0
@@ -494,13 +433,21 @@ def warehouse_tick(
             reward_sum[i] += np.float64(r)
         n_conflict += flags[2, i]
         n_bump += flags[1, i]
-    quiet = obs.shape[0] > 0 and not events & _STATE_EVENTS
-    if quiet and not _targets_off_grid(new_pos, goal, has_task, h, w):
-        occ = np.zeros(walls.shape, dtype=np.bool_)
+    if obs.shape[0] > 0 and not events & _STATE_EVENTS:
         statics = (walls, pickups, blocked1)
-        if _observe_world(
-            new_pos, goal, carrying, has_task, statics, row_of, dist, radius, heuristic, occ, obs
-        ):
+        code = local_observations(
+            new_pos1,
+            goal[None],
+            carrying[None],
+            has_task[None],
+            statics,
+            row_of,
+            dist,
+            radius,
+            heuristic,
+            obs[None],
+        )
+        if code == OK:  # else the caller observes (and reports a robot off the grid)
             events |= OBSERVED
     return events, n_conflict, n_bump
 
@@ -552,23 +499,14 @@ def vector_tick(
     if bad != OK:
         return -bad
     scratch = _scratch(h * w, n)
-    nobody = np.zeros(0, dtype=np.bool_)
-    moved = np.empty(n, dtype=np.bool_)
-    bump = np.empty(n, dtype=np.bool_)
+    nobody = np.zeros((0, 0), dtype=np.bool_)
+    moved = np.empty((b, n), dtype=np.bool_)
+    bump = np.empty((b, n), dtype=np.bool_)
     step_cost, delivery, pickup_bonus, penalty = reward
     n_delivered = 0
     for k in range(b):
         _resolve_world(
-            pos[k],
-            acts[k],
-            blocked,
-            ticks[k],
-            nobody,
-            scratch,
-            new_pos[k],
-            moved,
-            bump,
-            flags[1, k],
+            k, pos, acts, blocked, ticks[k], nobody, scratch, new_pos, moved, bump, flags[1]
         )
         for i in range(n):
             loaded = carrying[k, i]

@@ -117,11 +117,7 @@ class NavPolicy:
 
     def save(self, path: str | Path) -> Path:
         """Write weights to ``path`` and metadata to ``path`` with suffix ``.json``."""
-        p = Path(path)
-        p.parent.mkdir(parents=True, exist_ok=True)
-        torch.save({"format": FORMAT, "state_dict": self.actor.state_dict()}, p)
-        p.with_suffix(".json").write_text(json.dumps(self.metadata, indent=2, sort_keys=True))
-        return p
+        return write_policy(path, FORMAT, self.actor.state_dict(), self.metadata)
 
     @classmethod
     def load(cls, path: str | Path) -> NavPolicy:
@@ -131,21 +127,8 @@ class NavPolicy:
             ConfigError: naming the file, when a file is missing or not a navigation policy.
         """
         p = Path(path)
+        meta, blob = read_policy(p, FORMAT, "navigation policy")
         meta_path = p.with_suffix(".json")
-        if not p.exists():
-            raise ConfigError(f"{p}: no such navigation policy file")
-        if not meta_path.exists():
-            raise ConfigError(f"{meta_path}: metadata of {p.name} is missing")
-        try:
-            meta = json.loads(read_input(meta_path, what="policy metadata", limit=1 << 20))
-        except json.JSONDecodeError as error:
-            raise ConfigError(f"{meta_path}:{error.lineno}: not valid JSON ({error.msg})") from None
-        if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-            raise ConfigError(f"{meta_path}: field 'format' must be {FORMAT!r}")
-        try:
-            blob = torch.load(p, weights_only=True)
-        except Exception as error:  # torch raises several types for a bad file
-            raise ConfigError(f"{p}: cannot read weights ({error})") from None
         try:
             expected = observe.local_size(int(meta["radius"]), heuristic=True)
             if int(meta["obs_size"]) != expected:
@@ -159,6 +142,41 @@ class NavPolicy:
                 f"{str(error).splitlines()[0][:160] if str(error) else ''})"
             ) from None
         return cls(actor, meta)
+
+
+def write_policy(
+    path: str | Path, fmt: str, state_dict: dict[str, Any], metadata: dict[str, Any]
+) -> Path:
+    """Write a policy file pair: weights to ``path``, ``metadata`` beside it as ``.json``."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    torch.save({"format": fmt, "state_dict": state_dict}, p)
+    p.with_suffix(".json").write_text(json.dumps(metadata, indent=2, sort_keys=True))
+    return p
+
+
+def read_policy(path: Path, fmt: str, what: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The metadata and the weights blob of a pair written by :func:`write_policy`.
+
+    Raises:
+        ConfigError: naming the file: missing, not JSON, another ``format``, unreadable weights.
+    """
+    meta_path = path.with_suffix(".json")
+    if not path.exists():
+        raise ConfigError(f"{path}: no such {what} file")
+    if not meta_path.exists():
+        raise ConfigError(f"{meta_path}: metadata of {path.name} is missing")
+    try:
+        meta = json.loads(read_input(meta_path, what="policy metadata", limit=1 << 20))
+    except json.JSONDecodeError as error:
+        raise ConfigError(f"{meta_path}:{error.lineno}: not valid JSON ({error.msg})") from None
+    if not isinstance(meta, dict) or meta.get("format") != fmt:
+        raise ConfigError(f"{meta_path}: field 'format' must be {fmt!r}")
+    try:
+        blob = torch.load(path, weights_only=True)
+    except Exception as error:  # torch raises several types for a bad file
+        raise ConfigError(f"{path}: cannot read weights ({error})") from None
+    return meta, blob
 
 
 # --------------------------------------------------------------------------- baseline and eval

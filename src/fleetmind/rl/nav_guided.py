@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import copy
 import importlib.resources
-import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,7 +33,8 @@ import torch
 from numpy.typing import NDArray
 
 import fleetmind
-from fleetmind.errors import ConfigError, read_input
+from fleetmind.errors import ConfigError
+from fleetmind.rl.nav import read_policy, write_policy
 from fleetmind.rl.neural import base
 from fleetmind.rl.neural.buffers import gae
 from fleetmind.sim import observe
@@ -129,11 +129,7 @@ class GuidedPolicy(torch.nn.Module):
 
     def save(self, path: str | Path) -> Path:
         """Write weights to ``path`` and metadata to ``path`` with suffix ``.json``."""
-        p = Path(path)
-        p.parent.mkdir(parents=True, exist_ok=True)
-        torch.save({"format": FORMAT, "state_dict": self.state_dict()}, p)
-        p.with_suffix(".json").write_text(json.dumps(self.metadata, indent=2, sort_keys=True))
-        return p
+        return write_policy(path, FORMAT, self.state_dict(), self.metadata)
 
     @classmethod
     def load(cls, path: str | Path) -> GuidedPolicy:
@@ -143,16 +139,7 @@ class GuidedPolicy(torch.nn.Module):
             ConfigError: naming the file, when a file is missing or not a guided policy.
         """
         p = Path(path)
-        meta_path = p.with_suffix(".json")
-        for f in (p, meta_path):
-            if not f.exists():
-                raise ConfigError(f"{f}: no such guided policy file")
-        try:
-            meta = json.loads(read_input(meta_path, what="policy metadata", limit=1 << 20))
-        except json.JSONDecodeError as error:
-            raise ConfigError(f"{meta_path}:{error.lineno}: not valid JSON ({error.msg})") from None
-        if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-            raise ConfigError(f"{meta_path}: field 'format' must be {FORMAT!r}")
+        meta, blob = read_policy(p, FORMAT, "guided policy")
         try:
             policy = cls(
                 int(meta["obs_size"]),
@@ -160,15 +147,12 @@ class GuidedPolicy(torch.nn.Module):
                 scale=float(meta["scale"]),
                 metadata=meta,
             )
-            blob = torch.load(p, weights_only=True)
             policy.load_state_dict(blob["state_dict"])
         except (KeyError, TypeError, ValueError, RuntimeError) as error:
             first = str(error).splitlines()[0][:160] if str(error) else ""
             raise ConfigError(
                 f"{p}: not a guided policy ({type(error).__name__}: {first})"
             ) from None
-        except Exception as error:  # torch raises several types for a bad file
-            raise ConfigError(f"{p}: cannot read weights ({error})") from None
         return policy.eval()
 
 

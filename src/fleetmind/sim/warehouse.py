@@ -248,6 +248,10 @@ class Warehouse:
         orders: optional fixed order list (a task file) instead of the Poisson stream.
     """
 
+    # The tick's plan lives in a slot, outside __dict__: snapshots and the recorder's captures,
+    # which copy __dict__, need not carry what the config already says.
+    __slots__ = ("__dict__", "_plan")
+
     def __init__(
         self,
         grid: GridMap,
@@ -883,10 +887,7 @@ class Warehouse:
     # ------------------------------------------------------------------ snapshots
     def snapshot(self) -> dict[str, Any]:
         """A deep copy of the mutable state; :meth:`restore` brings the world back to it."""
-        keep = (
-            *("grid", "config", "robot_ids", "capabilities", "_fixed_orders", "_start"),
-            "_plan",  # derived from the config
-        )
+        keep = ("grid", "config", "robot_ids", "capabilities", "_fixed_orders", "_start")
         return copy.deepcopy({k: v for k, v in self.__dict__.items() if k not in keep})
 
     def restore(self, snapshot: dict[str, Any]) -> None:

@@ -6,6 +6,7 @@ import importlib.metadata
 import importlib.util
 from collections.abc import Iterator
 
+import numpy as np
 import pytest
 
 from fleetmind.llm.client import OpenAICompatClient
@@ -36,3 +37,20 @@ def embedded_server() -> Iterator[EmbeddedServer]:
 def embedded_client(embedded_server: EmbeddedServer) -> OpenAICompatClient:
     """A client of the session's embedded server."""
     return embedded_server.client()
+
+
+def _fleet_scene(grid, n=40, seed=1):
+    """``n`` robots on distinct free cells of ``grid`` heading for pickups; the first 3 idle."""
+    rng = np.random.default_rng(seed)
+    free = np.argwhere(~grid.blocked)
+    pos = free[rng.choice(len(free), n, replace=False)].astype(np.int32)
+    goal = np.array(grid.pickup_cells(), dtype=np.int32)[rng.integers(0, 100, n)]
+    active = np.ones(n, dtype=bool)
+    active[:3] = False
+    return pos, goal, active
+
+
+@pytest.fixture
+def fleet_scene():
+    """Executor tests' random scene: ``fleet_scene(grid, n=40, seed=1) -> (pos, goal, active)``."""
+    return _fleet_scene

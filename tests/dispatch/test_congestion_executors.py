@@ -34,19 +34,9 @@ def grid():
     return load_map("warehouse-small")
 
 
-def _scene(grid, n=40, seed=1):
-    rng = np.random.default_rng(seed)
-    free = np.argwhere(~grid.blocked)
-    pos = free[rng.choice(len(free), n, replace=False)].astype(np.int32)
-    goal = np.array(grid.pickup_cells(), dtype=np.int32)[rng.integers(0, 100, n)]
-    active = np.ones(n, dtype=bool)
-    active[:3] = False
-    return pos, goal, active
-
-
 @pytest.mark.parametrize("cls", EXECUTORS)
-def test_rankings_are_permutations_led_by_a_closer_move(grid, cls) -> None:
-    pos, goal, active = _scene(grid)
+def test_rankings_are_permutations_led_by_a_closer_move(grid, cls, fleet_scene) -> None:
+    pos, goal, active = fleet_scene(grid)
     ex = cls(grid, seed=0)
     for _ in range(3):  # the traffic count changes between calls
         ranking = ex.rank(pos, goal, active)
@@ -62,8 +52,8 @@ def test_rankings_are_permutations_led_by_a_closer_move(grid, cls) -> None:
 
 
 @pytest.mark.parametrize("cls", EXECUTORS)
-def test_same_seed_same_rankings(grid, cls) -> None:
-    pos, goal, active = _scene(grid)
+def test_same_seed_same_rankings(grid, cls, fleet_scene) -> None:
+    pos, goal, active = fleet_scene(grid)
 
     def run(seed):
         ex = cls(grid, seed=seed)

@@ -25,16 +25,6 @@ def grid():
     return load_map("warehouse-small")
 
 
-def _scene(grid, n=40, seed=1):
-    rng = np.random.default_rng(seed)
-    free = np.argwhere(~grid.blocked)
-    pos = free[rng.choice(len(free), n, replace=False)].astype(np.int32)
-    goal = np.array(grid.pickup_cells(), dtype=np.int32)[rng.integers(0, 100, n)]
-    active = np.ones(n, dtype=bool)
-    active[:3] = False
-    return pos, goal, active
-
-
 def test_prior_masks_walls_and_prefers_the_cheaper_move() -> None:
     cost = np.array([[5.0, 4.0, np.inf, 5.3, 6.0]])
     prior = prior_of(cost, scale=4.0)
@@ -45,8 +35,8 @@ def test_prior_masks_walls_and_prefers_the_cheaper_move() -> None:
     assert obs[0, -5:].tolist() == pytest.approx([0.0, -1.0, 2.0, 0.3, 1.0])
 
 
-def test_a_fresh_policy_ranks_as_guidance_does(grid) -> None:
-    pos, goal, active = _scene(grid)
+def test_a_fresh_policy_ranks_as_guidance_does(grid, fleet_scene) -> None:
+    pos, goal, active = fleet_scene(grid)
     idx = np.flatnonzero(active)
     guided = GuidedRLExecutor(grid, fresh=True, seed=0)
     twin = GuidanceExecutor(grid, guided.oracle, seed=0)  # the same costs, call for call

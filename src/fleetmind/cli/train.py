@@ -86,6 +86,12 @@ def train(
     from fleetmind.rl.train import RWARE_ID
     from fleetmind.rl.train import train as run_train
 
+    if steps is None and minutes is not None and algo in ("iql-dqn", "vdn", "qmix"):
+        # Their epsilon decays over the step budget: with the clock alone it never would.
+        raise ConfigError(
+            f"--minutes: {algo} decays epsilon over --steps; give --steps as well "
+            "(with --minutes alone exploration would stay at its start)"
+        )
     if steps is None:
         steps = 10**12 if minutes is not None else 100_000
     if eval_episodes is None:

@@ -39,7 +39,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any
 
@@ -140,21 +140,18 @@ class _DeskClient(ChatWrapper):
         return replace(result, outcome_hook=hold)
 
 
-def state_text(
-    state: DeskState, *, robots: tuple[str, ...] = (), max_orders: int = 4, max_idle: int = 4
-) -> str:
-    """A compact text of the state: the robots involved, a few idle robots and open orders.
+def state_text(state: DeskState, *, robots: Iterable[str] = ()) -> str:
+    """A compact text of the state: the robots named, the open orders, the closed cells.
 
-    Short on purpose: a small local model reads a prompt at tens of tokens a second, and the
-    options already name the robots that matter.
+    Short on purpose: the 135M model reads a prompt at about 100 tokens a second on one core,
+    so every line here costs the desk time before its deadline; the options already name the
+    robots and orders that matter, and this says where they are and what they do.
     """
+    named = set(robots)
     lines = [f"tick {state.tick}"]
-    idle = 0
     for r in state.robots.values():
-        if r.id not in robots:
-            if not r.idle or idle >= max_idle:
-                continue
-            idle += 1
+        if r.id not in named:
+            continue
         what = (
             "broken"
             if r.broken
@@ -170,18 +167,38 @@ def state_text(
         )
         bat = "" if r.battery == float("inf") else f", battery {r.battery:.0f}"
         lines.append(f"{r.id} at {list(r.cell)}: {what}{bat}")
-    opened = [o for o in state.orders.values() if o.state == "open"]
+    opened = sum(1 for o in state.orders.values() if o.state == "open")
     held = [o for o in state.orders.values() if o.state == "parked"]
-    lines.append(
-        f"open orders ({len(opened)}): "
-        + ", ".join(f"{o.id} {o.priority} pickup {list(o.pickup)}" for o in opened[:max_orders])
-        + (" ..." if len(opened) > max_orders else "")
-    )
+    lines.append(f"open orders: {opened}")
     if held:
         lines.append("on hold: " + ", ".join(f"{o.id} until {o.parked_until}" for o in held))
     if state.closed:
         lines.append(f"closed cells: {len(state.closed)} (until tick {state.zone_until})")
     return "\n".join(lines)
+
+
+def feasible(options: list[list[Call]], state: DeskState) -> list[list[Call]]:
+    """The options whose every call the world would accept now (waiting always is).
+
+    Offering a course of action the world then refuses costs the desk a wasted act round and
+    a review (seconds, with a small local model) while the incident waits.
+    """
+    out = []
+    for opt in options:
+        try:
+            for name, args in opt:
+                check(name, args, state)
+        except Refused:
+            continue
+        out.append(opt)
+    return out
+
+
+def _named(inc: Incident, options: list[list[Call]]) -> list[str]:
+    """The robots an incident involves and its options name, in that order."""
+    out = list(inc.robots)
+    out += [str(a["robot"]) for opt in options for _, a in opt if "robot" in a]
+    return list(dict.fromkeys(out))
 
 
 def _call_text(name: str, args: dict[str, Any]) -> str:
@@ -469,15 +486,15 @@ class LLMDesk(DeskWorker):
         view: DeskState,
         phase: str,
         report: str = "",
-    ) -> tuple[str, list[Call], str, list[dict[str, Any]], str | None]:
+    ) -> tuple[str, list[Call], list[dict[str, Any]], str | None]:
         """The coordinator's choice among ``options`` (the rule options on ``view``).
 
         ``decide`` offers the options; ``review`` (after trouble in the executor) offers the
         options on the fresh state, plus ``R``: leave the incident to the rule handler.
 
         Returns:
-            The label chosen, its calls, their text, the messages of the talk, and why the
-            coordinator gave no decision (None when it decided).
+            The label chosen, its calls, the messages of the talk, and why the coordinator
+            gave no decision (None when it decided).
         """
         labels = [chr(ord("A") + i) for i in range(len(options))]
         texts = {
@@ -489,7 +506,7 @@ class LLMDesk(DeskWorker):
         task = (
             f"Incident {inc.id} ({inc.kind}) at tick {inc.tick}: {inc.summary}.\n"
             + (f"Executor's report: {report}\n" if report else "")
-            + f"State:\n{state_text(view, robots=inc.robots)}\n"
+            + f"State:\n{state_text(view, robots=_named(inc, options))}\n"
             + "Options:\n"
             + "\n".join(f"{lab}: {txt}" for lab, txt in texts.items())
         )
@@ -529,18 +546,23 @@ class LLMDesk(DeskWorker):
             )
         calls = [] if choice == RULES else options[labels.index(choice)]
         undecided = None if transcript.decided_by != "default" else transcript.ended_by
-        return choice, calls, texts[choice], convo, undecided
+        return choice, calls, convo, undecided
 
     def _handle(self, inc: Incident, client: _DeskClient) -> dict[str, Any]:
         view = self._view()
         if view is None:
             return {"fallback": "no view of the world"}
-        options = rule_options(inc, view)
+        if inc.kind == "deadlock" and inc.recovered_tick is not None:
+            # The stuck robots move again (most deadlocks clear while queued): deciding now would
+            # only hold up the incidents behind it. (Other kinds recover as soon as the orders
+            # move, which is before their trouble is over: a low robot still moves.)
+            return {"fallback": f"{NOTHING_TO_CHOOSE} (it recovered before the desk took it up)"}
+        options = feasible(rule_options(inc, view), view)
         if options == [[]]:
             # Only waiting is on the table: a model call would decide nothing, and would hold
             # up the incidents queued behind this one.
             return {"fallback": NOTHING_TO_CHOOSE}
-        choice, calls, text, convo, undecided = self._choose(inc, client, options, view, "decide")
+        choice, calls, convo, undecided = self._choose(inc, client, options, view, "decide")
         if undecided is not None:
             # No decision from the coordinator: the rule handler acts, and that is a fallback.
             return {
@@ -555,7 +577,7 @@ class LLMDesk(DeskWorker):
                 break
             if inc.id in self._abandoned:
                 return {"conversation": convo, "fallback": "abandoned"}
-            out, tried = self._act(inc, client, applied, calls, f"Option {choice}: {text}.")
+            out, tried = self._act(inc, client, applied, calls, f"option {choice}.")
             for step in out.steps:
                 convo.append(
                     {
@@ -583,8 +605,8 @@ class LLMDesk(DeskWorker):
             view = self._view()
             if view is None:
                 break
-            choice, calls, text, said, undecided = self._choose(
-                inc, client, rule_options(inc, view), view, "review", report
+            choice, calls, said, undecided = self._choose(
+                inc, client, feasible(rule_options(inc, view), view), view, "review", report
             )
             convo += said
             if undecided is not None:
@@ -615,9 +637,23 @@ class LLMDesk(DeskWorker):
                 return f"make the calls first: {wanted}"
             return None
 
+        tools = {t.name: t for t in self._tools(inc, client, applied, calls, tried)}
+
+        def args_schema(name: str) -> dict[str, Any]:
+            # Each turn may name only the calls not tried yet: a small model otherwise repeats
+            # the first of several (boost robot_3, robot_3, ...) until the loop guard bars it.
+            mine = [(n, a) for n, a in calls if n == name]
+            left = [(n, a) for n, a in mine if _call_text(n, a) not in tried] or mine
+            allowed: dict[str, list[str | int]] = {}
+            for _, a in left:
+                for k, v in a.items():
+                    if isinstance(v, (str, int)):
+                        allowed.setdefault(k, []).append(v)
+            return tools[name].narrowed(allowed).args_model.model_json_schema()
+
         loop = ToolLoop(
             client,
-            self._tools(inc, client, applied, calls, tried),
+            list(tools.values()),
             system_prompt=EXECUTOR_PROMPT,
             budgets=Budgets(max_iter=self.max_iter, deadline_s=self._left(inc)),
             max_tokens=96,
@@ -626,11 +662,13 @@ class LLMDesk(DeskWorker):
             may_finish=all_tried,
             veto=veto,
             done=lambda: f"made {len(set(tried))} of {len(calls)} calls" if all_tried() else None,
+            args_schema=args_schema,
         )
+        # Short: the executor's tools are already narrowed to these calls, and every prompt
+        # token costs the desk about 10 ms on one core.
         out = loop.run(
-            f"Incident {inc.id} ({inc.kind}): {inc.summary}.\n"
-            f"Coordinator's decision: {decision}\n"
-            f"Calls to make: {wanted}. Make the calls, then finish."
+            f"Incident {inc.id} ({inc.kind}). Coordinator's decision: {decision}\n"
+            f"Make these calls, then finish: {wanted}."
         )
         return out, tried
 

@@ -296,6 +296,7 @@ def check(name: str, args: dict[str, Any], state: DeskState) -> None:
             if not loader.frozen and loader.battery > 0 and not _low(state, loader):
                 raise Refused(f"{o.id} is loaded on {loader.id}, which is working: leave it")
             src = loader.cell
+            _room_beside(state, loader)
         if o.capability is not None and o.capability not in r.capabilities:
             raise Refused(f"{r.id} lacks capability {o.capability!r} for {o.id}")
         if not state.reachable(r.cell, src):
@@ -307,6 +308,7 @@ def check(name: str, args: dict[str, Any], state: DeskState) -> None:
         loader = state.robots[o.robot or ""]
         if not loader.frozen and not _low(state, loader):
             raise Refused(f"{o.id} is loaded on {loader.id}, which is working: leave it")
+        _room_beside(state, loader)
     elif name == "hold":
         o = state.order(str(args["order"]))
         until = int(args["until"])
@@ -369,6 +371,17 @@ def check(name: str, args: dict[str, Any], state: DeskState) -> None:
         r = state.robot(str(args["robot"]))
         if r.frozen:
             raise Refused(f"{r.id} cannot move (broken or out of charge)")
+
+
+def _room_beside(state: DeskState, r: RobotState) -> None:
+    """Refuse when no free floor cell beside ``r`` can take its load (robots all round it)."""
+    h, w = state.grid.shape
+    taken = {o.cell for o in state.robots.values() if o.id != r.id}
+    for d in DELTAS[1:]:
+        c = (r.cell[0] + int(d[0]), r.cell[1] + int(d[1]))
+        if 0 <= c[0] < h and 0 <= c[1] < w and not state.grid.blocked[c] and c not in taken:
+            return
+    raise Refused(f"no free cell beside {r.id} at {r.cell} to set the load down: wait")
 
 
 def _low(state: DeskState, r: RobotState) -> bool:

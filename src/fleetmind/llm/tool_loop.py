@@ -141,6 +141,9 @@ class ToolLoop:
         done: when given, asked after every tool call; a returned text ends the run as
             finished with that answer, without another model turn (the caller knows the work
             is done, so a closing report from the model would only cost time).
+        args_schema: when given, each turn's argument schema of a tool (default: the tool's
+            own), so a caller can narrow what the next turn may say as work gets done (a small
+            model that may only name calls not made yet cannot repeat one).
     """
 
     def __init__(
@@ -158,6 +161,7 @@ class ToolLoop:
         loop_window: int = 4,
         may_finish: Callable[[], bool] | None = None,
         done: Callable[[], str | None] | None = None,
+        args_schema: Callable[[str], dict[str, Any]] | None = None,
     ) -> None:
         self.client = client
         self.tools = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
@@ -171,6 +175,7 @@ class ToolLoop:
         self.loop_window = max(1, loop_window)
         self.may_finish = may_finish
         self.done = done
+        self.args_schema = args_schema or self.tools.args_schema
 
     def system_message(self) -> Message:
         """The system message: the prompt, the JSON format and the tool list."""
@@ -259,7 +264,7 @@ class _Run:
             out.steps.append(step)
             schema = (
                 action_schema(
-                    {n: self.loop.tools.args_schema(n) for n in self.available()},
+                    {n: loop.args_schema(n) for n in self.available()},
                     finish=loop.may_finish is None or loop.may_finish(),
                 )
                 if loop.use_schema

@@ -78,7 +78,7 @@ _ARG = re.compile(r"(\w+)=('[^']*'|-?\d+|\[[^\]]*\])")
 
 
 def _proposed(text: str) -> list[tuple[str, dict[str, object]]]:
-    line = next((ln for ln in text.splitlines() if ln.startswith("Calls to make:")), "")
+    line = next((ln for ln in text.splitlines() if ln.startswith("Make these calls")), "")
     calls = []
     for name, inner in _CALL.findall(line):
         args: dict[str, object] = {}

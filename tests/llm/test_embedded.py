@@ -109,3 +109,20 @@ def test_in_process_backend_with_schema() -> None:
     out = structured(client, [Message.user("Assign order 3 to robot_2.")], Assign, max_tokens=32)
     assert out.value is not None
     assert out.results[0].usage.completion_tokens > 0
+
+
+def test_a_server_beside_the_loop_runs_at_lower_priority_with_two_prompt_threads() -> None:
+    """The fleet's server yields the cores to the control loop and reads prompts on two."""
+    import os
+
+    with EmbeddedServer.beside_loop() as server:
+        assert server._proc is not None
+        mine = os.getpriority(os.PRIO_PROCESS, 0)
+        assert os.getpriority(os.PRIO_PROCESS, server._proc.pid) == min(19, mine + 10)
+        cmd = server.command(server.port or 0)
+        batch = cmd[cmd.index("--n_threads_batch") + 1]
+        assert batch == str(min(2, os.cpu_count() or 1))
+        assert cmd[cmd.index("--n_threads") + 1] == "1"
+        reply = server.client().chat([Message.user("Say OK.")], max_tokens=4)
+        assert reply.text
+    assert EmbeddedServer.beside_loop(nice=0).nice == 0

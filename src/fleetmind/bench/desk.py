@@ -62,7 +62,7 @@ def _client(mode: str) -> Iterator[ChatClient | None]:
     if mode == "llm":
         from fleetmind.llm.embedded import EmbeddedServer
 
-        with EmbeddedServer(n_threads=1) as server:
+        with EmbeddedServer.beside_loop(n_threads=1) as server:
             yield server.client()
     elif mode == "hostile":
         from fleetmind.testing.desk_server import misbehaving_desk

@@ -225,7 +225,7 @@ def base_client(cfg: RunConfig) -> Iterator[ChatClient | None]:
 
                 gguf = cfg.llm_gguf or os.environ.get("FLEETMIND_LLM_GGUF") or None
                 server = stack.enter_context(
-                    EmbeddedServer(model_path=gguf, n_threads=cfg.llm_threads)
+                    EmbeddedServer.beside_loop(gguf, n_threads=cfg.llm_threads)
                 )
                 base = server.client()
             else:

@@ -19,7 +19,13 @@ def test_quick_desk_bench_without_the_embedded_model() -> None:
     hostile = modes["hostile"]
     assert hostile["resolved_by_desk"] == 0
     assert hostile["fallbacks"] >= 3
+    # Every fallback is counted under its reason, with no details left in the reason.
+    reasons = hostile["fallback_reasons"]
+    assert sum(reasons.values()) == hostile["fallbacks"]
+    assert all(":" not in k and "(" not in k for k in reasons)
+    assert not modes["rules"]["fallback_reasons"]
     assert "step_p99_vs_off" in hostile
     table = desk.format_table(result)
     assert "hostile" in table
     assert "target collisions == 0: 0" in table
+    assert "hostile  fallbacks: " in table

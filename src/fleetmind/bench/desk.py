@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
@@ -145,6 +146,11 @@ def _kind_rows(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return rows
 
 
+def _reason(fallback: str) -> str:
+    """A fallback's reason without its details (the kind of guard or deadline that fired)."""
+    return fallback.split(" (")[0].split(":")[0]
+
+
 def summarize(mode: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
     """One mode's figures over its runs."""
     orders = sum(int(m["orders_arrived"]) for m in runs)
@@ -175,6 +181,14 @@ def summarize(mode: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
         "desk_rate_of_choices": by_desk / choices if choices else 0.0,
         "handled_rate": (by_desk + by_rules) / total if total else 0.0,
         "fallbacks": sum(int(m["incidents"]["fallbacks"]) for m in runs),
+        "fallback_reasons": dict(
+            Counter(
+                _reason(i["fallback"])
+                for m in runs
+                for i in m["incident_log"]
+                if i["fallback"] is not None
+            ).most_common()
+        ),
         "orders": orders,
         "delivered": sum(int(m["tasks_completed"]) for m in runs),
         "stranded_rate": late / orders if orders else 0.0,
@@ -262,6 +276,11 @@ def format_table(result: dict[str, Any]) -> str:
             + (f"{ratio:.2f}x" if ratio is not None else "-")
             + f" {r['with_choice']:11} {r['desk_rate_of_choices']:.0%}"
         )
+    lines.append("")
+    for mode, r in result["modes"].items():
+        if r["fallback_reasons"]:
+            why = ", ".join(f"{k} {v}" for k, v in r["fallback_reasons"].items())
+            lines.append(f"{mode:8} fallbacks: {why}")
     lines.append("")
     lines.append("per kind: incidents desk/rules/unhandled/unresolved, recovery ticks p50/max")
     for mode, r in result["modes"].items():

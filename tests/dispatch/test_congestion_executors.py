@@ -11,6 +11,7 @@ from fleetmind.dispatch.executors import (
     PibtOrderExecutor,
     ShortestPathExecutor,
     ShortestPathRandomExecutor,
+    TrafficWeights,
 )
 from fleetmind.errors import ConfigError
 from fleetmind.sim.distances import UNREACHABLE
@@ -114,7 +115,7 @@ def test_head_on_costs_more_than_following(room) -> None:
 
 def test_bad_decay_is_refused(room) -> None:
     with pytest.raises(ConfigError, match="decay"):
-        CongestionExecutor(room, decay=1.0)
+        CongestionExecutor(room, weights=TrafficWeights(decay=1.0))
 
 
 @pytest.mark.parametrize("name", ["congestion", "guidance", "pibt"])

@@ -44,6 +44,7 @@ from fleetmind.dispatch.planners import priority_of
 from fleetmind.eval.recorder import WorldCapture
 from fleetmind.safety.verify import conflicts, count_conflicts
 from fleetmind.sim.distances import UNREACHABLE, adjacency, bfs_distances, grid_bfs
+from fleetmind.sim.grid import WAIT
 
 MAP: Final = str(
     Path(__file__).resolve().parents[3] / "benchmarks/data/lorr/maps/warehouse_large.map"
@@ -154,8 +155,10 @@ class _Timed(ControlLoop):
         if isinstance(self.executor, ShortestPathExecutor):
             pos, goal = w.pos.copy(), w.goal.copy()
             idx = np.flatnonzero(w.has_task)
-            # The executor's first choices: the joint move the referee sees without the shield.
-            acts = ShortestPathExecutor.rank(self.executor, pos, goal, w.has_task)[:, 0]
+            # The executor's first choices by distance alone (no traffic terms): the joint move
+            # the referee sees without the shield; idle robots wait.
+            acts = np.full(len(pos), WAIT, dtype=np.int64)
+            acts[idx] = self.executor.order(self.executor.distances(pos[idx], goal[idx]))[:, 0]
             for name, fast, slow in (
                 ("priorities", self._priorities, lambda: reference_priorities(self)),
                 ("distances", self._dist_to_target, lambda: reference_dist_to_target(self)),

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, Literal, Protocol
+from typing import Any, ClassVar, Final, Literal, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
@@ -63,7 +64,55 @@ def idle_ranking(active: NDArray[np.bool_]) -> tuple[NDArray[np.int64], NDArray[
     return ranking, np.flatnonzero(active)
 
 
-class ShortestPathExecutor:
+@dataclass(frozen=True, slots=True)
+class FleetTick:
+    """What an executor ranks for: the fleet at one tick (the arguments of ``Executor.rank``).
+
+    Attributes:
+        pos: ``(N, 2)`` cells.
+        goal: ``(N, 2)`` targets (ignored where ``active`` is False).
+        active: ``(N,)`` robots that have a target.
+        carrying: ``(N,)`` loaded robots (all False where the caller gave none).
+        tick: the current tick.
+    """
+
+    pos: NDArray[np.int32]
+    goal: NDArray[np.int32]
+    active: NDArray[np.bool_]
+    carrying: NDArray[np.bool_]
+    tick: int
+
+
+class RankingExecutor(ABC):
+    """Base of the executors here: :meth:`rank` once, each executor fills in the active rows.
+
+    :meth:`rank` starts from the identity ranking (WAIT first, as idle robots want) and hands
+    :meth:`rank_active` the fleet and the indices of the robots that have a target. Each
+    subclass sets the ``name`` of the :class:`Executor` contract.
+    """
+
+    def rank(
+        self,
+        pos: NDArray[np.int32],
+        goal: NDArray[np.int32],
+        active: NDArray[np.bool_],
+        carrying: NDArray[np.bool_] | None = None,
+        tick: int = 0,
+    ) -> NDArray[np.int64]:
+        """``(N, 5)`` rankings, best first (the :class:`Executor` contract); idle robots wait."""
+        ranking, idx = idle_ranking(active)
+        carry = np.zeros(len(pos), dtype=bool) if carrying is None else carrying
+        self.rank_active(FleetTick(pos, goal, active, carry, tick), ranking, idx)
+        return ranking
+
+    @abstractmethod
+    def rank_active(
+        self, fleet: FleetTick, ranking: NDArray[np.int64], idx: NDArray[np.intp]
+    ) -> None:
+        """Write the rankings of the active robots ``idx`` into the rows of ``ranking``."""
+
+
+class ShortestPathExecutor(RankingExecutor):
     """Ranks actions by the true distance-to-target after the move (cached BFS maps).
 
     Ties keep a fixed action order, so the ranking is deterministic. Moves into walls rank last.
@@ -106,19 +155,12 @@ class ShortestPathExecutor:
         goal = np.asarray(goal, dtype=np.int64)
         return self.oracle.lookup(goal[:, 0] * w + goal[:, 1], cells)
 
-    def rank(
-        self,
-        pos: NDArray[np.int32],
-        goal: NDArray[np.int32],
-        active: NDArray[np.bool_],
-        carrying: NDArray[np.bool_] | None = None,
-        tick: int = 0,
-    ) -> NDArray[np.int64]:
-        """Rank actions by distance after the move; idle robots wait first."""
-        ranking, idx = idle_ranking(active)
+    def rank_active(
+        self, fleet: FleetTick, ranking: NDArray[np.int64], idx: NDArray[np.intp]
+    ) -> None:
+        """Rank actions by distance after the move."""
         if len(idx):
-            ranking[idx] = self.order(self.distances(pos[idx], goal[idx]))
-        return ranking
+            ranking[idx] = self.order(self.distances(fleet.pos[idx], fleet.goal[idx]))
 
     def order(self, dist: NDArray[np.int64]) -> NDArray[np.int64]:
         """``(M, 5)`` distances -> ``(M, 5)`` actions, nearest first; ties in action order."""
@@ -159,7 +201,7 @@ class ShortestPathRandomExecutor(ShortestPathExecutor):
         return np.lexsort((ties, dist), axis=1)
 
 
-class PolicyExecutor(ABC):
+class PolicyExecutor(RankingExecutor):
     """Base of executors that rank by a policy's logits over local observations.
 
     Subclasses set ``observer`` (a :class:`~fleetmind.sim.observe.LocalObserver`) and implement
@@ -190,19 +232,13 @@ class PolicyExecutor(ABC):
     def logits(self, obs: NDArray[np.float32]) -> NDArray[np.float32]:
         """``(M, 5)`` action logits for ``(M, D)`` observations."""
 
-    def rank(
-        self,
-        pos: NDArray[np.int32],
-        goal: NDArray[np.int32],
-        active: NDArray[np.bool_],
-        carrying: NDArray[np.bool_] | None = None,
-        tick: int = 0,
-    ) -> NDArray[np.int64]:
-        """Rank by the policy's logits, best first (ties: lower action id); idle robots wait."""
-        ranking, idx = idle_ranking(active)
+    def rank_active(
+        self, fleet: FleetTick, ranking: NDArray[np.int64], idx: NDArray[np.intp]
+    ) -> None:
+        """Rank by the policy's logits, best first (ties: lower action id)."""
         if len(idx):
-            carry = np.zeros(len(pos), dtype=bool) if carrying is None else carrying
-            obs = self.observer(pos[None], goal[None], carry[None], active[None])[0][idx]
+            f = fleet
+            obs = self.observer(f.pos[None], f.goal[None], f.carrying[None], f.active[None])[0][idx]
             logits = self.logits(obs)
             if self.fallback == "heuristic" and self.observer.oracle is not None:
                 # Heuristic values: -1 closer, 0 same, +1 farther, 2 blocked (wall).
@@ -211,7 +247,6 @@ class PolicyExecutor(ABC):
             else:
                 key = -logits
             ranking[idx] = np.argsort(key, axis=1, kind="stable")
-        return ranking
 
 
 class RLExecutor(PolicyExecutor):
@@ -247,7 +282,7 @@ class RLExecutor(PolicyExecutor):
         return self.policy.logits(obs)
 
 
-class LLMDirectExecutor:
+class LLMDirectExecutor(RankingExecutor):
     """The LLM picks every robot's move every tick (FIELD-NOTES §5.5 advises against it).
 
     This executor exists to measure why: latency and throughput.
@@ -274,25 +309,20 @@ class LLMDirectExecutor:
         self.tokens_completion = 0
         self.latency_ms: list[float] = []
 
-    def rank(
-        self,
-        pos: NDArray[np.int32],
-        goal: NDArray[np.int32],
-        active: NDArray[np.bool_],
-        carrying: NDArray[np.bool_] | None = None,
-        tick: int = 0,
-    ) -> NDArray[np.int64]:
+    def rank_active(
+        self, fleet: FleetTick, ranking: NDArray[np.int64], idx: NDArray[np.intp]
+    ) -> None:
         """Ask the model for every active robot's move this tick."""
+        pos, goal = fleet.pos, fleet.goal
         n = len(pos)
         if n > self.max_robots:
             raise ConfigError(
                 f"executor llm-direct: at most {self.max_robots} robots (one LLM call per tick "
                 f"steers the whole fleet); got {n}"
             )
-        ranking = self.fallback.rank(pos, goal, active)
-        idx = np.flatnonzero(active)
+        self.fallback.rank_active(fleet, ranking, idx)
         if len(idx) == 0:
-            return ranking
+            return
         lines = [
             f"robot_{i} at ({pos[i, 0]},{pos[i, 1]}) target ({goal[i, 0]},{goal[i, 1]})"
             for i in idx
@@ -314,11 +344,13 @@ class LLMDirectExecutor:
                 temperature=0.0,
                 max_tokens=16 + 14 * len(ids),
                 json_schema=schema,
-                context=CallContext(caller="dispatch.executor", decision_type="move", tick=tick),
+                context=CallContext(
+                    caller="dispatch.executor", decision_type="move", tick=fleet.tick
+                ),
             )
         except FleetmindError:
             self.failures += 1
-            return ranking
+            return
         self.latency_ms.append(result.latency_s * 1e3)
         self.tokens_prompt += result.usage.prompt_tokens
         self.tokens_completion += result.usage.completion_tokens
@@ -327,13 +359,12 @@ class LLMDirectExecutor:
             chosen = {m["robot"]: ACTION_NAMES.index(m["move"]) for m in moves}
         except (ValueError, KeyError, TypeError):
             self.failures += 1
-            return ranking
+            return
         for i in idx:
             a = chosen.get(f"robot_{i}")
             if a is not None:
                 row = [a, *[x for x in ranking[i] if x != a]]
                 ranking[i] = row
-        return ranking
 
     def stats(self) -> dict[str, Any]:
         """LLM calls, failures, tokens and latency of the executor."""
@@ -371,6 +402,28 @@ def _moves_schema(robot_ids: list[str]) -> dict[str, Any]:
 _OPPOSITE: Final[NDArray[np.int64]] = np.array([WAIT, DOWN, UP, RIGHT, LEFT], dtype=np.int64)
 
 
+@dataclass(frozen=True)
+class TrafficWeights:
+    """The cost weights of :class:`CongestionExecutor` (what each term means: see there).
+
+    Raises:
+        ConfigError: when ``decay`` is not in [0, 1).
+    """
+
+    occupied: float = 0.3
+    stayer: float = 0.0
+    head_on: float = 0.2
+    incoming: float = 0.0
+    traffic: float = 0.4
+    against: float = 0.0
+    decay: float = 0.9
+
+    def __post_init__(self) -> None:
+        """Refuse a decay that would let the traffic count grow without bound."""
+        if not 0.0 <= self.decay < 1.0:
+            raise ConfigError(f"decay: expected a value in [0, 1), got {self.decay}")
+
+
 class CongestionExecutor(ShortestPathRandomExecutor):
     """Shortest path plus a cost for traffic: robots route around crowded cells.
 
@@ -397,11 +450,12 @@ class CongestionExecutor(ShortestPathRandomExecutor):
         grid: the map.
         oracle: a distance oracle of the same map (default: a new one).
         seed: a seed or a generator of the tie-breaking order (default 0).
-        occupied, stayer, head_on, incoming, traffic, against: the cost weights (see above).
-        decay: per-tick decay of the traffic count, in [0, 1).
+        weights: the cost weights and the per-tick decay of the traffic count (see above);
+            default: the class's ``default_weights``.
     """
 
     name = "congestion"
+    default_weights: ClassVar[TrafficWeights] = TrafficWeights()
 
     def __init__(
         self,
@@ -409,26 +463,11 @@ class CongestionExecutor(ShortestPathRandomExecutor):
         oracle: DistanceOracle | None = None,
         *,
         seed: int | np.random.Generator = 0,
-        occupied: float = 0.3,
-        stayer: float = 0.0,
-        head_on: float = 0.2,
-        incoming: float = 0.0,
-        traffic: float = 0.4,
-        against: float = 0.0,
-        decay: float = 0.9,
+        weights: TrafficWeights | None = None,
     ) -> None:
         super().__init__(grid, oracle, seed=seed)
-        if not 0.0 <= decay < 1.0:
-            raise ConfigError(f"decay: expected a value in [0, 1), got {decay}")
-        self.weights = {
-            "occupied": float(occupied),
-            "stayer": float(stayer),
-            "head_on": float(head_on),
-            "incoming": float(incoming),
-            "traffic": float(traffic),
-            "against": float(against),
-        }
-        self.decay = float(decay)
+        self.weights = weights or self.default_weights
+        self.decay = float(self.weights.decay)
         h, w = self._shape
         self._heat = np.zeros(h * w, dtype=np.float64)  # (H * W,) decayed robot count
         self._flow = np.zeros((h * w, N_ACTIONS), dtype=np.float64)  # (H * W, 5) entries by move
@@ -438,20 +477,13 @@ class CongestionExecutor(ShortestPathRandomExecutor):
         """``(M, 5)`` route cost of each action before traffic: here the distance after it."""
         return self.distances(pos, goal)
 
-    def rank(
-        self,
-        pos: NDArray[np.int32],
-        goal: NDArray[np.int32],
-        active: NDArray[np.bool_],
-        carrying: NDArray[np.bool_] | None = None,
-        tick: int = 0,
-    ) -> NDArray[np.int64]:
-        """Rank actions by distance plus congestion cost; idle robots wait first."""
-        ranking, idx = idle_ranking(active)
-        key, ties = self.costs(pos, goal, idx)
+    def rank_active(
+        self, fleet: FleetTick, ranking: NDArray[np.int64], idx: NDArray[np.intp]
+    ) -> None:
+        """Rank actions by distance plus congestion cost."""
+        key, ties = self.costs(fleet.pos, fleet.goal, idx)  # every call: it advances traffic
         if len(idx):
             ranking[idx] = np.lexsort((ties, key), axis=1)
-        return ranking
 
     def costs(
         self, pos: NDArray[np.int32], goal: NDArray[np.int32], idx: NDArray[np.intp]
@@ -501,12 +533,12 @@ class CongestionExecutor(ShortestPathRandomExecutor):
         own = intent[idx, None] == flat  # the robot's own choice is not traffic against it
         wt = self.weights
         cost = (
-            wt["occupied"] * held
-            + wt["stayer"] * stays
-            + wt["head_on"] * head_on
-            + wt["incoming"] * (incoming[flat] - own)
-            + wt["traffic"] * (1.0 - self.decay) * self._heat[flat]
-            + wt["against"] * (1.0 - self.decay) * self._flow[flat, _OPPOSITE[None, :]]
+            wt.occupied * held
+            + wt.stayer * stays
+            + wt.head_on * head_on
+            + wt.incoming * (incoming[flat] - own)
+            + wt.traffic * (1.0 - self.decay) * self._heat[flat]
+            + wt.against * (1.0 - self.decay) * self._flow[flat, _OPPOSITE[None, :]]
         )
         cost[:, WAIT] = 0.0  # the robot's own cell: waiting costs its current distance only
         key = np.where(ok, dist + cost, np.inf)
@@ -524,18 +556,9 @@ class PibtOrderExecutor(CongestionExecutor):
     """
 
     name = "pibt"
-
-    def __init__(
-        self,
-        grid: GridMap,
-        oracle: DistanceOracle | None = None,
-        *,
-        seed: int | np.random.Generator = 0,
-    ) -> None:
-        no = 0.0
-        super().__init__(
-            grid, oracle, seed=seed, occupied=0.5, stayer=no, head_on=no, incoming=no, traffic=no
-        )
+    default_weights: ClassVar[TrafficWeights] = TrafficWeights(
+        occupied=0.5, stayer=0.0, head_on=0.0, incoming=0.0, traffic=0.0
+    )
 
 
 class GuidanceExecutor(CongestionExecutor):
@@ -571,11 +594,11 @@ class GuidanceExecutor(CongestionExecutor):
         seed: int | np.random.Generator = 0,
         highway: float = 2.0,
         max_bytes: int = 128 << 20,
-        **weights: float,
+        weights: TrafficWeights | None = None,
     ) -> None:
         from fleetmind.safety.lorr import DistanceMaps
 
-        super().__init__(grid, oracle, seed=seed, **weights)
+        super().__init__(grid, oracle, seed=seed, weights=weights)
         if highway < 1 or highway != int(highway):
             raise ConfigError(f"highway: expected a whole number >= 1, got {highway}")
         self.highway = float(highway)
@@ -683,25 +706,19 @@ class GuidedRLExecutor(GuidanceExecutor):
         self._prev: tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.bool_]] | None = None
         self._nav = nav_guided
 
-    def rank(
-        self,
-        pos: NDArray[np.int32],
-        goal: NDArray[np.int32],
-        active: NDArray[np.bool_],
-        carrying: NDArray[np.bool_] | None = None,
-        tick: int = 0,
-    ) -> NDArray[np.int64]:
-        """The policy's action first, the rest in guidance order; idle robots wait."""
-        carry = np.zeros(len(pos), dtype=bool) if carrying is None else carrying
+    def rank_active(
+        self, fleet: FleetTick, ranking: NDArray[np.int64], idx: NDArray[np.intp]
+    ) -> None:
+        """The policy's action first, the rest in guidance order."""
+        pos, active, carry, tick = fleet.pos, fleet.active, fleet.carrying, fleet.tick
         if self.learner is not None:
             self._close_step(pos, tick)
-        everyone = np.arange(len(pos)) if self.learner is not None else np.flatnonzero(active)
-        ranking, idx = idle_ranking(active)
+        everyone = np.arange(len(pos)) if self.learner is not None else idx
         # Idle robots' goals are not theirs to follow: cost them toward where they stand.
-        goal = np.where(active[:, None], goal, pos).astype(np.int32)
+        goal = np.where(active[:, None], fleet.goal, pos).astype(np.int32)
         key, ties = self.costs(pos, goal, everyone)
         if len(everyone) == 0:
-            return ranking
+            return
         obs = self.observer(pos[None], goal[None], carry[None], active[None])[0][everyone]
         obs = self._nav.features(obs, key)
         prior = self._nav.prior_of(key, self.policy.scale)
@@ -719,7 +736,6 @@ class GuidedRLExecutor(GuidanceExecutor):
         order = np.lexsort((ties, key), axis=1)
         rest = order[order != best[:, None]].reshape(len(idx), N_ACTIONS - 1)
         ranking[idx] = np.concatenate([best[:, None], rest], axis=1)
-        return ranking
 
     def _close_step(self, pos: NDArray[np.int32], tick: int) -> None:
         """Give the learner the outcome of the last tick: progress and deliveries."""

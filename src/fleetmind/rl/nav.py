@@ -25,7 +25,7 @@ import importlib.resources
 import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Self
 
 import numpy as np
 import torch
@@ -60,13 +60,60 @@ def default_policy_path() -> Path:
     return Path(str(importlib.resources.files("fleetmind") / "data" / "nav_policy.pt"))
 
 
-class NavPolicy:
+class PolicyFile:
+    """A policy saved as a file pair (:func:`write_policy`): one ``save`` and one ``load``.
+
+    Subclasses set ``file_format`` and ``file_what`` (named in errors), give their weights
+    (:meth:`policy_weights`) and their ``metadata``, and build themselves from a file
+    (:meth:`from_file`).
+    """
+
+    file_format: ClassVar[str]
+    file_what: ClassVar[str]
+    metadata: dict[str, Any]
+
+    def policy_weights(self) -> dict[str, Any]:
+        """The weights :meth:`save` writes (a torch state dict)."""
+        raise NotImplementedError
+
+    @classmethod
+    def from_file(cls, path: Path, meta: dict[str, Any], blob: dict[str, Any]) -> Self:
+        """The policy of the file ``path``'s metadata and weights blob (may raise on bad fields)."""
+        raise NotImplementedError
+
+    def save(self, path: str | Path) -> Path:
+        """Write weights to ``path`` and metadata to ``path`` with suffix ``.json``."""
+        return write_policy(path, self.file_format, self.policy_weights(), self.metadata)
+
+    @classmethod
+    def load(cls, path: str | Path) -> Self:
+        """Load a policy written by :meth:`save`.
+
+        Raises:
+            ConfigError: naming the file, when a file is missing or not a policy of this kind.
+        """
+        p = Path(path)
+        meta, blob = read_policy(p, cls.file_format, cls.file_what)
+        try:
+            return cls.from_file(p, meta, blob)
+        except (KeyError, TypeError, ValueError, RuntimeError) as error:
+            # A missing field, or weights of another shape (torch raises RuntimeError).
+            first = str(error).splitlines()[0][:160] if str(error) else ""
+            raise ConfigError(
+                f"{p}: not a {cls.file_what} ({type(error).__name__}: {first})"
+            ) from None
+
+
+class NavPolicy(PolicyFile):
     """A shared goal-conditioned navigation policy (see the module docstring).
 
     Args:
         actor: the network, ``(..., D) -> (..., 5)`` logits, without agent id.
         metadata: what :meth:`save` writes beside the weights.
     """
+
+    file_format = FORMAT
+    file_what = "navigation policy"
 
     def __init__(self, actor: Actor, metadata: dict[str, Any] | None = None) -> None:
         if actor.agent_id:
@@ -115,32 +162,20 @@ class NavPolicy:
         """A :class:`~fleetmind.sim.observe.LocalObserver` producing this policy's input."""
         return observe.LocalObserver.for_map(grid, self.radius)
 
-    def save(self, path: str | Path) -> Path:
-        """Write weights to ``path`` and metadata to ``path`` with suffix ``.json``."""
-        return write_policy(path, FORMAT, self.actor.state_dict(), self.metadata)
+    def policy_weights(self) -> dict[str, Any]:
+        """The actor's state dict."""
+        return self.actor.state_dict()
 
     @classmethod
-    def load(cls, path: str | Path) -> NavPolicy:
-        """Load a policy written by :meth:`save`.
-
-        Raises:
-            ConfigError: naming the file, when a file is missing or not a navigation policy.
-        """
-        p = Path(path)
-        meta, blob = read_policy(p, FORMAT, "navigation policy")
-        meta_path = p.with_suffix(".json")
-        try:
-            expected = observe.local_size(int(meta["radius"]), heuristic=True)
-            if int(meta["obs_size"]) != expected:
-                raise ConfigError(f"{meta_path}: field 'obs_size' {meta['obs_size']} != {expected}")
-            actor = Actor(int(meta["obs_size"]), int(meta["n_actions"]), 1, meta["hidden"], False)
-            actor.load_state_dict(blob["state_dict"])
-        except (KeyError, TypeError, ValueError, RuntimeError) as error:
-            # A missing field, or weights of another shape (torch raises RuntimeError).
+    def from_file(cls, path: Path, meta: dict[str, Any], blob: dict[str, Any]) -> Self:
+        """The policy of a navigation policy file (its observation size checked)."""
+        expected = observe.local_size(int(meta["radius"]), heuristic=True)
+        if int(meta["obs_size"]) != expected:
             raise ConfigError(
-                f"{p}: not a navigation policy ({type(error).__name__}: "
-                f"{str(error).splitlines()[0][:160] if str(error) else ''})"
-            ) from None
+                f"{path.with_suffix('.json')}: field 'obs_size' {meta['obs_size']} != {expected}"
+            )
+        actor = Actor(int(meta["obs_size"]), int(meta["n_actions"]), 1, meta["hidden"], False)
+        actor.load_state_dict(blob["state_dict"])
         return cls(actor, meta)
 
 

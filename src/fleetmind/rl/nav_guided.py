@@ -26,7 +26,7 @@ import copy
 import importlib.resources
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import numpy as np
 import torch
@@ -34,7 +34,7 @@ from numpy.typing import NDArray
 
 import fleetmind
 from fleetmind.errors import ConfigError
-from fleetmind.rl.nav import read_policy, write_policy
+from fleetmind.rl.nav import PolicyFile
 from fleetmind.rl.neural import base
 from fleetmind.rl.neural.buffers import gae
 from fleetmind.sim import observe
@@ -70,7 +70,7 @@ def features(obs: NDArray[np.float32], cost: NDArray[np.floating]) -> NDArray[np
     return obs
 
 
-class GuidedPolicy(torch.nn.Module):
+class GuidedPolicy(torch.nn.Module, PolicyFile):
     """Residual actor (zero-initialised output) and critic over the guided observation.
 
     Args:
@@ -80,6 +80,9 @@ class GuidedPolicy(torch.nn.Module):
         seed: seed of the initial weights.
         metadata: what :meth:`save` writes beside the weights.
     """
+
+    file_format = FORMAT
+    file_what = "guided policy"
 
     def __init__(
         self,
@@ -127,32 +130,20 @@ class GuidedPolicy(torch.nn.Module):
             ).numpy()
         return out
 
-    def save(self, path: str | Path) -> Path:
-        """Write weights to ``path`` and metadata to ``path`` with suffix ``.json``."""
-        return write_policy(path, FORMAT, self.state_dict(), self.metadata)
+    def policy_weights(self) -> dict[str, Any]:
+        """The state dict of both networks."""
+        return self.state_dict()
 
     @classmethod
-    def load(cls, path: str | Path) -> GuidedPolicy:
-        """Load a policy written by :meth:`save`.
-
-        Raises:
-            ConfigError: naming the file, when a file is missing or not a guided policy.
-        """
-        p = Path(path)
-        meta, blob = read_policy(p, FORMAT, "guided policy")
-        try:
-            policy = cls(
-                int(meta["obs_size"]),
-                tuple(int(x) for x in meta["hidden"]),
-                scale=float(meta["scale"]),
-                metadata=meta,
-            )
-            policy.load_state_dict(blob["state_dict"])
-        except (KeyError, TypeError, ValueError, RuntimeError) as error:
-            first = str(error).splitlines()[0][:160] if str(error) else ""
-            raise ConfigError(
-                f"{p}: not a guided policy ({type(error).__name__}: {first})"
-            ) from None
+    def from_file(cls, path: Path, meta: dict[str, Any], blob: dict[str, Any]) -> Self:
+        """The policy of a guided policy file, in inference mode."""
+        policy = cls(
+            int(meta["obs_size"]),
+            tuple(int(x) for x in meta["hidden"]),
+            scale=float(meta["scale"]),
+            metadata=meta,
+        )
+        policy.load_state_dict(blob["state_dict"])
         return policy.eval()
 
 

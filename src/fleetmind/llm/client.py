@@ -16,7 +16,8 @@ import logging
 import random
 import threading
 import time
-from typing import Any
+from abc import ABC, abstractmethod
+from typing import Any, Self
 
 import httpx
 
@@ -59,6 +60,27 @@ def response_format(json_schema: dict[str, Any], mode: SchemaMode) -> dict[str, 
             "json_schema": {"name": name, "schema": json_schema, "strict": True},
         }
     return None
+
+
+class LocalServer(ABC):
+    """A chat server this process starts and stops; as a context manager, started inside.
+
+    Subclasses give :meth:`start` (returning the server) and :meth:`stop`.
+    """
+
+    @abstractmethod
+    def start(self) -> Self:
+        """Start serving; the server itself."""
+
+    @abstractmethod
+    def stop(self) -> None:
+        """Stop serving."""
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
 
 
 class OpenAICompatClient(ChatBase):

@@ -36,7 +36,7 @@ import httpx
 
 from fleetmind.errors import ConfigError
 from fleetmind.llm.chat import ChatBase, ChatOptions, ChatResult, Message, TokenUsage
-from fleetmind.llm.client import OpenAICompatClient
+from fleetmind.llm.client import LocalServer, OpenAICompatClient
 from fleetmind.llm.errors import LLMConnectionError, LLMTimeoutError
 
 log = logging.getLogger(__name__)
@@ -99,7 +99,7 @@ def thread_env(n_threads: int, base: dict[str, str] | None = None) -> dict[str, 
 
 
 @dataclass(eq=False)
-class EmbeddedServer:
+class EmbeddedServer(LocalServer):
     """A managed ``python -m llama_cpp.server`` subprocess on 127.0.0.1.
 
     Use as a context manager::
@@ -281,12 +281,6 @@ class EmbeddedServer:
         if self._log_file is not None:
             self._log_file.close()
             self._log_file = None
-
-    def __enter__(self) -> EmbeddedServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     def client(self, **kwargs: Any) -> OpenAICompatClient:
         """A client for this server (``json_object`` + ``schema`` constrained decoding).

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from fleetmind.llm.client import OpenAICompatClient
+from fleetmind.llm.client import LocalServer, OpenAICompatClient
 
 
 @dataclass(frozen=True)
@@ -101,7 +101,7 @@ class _Server(ThreadingHTTPServer):
         super().handle_error(request, client_address)
 
 
-class FakeChatServer:
+class FakeChatServer(LocalServer):
     """A scripted OpenAI-compatible server.
 
     Args:
@@ -163,12 +163,6 @@ class FakeChatServer:
             self._server.shutdown()
             self._server.server_close()
             self._server = None
-
-    def __enter__(self) -> FakeChatServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     def next_reply(self, received: Received) -> Reply:
         """Record a request and pick its reply from the script."""

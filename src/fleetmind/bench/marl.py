@@ -176,34 +176,6 @@ def random_policy(seed: int, n_actions: int) -> Callable[[NDArray[np.float32]], 
     return act
 
 
-def greedy(policy: torch.nn.Module) -> Callable[[NDArray[np.float32]], NDArray[np.int64]]:
-    """The argmax of a learner's result policy (MAT: its greedy autoregressive decoding)."""
-
-    def act(obs: NDArray[np.float32]) -> NDArray[np.int64]:
-        with torch.no_grad():
-            out: NDArray[np.int64] = policy(torch.from_numpy(obs)).argmax(-1).numpy()
-        return out
-
-    return act
-
-
-def sampled(
-    policy: torch.nn.Module, seed: int
-) -> Callable[[NDArray[np.float32]], NDArray[np.int64]]:
-    """Actions drawn from the policy's logits with a seeded generator (the policy as trained)."""
-    gen = torch.Generator()
-    gen.manual_seed(seed)
-
-    def act(obs: NDArray[np.float32]) -> NDArray[np.int64]:
-        with torch.no_grad():
-            out: NDArray[np.int64] = base.sample_categorical(
-                policy(torch.from_numpy(obs)), gen
-            ).numpy()
-        return out
-
-    return act
-
-
 class _Clock:
     """Stamps each finished training episode with the training seconds so far."""
 
@@ -261,8 +233,10 @@ def train_one(
     n_ep = len(res.returns["robot_0"])
     per_episode = [sum(int(res.deliveries[a][k]) for a in res.deliveries) for k in range(n_ep)]
     t = time.perf_counter()
-    s = evaluate(sampled(res.policy, EVAL_SEED), env_id, episodes=eval_episodes, seed=EVAL_SEED)
-    g = evaluate(greedy(res.policy), env_id, episodes=eval_episodes, seed=EVAL_SEED)
+    s = evaluate(
+        base.sampled_actions(res.policy, EVAL_SEED), env_id, episodes=eval_episodes, seed=EVAL_SEED
+    )
+    g = evaluate(base.greedy_actions(res.policy), env_id, episodes=eval_episodes, seed=EVAL_SEED)
     return {
         "task": env_id,
         "algo": algo,

@@ -483,32 +483,15 @@ class RwareCurve:
 
     def evaluate(self, policy: Any, step: int) -> dict[str, Any]:
         """Score ``policy`` (obs -> logits) now; append a row to the curve."""
-        import torch
-
         from fleetmind.rl.neural import base
         from fleetmind.rl.neural.adapters import evaluate_rware
 
         t = time.perf_counter()
         train_s = t - self._t0 - self._spent
         self._last = train_s
-        gen = torch.Generator()
-        gen.manual_seed(self.seed)
-
-        def sampled(obs: NDArray[np.float32]) -> NDArray[np.int64]:
-            with torch.no_grad():
-                out: NDArray[np.int64] = base.sample_categorical(
-                    policy(torch.from_numpy(obs)), gen
-                ).numpy()
-            return out
-
-        def greedy(obs: NDArray[np.float32]) -> NDArray[np.int64]:
-            with torch.no_grad():
-                out: NDArray[np.int64] = policy(torch.from_numpy(obs)).argmax(-1).numpy()
-            return out
-
         kw = {"episodes": self.episodes, "seed": self.seed}
-        s = evaluate_rware(sampled, self.env_id, **kw)
-        g = evaluate_rware(greedy, self.env_id, **kw)
+        s = evaluate_rware(base.sampled_actions(policy, self.seed), self.env_id, **kw)
+        g = evaluate_rware(base.greedy_actions(policy), self.env_id, **kw)
         row = {
             "train_s": round(train_s, 1),
             "steps": step,

@@ -174,6 +174,34 @@ def sample_categorical(logits: torch.Tensor, generator: torch.Generator) -> torc
     return torch.multinomial(probs, 1, generator=generator).reshape(logits.shape[:-1])
 
 
+Act = Callable[[NDArray[np.float32]], NDArray[np.int64]]
+"""An evaluation policy: ``(..., D)`` observations -> ``(...,)`` actions."""
+
+
+def greedy_actions(policy: Callable[[torch.Tensor], torch.Tensor]) -> Act:
+    """The argmax of a policy's logits (MAT: its greedy autoregressive decoding)."""
+
+    def act(obs: NDArray[np.float32]) -> NDArray[np.int64]:
+        with torch.no_grad():
+            out: NDArray[np.int64] = policy(torch.from_numpy(obs)).argmax(-1).numpy()
+        return out
+
+    return act
+
+
+def sampled_actions(policy: Callable[[torch.Tensor], torch.Tensor], seed: int) -> Act:
+    """Actions drawn from a policy's logits with a seeded generator (the policy as trained)."""
+    gen = torch.Generator()
+    gen.manual_seed(seed)
+
+    def act(obs: NDArray[np.float32]) -> NDArray[np.int64]:
+        with torch.no_grad():
+            out: NDArray[np.int64] = sample_categorical(policy(torch.from_numpy(obs)), gen).numpy()
+        return out
+
+    return act
+
+
 class ValueNorm:
     """Running mean and std of value targets (MAPPO's ``ValueNorm``, a debiased average).
 

@@ -50,7 +50,7 @@ def resolve_map(map_spec: str | GridMap) -> GridMap:
 
 
 ObsT = TypeVar("ObsT")
-_INT64, _FLOAT32 = np.dtype(np.int64), np.dtype(np.float32)  # dtype objects: quicker to pass
+_FLOAT32 = np.dtype(np.float32)  # a dtype object: quicker to pass
 ParallelStep: TypeAlias = tuple[
     dict[str, ObsT],  # observations
     dict[str, float],  # rewards
@@ -159,7 +159,8 @@ class WarehouseParallelEnv(ParallelEnv[str, Any, int]):  # type: ignore[misc]
 
     def step(self, actions: dict[str, int]) -> ParallelStep[Any]:
         """One tick; missing agents wait."""
-        acts = np.array([int(actions.get(a, 0)) for a in self.possible_agents], _INT64)
+        # A list: advance makes the array, which it then knows to be a fresh int64 one.
+        acts = [int(actions.get(a, 0)) for a in self.possible_agents]
         # Local observations come out of the tick's own compiled call when nothing happened
         # that Python must handle first (Warehouse.advance); else they are taken after it.
         out = None if self._obs_shape is None else np.empty(self._obs_shape, _FLOAT32)

@@ -11,15 +11,62 @@ on-disk cache (``cache=True``, ``__pycache__`` beside this file) already holds t
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numba
 import numpy as np
+from numba._dispatcher import compute_fingerprint
 from numpy.typing import NDArray
 
-__all__ = ["OBSERVED", "local_observations", "resolve_moves", "vector_tick", "warehouse_tick"]
+__all__ = [
+    "OBSERVED",
+    "compiled_entry",
+    "local_observations",
+    "resolve_moves",
+    "vector_tick",
+    "warehouse_tick",
+]
 
 # (row, col) offset of each action id (fleetmind.sim.grid.DELTAS).
 _DR = np.array([0, -1, 1, 0, 0], dtype=np.int64)
 _DC = np.array([0, 0, 0, -1, 1], dtype=np.int64)
+
+
+# compiled_entry's answers by kernel and argument fingerprints (None: no exact overload).
+_ENTRIES: dict[tuple[object, tuple[bytes, ...]], Callable[..., Any] | None] = {}
+
+
+def _behaved(args: tuple[Any, ...]) -> bool:
+    """Every array in ``args`` (tuples included) a plain, aligned ndarray."""
+    for a in args:
+        if isinstance(a, tuple):
+            if not _behaved(a):
+                return False
+        elif isinstance(a, np.ndarray) and (type(a) is not np.ndarray or not a.flags.aligned):
+            return False
+    return True
+
+
+def compiled_entry(kernel: Any, args: tuple[Any, ...]) -> Callable[..., Any] | None:
+    """The machine code ``kernel`` runs for exactly these argument types, if compiled, else None.
+
+    Calling it skips numba's type dispatch (a type check of every argument, about 60 ns an
+    array), which is the caller's job then: it may pass only arguments of the same types
+    (dtype, dimensions, layout, writeability, alignment) as ``args``; nothing checks them.
+    The types are told apart as numba's dispatcher does: by numba's fingerprints, for plain
+    aligned arrays only (anything else: None).
+    """
+    if not _behaved(args):
+        return None
+    try:
+        key = (kernel, tuple(map(compute_fingerprint, args)))
+    except NotImplementedError:  # a value numba has no fingerprint for
+        return None
+    if key not in _ENTRIES:
+        compiled = kernel.overloads.get(tuple(map(numba.typeof, args)))
+        _ENTRIES[key] = None if compiled is None else compiled.entry_point
+    return _ENTRIES[key]
 
 
 OK, BAD_ACTION, OFF_GRID, INCOMPLETE = 0, 1, 2, 3
@@ -102,13 +149,17 @@ def _scratch(cells: int, n: int) -> _Scratch:
     Per cell: occupant, best key, best robot (the first two -1); per robot: current cell,
     next cell, rank, fail.
     """
+    # Two allocations, sliced (an allocation costs more than the work of a small world).
+    ints = np.empty(3 * cells + 3 * n, dtype=np.int64)
+    ints[: 2 * cells] = -1
+    at = 3 * cells
     return (
-        np.full(cells, -1, dtype=np.int64),
-        np.full(cells, -1, dtype=np.int64),
-        np.empty(cells, dtype=np.int64),
-        np.empty(n, dtype=np.int64),
-        np.empty(n, dtype=np.int64),
-        np.empty(n, dtype=np.int64),
+        ints[:cells],
+        ints[cells : 2 * cells],
+        ints[2 * cells : at],
+        ints[at : at + n],
+        ints[at + n : at + 2 * n],
+        ints[at + 2 * n :],
         np.empty(n, dtype=np.bool_),
     )
 

@@ -20,7 +20,7 @@ collision attempts and wall bumps.
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -40,7 +40,9 @@ if TYPE_CHECKING:
 
 _NO_GATES = np.zeros(0, dtype=bool)
 _OBSERVED = kernels.OBSERVED
-_BOOL, _FLOAT32 = np.dtype(bool), np.dtype(np.float32)  # dtype objects: np.empty is quicker
+# dtype objects: np.empty and np.asarray are quicker with them than with a type.
+_BOOL, _FLOAT32 = np.dtype(bool), np.dtype(np.float32)
+_INT32, _INT64 = np.dtype(np.int32), np.dtype(np.int64)
 _REFUSED = 32 | 64 | 256  # warehouse_tick refused the tick: a bad action, robot or buffer
 _PYTHON_EVENTS = 1 | 2 | 4 | 8  # pickups, deliveries, errands, a finite battery
 _AFTER_TICK = _PYTHON_EVENTS | 16  # ... or an idle robot to give work to
@@ -205,6 +207,7 @@ class _Plan(NamedTuple):
     config: WarehouseConfig
     n: int
     actions_shape: tuple[int]
+    pos_shape: tuple[int, int]
     flags_shape: tuple[int, int]
     mode: str
     individual: bool  # the rewards are the individual rewards
@@ -223,6 +226,7 @@ class _Plan(NamedTuple):
             config,
             n,
             (n,),
+            (n, 2),
             (5, n),
             r.mode,
             r.mode == "individual",
@@ -248,9 +252,9 @@ class Warehouse:
         orders: optional fixed order list (a task file) instead of the Poisson stream.
     """
 
-    # The tick's plan lives in a slot, outside __dict__: snapshots and the recorder's captures,
-    # which copy __dict__, need not carry what the config already says.
-    __slots__ = ("__dict__", "_plan")
+    # The tick's plan and its compiled call live in slots, outside __dict__: snapshots and the
+    # recorder's captures, which copy __dict__, need not carry what the config already says.
+    __slots__ = ("__dict__", "_checked", "_entry", "_made_pos", "_plan")
 
     def __init__(
         self,
@@ -269,6 +273,11 @@ class Warehouse:
         self._fixed_orders = list(orders) if orders is not None else None
         self._start = None if start is None else np.asarray(start, dtype=np.int32)
         self._plan = _Plan.of(self.config, n, self._fixed_orders)
+        # warehouse_tick's machine code for the arrays in _checked (and self.pos when it is
+        # _made_pos), called without numba's type dispatch (advance); None until checked.
+        self._entry: Callable[..., tuple[int, int, int]] | None = None
+        self._checked: tuple[object, ...] = ()
+        self._made_pos: NDArray[np.int32] | None = None
         self.reset(seed)
 
     # ------------------------------------------------------------------ lifecycle
@@ -692,42 +701,76 @@ class Warehouse:
         plan = self._plan
         if plan.config is not self.config:
             plan = self._plan = _Plan.of(self.config, len(self.robot_ids), self._fixed_orders)
-        acts = np.asarray(actions, dtype=np.int64)
+        acts = np.asarray(actions, dtype=_INT64)
         if acts.shape != plan.actions_shape:
             raise ConfigError(f"step: expected {plan.n} actions, got shape {acts.shape}")
         team_without = None if plan.mode != "difference" else self._team_without(acts)
         inputs = None if observer is None or out is None else observer.kernel_inputs
         # The pure part of the tick in one compiled call (the numpy reference: _transition and
         # rewards.individual); Python below runs only per event.
-        new_pos = np.empty_like(self.pos)
+        pos = self.pos
+        new_pos = np.empty(plan.pos_shape, _INT32)
         flags = np.empty(plan.flags_shape, _BOOL)  # moved, wall bump, conflict, picked, delivered
         ind = np.empty(plan.n, _FLOAT32)
-        events, n_conflict, n_bump = kernels.warehouse_tick(
-            self.pos,
+        robots = (
+            self.goal,
+            self.has_task,
+            self.errand,
+            self.carrying,
+            self.gated() if self.gates else _NO_GATES,
+            self.broken_until,
+            self.battery,
+        )
+        # The rewards are the individual ones: the kernel adds them up (as numpy would).
+        reward_sum = self.reward_sum if plan.individual else _NO_SUM
+        obs_in, obs = (_NO_OBSERVER, _NO_OBS) if inputs is None or out is None else (inputs, out)
+        # The kernel's own machine code, without numba's type dispatch, when every argument is
+        # one whose type was checked: the arrays of _checked by identity, pos the one the last
+        # tick made (of new_pos's type), the actions and the observation buffer, new each tick,
+        # behaved C arrays (asarray made acts int64, and from a list a fresh array; the shape
+        # check made it 1-D).
+        checked = self._checked
+        entry = self._entry
+        typed = (
+            (type(actions) is list or acts.flags.carray)
+            and (obs is _NO_OBS or (obs.dtype is _FLOAT32 and obs.ndim == 2 and obs.flags.carray))
+            and robots[4] is _NO_GATES  # gated() is new each tick
+        )
+        if not (
+            typed
+            and entry is not None
+            and pos is self._made_pos
+            and self.grid.blocked is checked[0]
+            and robots[0] is checked[1]
+            and robots[1] is checked[2]
+            and robots[2] is checked[3]
+            and robots[3] is checked[4]
+            and robots[5] is checked[5]
+            and robots[6] is checked[6]
+            and reward_sum is checked[7]
+            and obs_in is checked[8]
+        ):
+            entry = kernels.warehouse_tick  # numba's dispatch: any types, checked
+        args = (
+            pos,
             acts,
             self.grid.blocked,
             self.tick,
-            (
-                self.goal,
-                self.has_task,
-                self.errand,
-                self.carrying,
-                self.gated() if self.gates else _NO_GATES,
-                self.broken_until,
-                self.battery,
-            ),
+            robots,
             plan.reward_terms,
             new_pos,
             flags,
             ind,
-            # The rewards are the individual ones: the kernel adds them up (as numpy would).
-            self.reward_sum if plan.individual else _NO_SUM,
-            _NO_OBSERVER if inputs is None else inputs,
-            out if inputs is not None and out is not None else _NO_OBS,
+            reward_sum,
+            obs_in,
+            obs,
         )
+        events, n_conflict, n_bump = entry(*args)
+        if entry is kernels.warehouse_tick and typed:
+            self._check(args)
         if events & _REFUSED:
             self._refuse(events, acts, out)
-        self.pos = new_pos
+        self.pos = self._made_pos = new_pos
         if events & _AFTER_TICK or plan.eventful or self.parked:
             return self._after_tick(events, flags, ind, team_without, n_conflict, n_bump)
         # A quiet tick: nothing for Python but the counts (the rest of _after_tick does nothing).
@@ -751,6 +794,15 @@ class Warehouse:
                 events & _OBSERVED != 0,
             ),
         )
+
+    def _check(self, args: tuple[Any, ...]) -> None:
+        """Pick warehouse_tick's machine code for the types of ``args`` (see :meth:`advance`).
+
+        The position is typed as ``new_pos`` (``args[6]``): the next tick's ``pos``.
+        """
+        self._entry = kernels.compiled_entry(kernels.warehouse_tick, (args[6], *args[1:]))
+        robots = args[4]
+        self._checked = (args[2], *robots[:4], *robots[5:], args[9], args[10])
 
     def _after_tick(
         self,
@@ -852,7 +904,8 @@ class Warehouse:
             self.battery -= b.drain_per_move * flags[0]
             on_charger = self.grid.chargers[self.pos[:, 0], self.pos[:, 1]] & finite
             charged = np.minimum(self.battery + b.recharge_per_tick * on_charger, b.capacity)
-            self.battery = np.where(finite, np.maximum(charged, 0.0), self.battery)
+            # In place: the array stays the one advance checked the type of.
+            np.copyto(self.battery, np.maximum(charged, 0.0), where=finite)
         for r in np.flatnonzero(flags[3]) if events & 1 else ():
             rec_idx = int(self.order_of[r])
             rec = self.records[rec_idx]

@@ -36,6 +36,7 @@ from numpy.typing import NDArray
 
 from fleetmind.envs.vector import BatchStep
 from fleetmind.errors import ConfigError
+from fleetmind.rl.neural.adapters import batch_actions
 from fleetmind.scale.backend import check_backend, import_ray
 
 
@@ -235,12 +236,7 @@ class ShardedVectorEnv:
 
     def step(self, actions: NDArray[np.integer]) -> BatchStep:
         """Step every world with ``(num_envs, N)`` actions."""
-        acts = np.asarray(actions)
-        if acts.shape != (self.num_envs, self.n_robots):
-            raise ConfigError(
-                f"ShardedVectorEnv.step: actions must have shape "
-                f"{(self.num_envs, self.n_robots)}, got {acts.shape}"
-            )
+        acts = batch_actions(actions, self)
         parts = [acts[lo:hi] for lo, hi in zip(self._bounds[:-1], self._bounds[1:], strict=True)]
         outs = self._call("step", [(p,) for p in parts])
         obs = np.concatenate([o[0] for o in outs])

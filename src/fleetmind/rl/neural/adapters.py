@@ -230,6 +230,21 @@ class RwareShaping:
         return out
 
 
+def batch_actions(actions: NDArray[np.integer], env: Any) -> NDArray[np.integer]:
+    """``actions`` as an array, checked to be ``(env.num_envs, env.n_robots)``.
+
+    Raises:
+        ConfigError: naming ``env``'s class and both shapes, when the shape is another.
+    """
+    acts = np.asarray(actions)
+    want = (env.num_envs, env.n_robots)
+    if acts.shape != want:
+        raise ConfigError(
+            f"{type(env).__name__}.step: actions must have shape {want}, got {acts.shape}"
+        )
+    return acts
+
+
 class ParallelBatch:
     """``B`` ParallelEnvs as one batched env (see the module docstring).
 
@@ -292,12 +307,7 @@ class ParallelBatch:
 
     def step(self, actions: NDArray[np.integer]) -> BatchStep:
         """Step every world with ``(B, N)`` actions; finished worlds are reset in place."""
-        acts = np.asarray(actions)
-        if acts.shape != (self.num_envs, self.n_robots):
-            raise ConfigError(
-                f"ParallelBatch.step: actions must have shape {(self.num_envs, self.n_robots)}, "
-                f"got {acts.shape}"
-            )
+        acts = batch_actions(actions, self)
         b, n = self.num_envs, self.n_robots
         rewards = np.zeros((b, n), dtype=np.float32)
         term = np.zeros(b, dtype=bool)

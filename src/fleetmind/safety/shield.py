@@ -27,14 +27,16 @@ which is how a robot pushed down a corridor finds a side pocket.
 
 Performance: static legality of the 5 moves of all robots is computed with numpy in one pass; the
 push loop is compiled (:func:`pibt_step`, numba), and :meth:`Shield._pibt_reference`, the same
-loop in plain Python over lists, stays as the reference the kernel is tested against (the same
-actions and reasons on the same inputs). The occupancy tables are kept between calls and only the
-cells touched by a call are cleared, so nothing proportional to the grid size is rebuilt per tick.
+step in PIBT's published recursive form in plain Python over lists, is the reference the kernel
+is tested against (the same actions and reasons on the same inputs). The occupancy tables are
+kept between calls and only the cells touched by a call are cleared, so nothing proportional to
+the grid size is rebuilt per tick.
 """
 
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Final
@@ -596,7 +598,12 @@ class Shield:
         broken: list[bool],
         escaping: list[bool],
     ) -> tuple[list[int], list[int]]:
-        """Run one PIBT step on flat cell indices (plain Python: the kernel's reference).
+        """Run one PIBT step on flat cell indices: the kernel's reference, in plain Python.
+
+        PIBT as published (Okumura et al.): a robot takes its best free candidate and pushes the
+        robot standing there, recursively; a pushed robot with no cell left stays, and its pusher
+        tries its next candidate. The kernel does the same with an explicit stack; this form
+        recurses, over lists, and the kernel is tested to give the same actions and reasons.
 
         Args:
             cur: ``N`` current flat cells.
@@ -617,85 +624,52 @@ class Shield:
         occ_next = [-1] * (self._height * self._width)
         nxt = [-1] * n  # planned flat cell, -1 while unplanned
         act = [WAIT] * n
-        parent = [-1] * n
-        tried = [0] * n  # how many candidates each robot has tried
         reasons = [_OK] * n
-        sideways = _SIDEWAYS
-        for i in range(n):
-            occ_now[cur[i]] = i
-        for i in range(n):
-            if broken[i]:
-                nxt[i] = cur[i]
-                occ_next[cur[i]] = i
+        for i, c in enumerate(cur):
+            occ_now[c] = i
+        for i in (i for i in range(n) if broken[i]):
+            nxt[i], occ_next[cur[i]] = cur[i], i
 
-        for root in order:
-            if nxt[root] != -1:
-                continue
-            escape = escaping[root]
-            parent[root] = -1
-            stack = [root]
-            while stack:
-                i = stack[-1]
-                cand = cands[i]
-                tgt = target[i]
-                legal = code[i]
-                p = parent[i]
-                p_cell = cur[p] if p >= 0 else -1
-                k = tried[i]
-                pushed = -1
-                done = False
-                while k < N_ACTIONS:
-                    a = cand[k]
-                    k += 1
-                    bad = legal[a]
-                    if not bad:
-                        v = tgt[a]
-                        holder = occ_next[v]
-                        if holder != -1:
-                            if holder == p and a == WAIT:
-                                bad = _YIELD
-                            elif broken[holder]:
-                                bad = _BROKEN
-                            else:
-                                bad = _VERTEX
-                        elif v == p_cell:
-                            bad = _SWAP
-                    if bad:
-                        if k == 1:
-                            reasons[i] = bad
-                        continue
-                    occ_next[v] = i
-                    nxt[i] = v
-                    act[i] = a
-                    j = occ_now[v]
-                    if j != -1 and j != i and nxt[j] == -1:
-                        parent[j] = i
-                        tried[j] = 0
-                        if escape:
-                            side = sideways[a]
-                            row = cands[j]
-                            cands[j] = [b for b in row if b in side] + [
-                                b for b in row if b not in side
-                            ]
-                        pushed = j
-                    else:
-                        done = True
-                    break
-                tried[i] = k
-                if pushed >= 0:
-                    stack.append(pushed)
-                elif done:
-                    # Success propagates: every robot on the stack keeps its cell.
-                    break
-                else:
-                    # No cell left: stay. Only the pusher can hold this cell right now.
-                    c = cur[i]
-                    assert occ_next[c] in (-1, p), "PIBT invariant: own cell taken"
-                    occ_next[c] = i
-                    nxt[i] = c
-                    act[i] = WAIT
-                    stack.pop()
-        for i in range(n):
-            occ_now[cur[i]] = -1
-            occ_next[nxt[i]] = -1
+        def rule(i: int, a: int, pusher: int) -> int:
+            """The code of the first rule that forbids robot ``i`` action ``a`` now."""
+            v = target[i][a]
+            holder = occ_next[v]
+            if code[i][a]:
+                return code[i][a]
+            if holder == -1:
+                return _SWAP if pusher >= 0 and v == cur[pusher] else _OK
+            if holder == pusher and a == WAIT:
+                return _YIELD
+            return _BROKEN if broken[holder] else _VERTEX
+
+        def push(i: int, pusher: int, escape: bool) -> bool:
+            """Plan robot ``i`` (pushed by ``pusher``, -1 for none); False when it must stay."""
+            for k, a in enumerate(cands[i]):
+                why = rule(i, a, pusher)
+                if why != _OK:
+                    reasons[i] = why if k == 0 else reasons[i]
+                    continue
+                v = target[i][a]
+                occ_next[v], nxt[i], act[i] = i, v, a
+                j = occ_now[v]
+                if j in (-1, i) or nxt[j] != -1:
+                    return True
+                if escape:
+                    # Sideways moves first for the pushed robot (a stable sort keeps its order).
+                    cands[j] = sorted(cands[j], key=lambda b: b not in _SIDEWAYS[a])
+                if push(j, i, escape):
+                    return True
+            # No cell left: stay. Only the pusher can hold this cell right now.
+            assert occ_next[cur[i]] in (-1, pusher), "PIBT invariant: own cell taken"
+            occ_next[cur[i]], nxt[i], act[i] = i, cur[i], WAIT
+            return False
+
+        limit = sys.getrecursionlimit()
+        sys.setrecursionlimit(max(limit, 4 * n + 1000))  # a push chain can cross the fleet
+        try:
+            for root in order:
+                if nxt[root] == -1:
+                    push(root, -1, escaping[root])
+        finally:
+            sys.setrecursionlimit(limit)
         return act, reasons

@@ -41,7 +41,8 @@ def test_resolve_moves_kernel_matches_numpy(state: dict[str, object]) -> None:
     pos, acts, blocked = state["pos"], state["acts"], state["blocked"]
     kw = {"tick": state["tick"], "frozen": state["frozen"]}
     got = resolve_moves(pos, acts, blocked, **kw)  # type: ignore[arg-type]
-    want = resolve_moves_reference(pos, acts, blocked, **kw)  # type: ignore[arg-type]
+    ticks = np.broadcast_to(np.asarray(state["tick"], dtype=np.int64), (len(acts),))  # type: ignore[arg-type]
+    want = resolve_moves_reference(pos, acts, blocked, ticks, state["frozen"])  # type: ignore[arg-type]
     for name in ("pos", "moved", "wall_bump", "conflict"):
         a, b = getattr(got, name), getattr(want, name)
         assert a.dtype == b.dtype, name

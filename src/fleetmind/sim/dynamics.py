@@ -15,7 +15,7 @@ Rules (the same for one world or a batch of worlds):
 
 :func:`resolve_moves` runs the compiled kernel of :mod:`fleetmind.sim.kernels`;
 :func:`resolve_moves_reference` is the same rules in numpy over ``(n_envs, n_robots)`` arrays,
-kept as the reference the kernel is tested against.
+with the kernel's arguments, kept as the reference the kernel is tested against.
 """
 
 from __future__ import annotations
@@ -107,21 +107,13 @@ def resolve_moves_reference(
     pos: NDArray[np.int32],
     actions: NDArray[np.integer],
     blocked: NDArray[np.bool_],
-    *,
-    tick: int | NDArray[np.integer] = 0,
+    ticks: NDArray[np.int64],
     frozen: NDArray[np.bool_] | None = None,
 ) -> MoveResult:
-    """The numpy reference of :func:`resolve_moves`: a collision-free joint move.
+    """The numpy reference of the compiled kernel behind :func:`resolve_moves`.
 
-    Args:
-        pos: ``(B, N, 2)`` int positions (row, col); all distinct within a world.
-        actions: ``(B, N)`` action ids 0..4.
-        blocked: ``(H, W)`` bool, cells no robot may enter (shared by all worlds).
-        tick: the current tick (scalar or ``(B,)``), used to rotate priorities.
-        frozen: ``(B, N)`` bool, robots that cannot move this tick (broken, no battery).
-
-    Returns:
-        The joint move and the per-robot failure flags.
+    The arguments and the result are :func:`resolve_moves`'s, with the ticks as the kernel
+    takes them: ``(B,)``, one per world.
     """
     n_envs, n_robots = actions.shape
     height, width = blocked.shape
@@ -139,7 +131,6 @@ def resolve_moves_reference(
     env_base = (np.arange(n_envs, dtype=np.int64) * (height * width))[:, None]
     cur = (env_base + pos[..., 0].astype(np.int64) * width + pos[..., 1]).ravel()
     nxt = (env_base + tgt[..., 0].astype(np.int64) * width + tgt[..., 1]).ravel()
-    ticks = np.broadcast_to(np.asarray(tick, dtype=np.int64), (n_envs,))
     # Lower rank = higher priority; rotates with the tick.
     rank = ((np.arange(n_robots, dtype=np.int64)[None, :] - ticks[:, None]) % n_robots).ravel()
     conflict = np.zeros(n_envs * n_robots, dtype=bool)

@@ -43,41 +43,29 @@ BatchStep: TypeAlias = tuple[
 
 
 class WarehouseVectorEnv:
-    """Batched warehouse env (see the module docstring)."""
+    """Batched warehouse env (see the module docstring) over the worlds of ``sim``.
+
+    Args:
+        sim: the worlds, their robots, time limit and rewards (:func:`make_vector` builds it).
+        radius: observation window radius.
+        heuristic: add the shortest-path heuristic values to the observations.
+        observe: build observations (False: zero-width ones, pure simulation speed).
+    """
 
     def __init__(
-        self,
-        grid: GridMap,
-        n_robots: int,
-        num_envs: int,
-        *,
-        max_steps: int = 500,
-        reward_mode: str = "individual",
-        radius: int = 2,
-        heuristic: bool = True,
-        observe: bool = True,
-        seed: int | None = None,
+        self, sim: VectorWarehouse, *, radius: int = 2, heuristic: bool = True, observe: bool = True
     ) -> None:
-        require_tasks(grid)
-        self.grid = grid
-        self.num_envs = num_envs
-        self.n_robots = n_robots
+        self.sim = sim
+        self.grid = grid = sim.grid
+        self.num_envs = sim.num_envs
+        self.n_robots = sim.n_robots
         self.observe = observe
-        self.sim = VectorWarehouse(
-            grid,
-            n_robots,
-            num_envs,
-            max_steps=max_steps,
-            reward=RewardConfig.parse(reward_mode),
-            seed=seed,
-        )
         self._observer = obs_mod.LocalObserver.for_map(grid, radius, heuristic=heuristic)
         self.obs_size = self._observer.size
         self.n_actions = 5
         low, high = self._observer.bounds()
         self.single_observation_space = spaces.Box(low, high, dtype=np.float32)
         self.single_action_space: spaces.Space[Any] = spaces.Discrete(self.n_actions)
-        self._seed = seed
 
     def _obs(self) -> NDArray[np.float32]:
         if not self.observe:
@@ -87,9 +75,7 @@ class WarehouseVectorEnv:
 
     def reset(self, seed: int | None = None) -> tuple[NDArray[np.float32], dict[str, Any]]:
         """Reset every world."""
-        if seed is not None:
-            self._seed = seed
-        self.sim.reset(self._seed)
+        self.sim.reset(self.sim.seed if seed is None else seed)
         return self._obs(), {}
 
     def step(self, actions: NDArray[np.integer]) -> BatchStep:
@@ -129,6 +115,13 @@ def make_vector(
         robots: robots per world.
         num_envs: worlds.
         seed: root seed.
-        **options: ``max_steps``, ``reward_mode``, ``radius``, ``heuristic``, ``observe``.
+        **options: ``max_steps``, ``reward_mode`` (the worlds'), ``radius``, ``heuristic``,
+            ``observe`` (the env's, see :class:`WarehouseVectorEnv`).
     """
-    return WarehouseVectorEnv(resolve_map(map), robots, num_envs, seed=seed, **options)
+    grid = resolve_map(map)
+    require_tasks(grid)
+    world = {k: options.pop(k) for k in ("max_steps",) if k in options}
+    if "reward_mode" in options:
+        world["reward"] = RewardConfig.parse(options.pop("reward_mode"))
+    sim = VectorWarehouse(grid, robots, num_envs, seed=seed, **world)
+    return WarehouseVectorEnv(sim, **options)

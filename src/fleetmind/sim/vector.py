@@ -81,6 +81,7 @@ class VectorWarehouse:
 
     def reset(self, seed: int | None = None) -> None:
         """Reset every world; the same seed gives the same batch of episodes."""
+        self.seed = seed
         place_ss, task_ss = np.random.SeedSequence(seed).spawn(2)
         self._place_rng = np.random.default_rng(place_ss)
         self._task_rng = np.random.default_rng(task_ss)

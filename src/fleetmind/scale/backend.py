@@ -27,7 +27,7 @@ import os
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypedDict, TypeVar
 
 from fleetmind.errors import ConfigError, FleetmindError
 
@@ -107,6 +107,18 @@ def ray_session(address: str | None = None, *, num_cpus: int | None = None) -> I
 def _invoke(fn: Callable[[T], R], item: T) -> R:
     """Run one item inside a Ray worker."""
     return fn(item)
+
+
+class BackendOptions(TypedDict, total=False):
+    """The keyword options of :func:`map_runs`, for functions that hand them on (see there)."""
+
+    backend: str
+    address: str | None
+    max_retries: int
+    workers: int | None
+    num_cpus: float
+    memory: int | None
+    progress: Callable[[int, int], None] | None
 
 
 def map_runs(

@@ -29,10 +29,10 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 from fleetmind.errors import ConfigError
-from fleetmind.scale.backend import map_runs
+from fleetmind.scale.backend import BackendOptions, map_runs
 
 TEXT_SUFFIXES = (".json", ".jsonl", ".yaml", ".yml", ".csv", ".txt")
 """Files of a shipped folder in which the temporary path is rewritten."""
@@ -154,26 +154,14 @@ def rewrite_paths(obj: Any, old: str, new: str) -> Any:
     return obj
 
 
-def run_jobs(
-    jobs: Sequence[FolderJob],
-    *,
-    backend: str = "local",
-    address: str | None = None,
-    max_retries: int = 3,
-    workers: int | None = None,
-    num_cpus: float = 1.0,
-    progress: Callable[[int, int], None] | None = None,
-) -> list[Any]:
+def run_jobs(jobs: Sequence[FolderJob], **options: Unpack[BackendOptions]) -> list[Any]:
     """Run every job on the backend; each result in job order, run folders in place.
 
     Args:
         jobs: the work items.
-        backend: ``"local"`` or ``"ray"``.
-        address: ray only: None (local instance), ``"auto"`` or ``"HOST:PORT"``.
-        max_retries: ray only: re-runs of a job whose worker died.
-        workers: jobs at once (local: None or 1 runs in this process).
-        num_cpus: ray only: CPUs reserved per job (set it to ``threads`` for torch jobs).
-        progress: called with ``(done, total)``.
+        **options: the backend options of :func:`~fleetmind.scale.backend.map_runs` (backend,
+            address, max_retries, workers, num_cpus, memory, progress), with its defaults; for
+            torch jobs set ``num_cpus`` to their ``threads``.
 
     Returns:
         Each job's result (``fn``'s return value, paths rewritten when shipped).
@@ -194,12 +182,7 @@ def run_jobs(
     shipped = map_runs(
         run_folder_job,
         stamped,
-        backend=backend,
-        address=address,
-        max_retries=max_retries,
-        workers=workers,
-        num_cpus=num_cpus,
-        progress=progress,
+        **options,
     )
     return [land(s, j.out_dir) for s, j in zip(shipped, stamped, strict=True)]
 

@@ -55,9 +55,9 @@ def _reference_step(
         delivered_now[w.order(oid).robot] = True
     batch = (w.pos[None], w.goal[None], w.carrying[None], w.has_task[None])
     if env.obs_kind == "local":
-        obs = dict(zip(env.agents, observer.reference(*batch)[0], strict=True))
+        obs = dict(zip(env.agents, observer.reference(observe.Fleet(*batch))[0], strict=True))
     else:
-        codes = observe.tabular_state(env.grid.blocked, *batch)[0]
+        codes = observe.tabular_state(env.grid.blocked, observe.Fleet(*batch))[0]
         obs = {a: np.int64(codes[i]) for i, a in enumerate(env.agents)}
     rewards = dict(zip(env.agents, res.rewards.tolist(), strict=True))
     terminations = dict.fromkeys(env.agents, False)

@@ -13,7 +13,7 @@ from fleetmind.sim import rewards as rw
 from fleetmind.sim.distances import DistanceOracle
 from fleetmind.sim.dynamics import resolve_moves, resolve_moves_reference
 from fleetmind.sim.maps import parse_text_map
-from fleetmind.sim.observe import LocalObserver
+from fleetmind.sim.observe import Fleet, LocalObserver
 from fleetmind.sim.vector import VectorWarehouse
 from fleetmind.sim.warehouse import Warehouse, WarehouseConfig
 
@@ -105,7 +105,7 @@ def test_local_observations_kernel_matches_numpy(
     carrying = rng.random((b, n)) < 0.5
     has_task = rng.random((b, n)) < 0.8
     got = observer(pos, goal, carrying, has_task)
-    want = observer.reference(pos, goal, carrying, has_task)
+    want = observer.reference(Fleet(pos, goal, carrying, has_task))
     assert got.dtype == want.dtype == np.float32
     assert got.tobytes() == want.tobytes()  # bit for bit, signed zeros included
 
@@ -218,7 +218,7 @@ def test_warehouse_tick_kernel_matches_the_numpy_tick(
     if events & kernels.OBSERVED:
         assert observer is not None
         ref_obs = observer.reference(
-            new_pos[None], world.goal[None], world.carrying[None], world.has_task[None]
+            Fleet(new_pos[None], world.goal[None], world.carrying[None], world.has_task[None])
         )[0]
         assert obs.tobytes() == ref_obs.tobytes()
 

@@ -94,10 +94,8 @@ class WarehouseVectorEnv:
 
     def global_state(self) -> NDArray[np.float32]:
         """``(B, 6 * H * W)`` global state."""
-        s, g = self.sim, self.grid
-        return obs_mod.global_state(
-            g.blocked, g.pickups, g.stations, s.pos, s.goal, s.carrying, s.has_task
-        )
+        s = self.sim
+        return obs_mod.global_state(self.grid, obs_mod.Fleet(s.pos, s.goal, s.carrying, s.has_task))
 
 
 def make_vector(

@@ -122,28 +122,22 @@ class WarehouseParallelEnv(ParallelEnv[str, Any, int]):  # type: ignore[misc]
         """``Discrete(5)`` for every agent."""
         return self._act_space
 
-    def _batch(
-        self,
-    ) -> tuple[NDArray[np.int32], NDArray[np.int32], NDArray[np.bool_], NDArray[np.bool_]]:
+    def _batch(self) -> observe.Fleet:
         w = self.world
-        return w.pos[None], w.goal[None], w.carrying[None], w.has_task[None]
+        return observe.Fleet(w.pos[None], w.goal[None], w.carrying[None], w.has_task[None])
 
     def _observations(self) -> dict[str, Any]:
-        pos, goal, carrying, has_task = self._batch()
+        fleet = self._batch()
         if self.obs_kind == "local":
-            obs = self._observer(pos, goal, carrying, has_task)[0]
+            obs = self._observer(*fleet)[0]
             return dict(zip(self.agents, obs, strict=True))
-        codes = observe.tabular_state(self.grid.blocked, pos, goal, carrying, has_task)[0]
+        codes = observe.tabular_state(self.grid.blocked, fleet)[0]
         # numpy int64 scalars, as the gridworld and the race (PettingZoo's api_test wants numpy).
         return {a: np.int64(codes[i]) for i, a in enumerate(self.agents)}
 
     def state(self) -> NDArray[np.float32]:
         """The global state (see the module docstring)."""
-        pos, goal, carrying, has_task = self._batch()
-        g = self.grid
-        state: NDArray[np.float32] = observe.global_state(
-            g.blocked, g.pickups, g.stations, pos, goal, carrying, has_task
-        )[0]
+        state: NDArray[np.float32] = observe.global_state(self.grid, self._batch())[0]
         return state
 
     def reset(

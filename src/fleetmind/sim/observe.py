@@ -31,6 +31,8 @@ on a small warehouse in minutes.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from numpy.typing import NDArray
 
@@ -46,6 +48,22 @@ N_TABULAR_STATES = 9 * 16 * 16 * 2
 
 
 N_HEURISTIC = 5
+
+
+class Fleet(NamedTuple):
+    """The robots of a batch of ``B`` worlds, as the states and the numpy observer read them.
+
+    Attributes:
+        pos: ``(B, N, 2)`` positions.
+        goal: ``(B, N, 2)`` targets.
+        carrying: ``(B, N)`` loaded robots.
+        has_task: ``(B, N)`` robots with a target.
+    """
+
+    pos: NDArray[np.int32]
+    goal: NDArray[np.int32]
+    carrying: NDArray[np.bool_]
+    has_task: NDArray[np.bool_]
 
 
 def local_size(radius: int, *, heuristic: bool = False) -> int:
@@ -188,14 +206,9 @@ class LocalObserver:
             out[..., -N_HEURISTIC:] = self.heuristic(pos, goal, has_task)
         return out
 
-    def reference(
-        self,
-        pos: NDArray[np.int32],
-        goal: NDArray[np.int32],
-        carrying: NDArray[np.bool_],
-        has_task: NDArray[np.bool_],
-    ) -> NDArray[np.float32]:
-        """The numpy reference of :meth:`__call__`."""
+    def reference(self, fleet: Fleet) -> NDArray[np.float32]:
+        """The numpy reference of :meth:`__call__` (its four arrays as one :class:`Fleet`)."""
+        pos, goal, carrying, has_task = fleet
         n_envs, n_robots, _ = pos.shape
         r = self.radius
         k = 2 * r + 1
@@ -263,22 +276,15 @@ class LocalObserver:
         return out.reshape(*pos.shape[:2], N_HEURISTIC)
 
 
-def global_state(
-    blocked: NDArray[np.bool_],
-    pickups: NDArray[np.bool_],
-    stations: NDArray[np.bool_],
-    pos: NDArray[np.int32],
-    goal: NDArray[np.int32],
-    carrying: NDArray[np.bool_],
-    has_task: NDArray[np.bool_],
-) -> NDArray[np.float32]:
-    """``(B, 6 * H * W)`` global state (see the module docstring)."""
+def global_state(grid: GridMap, fleet: Fleet) -> NDArray[np.float32]:
+    """``(B, 6 * H * W)`` global state of ``fleet`` on ``grid`` (see the module docstring)."""
+    pos, goal, carrying, has_task = fleet
     n_envs, n_robots, _ = pos.shape
-    h, w = blocked.shape
+    h, w = grid.shape
     state = np.zeros((n_envs, N_GLOBAL_CHANNELS, h, w), dtype=np.float32)
-    state[:, 0] = blocked
-    state[:, 4] = pickups
-    state[:, 5] = stations
+    state[:, 0] = grid.blocked
+    state[:, 4] = grid.pickups
+    state[:, 5] = grid.stations
     env_idx = np.repeat(np.arange(n_envs), n_robots)
     pr, pc = pos[..., 0].ravel(), pos[..., 1].ravel()
     state[env_idx, 1, pr, pc] = 1.0
@@ -290,14 +296,9 @@ def global_state(
     return state.reshape(n_envs, -1)
 
 
-def tabular_state(
-    blocked: NDArray[np.bool_],
-    pos: NDArray[np.int32],
-    goal: NDArray[np.int32],
-    carrying: NDArray[np.bool_],
-    has_task: NDArray[np.bool_],
-) -> NDArray[np.int64]:
-    """``(B, N)`` compact discrete states in ``[0, N_TABULAR_STATES)``."""
+def tabular_state(blocked: NDArray[np.bool_], fleet: Fleet) -> NDArray[np.int64]:
+    """``(B, N)`` compact discrete states of ``fleet`` in ``[0, N_TABULAR_STATES)``."""
+    pos, goal, carrying, has_task = fleet
     n_envs, n_robots, _ = pos.shape
     h, w = blocked.shape
     rel = np.where(has_task[..., None], goal - pos, 0)

@@ -140,6 +140,18 @@ def _targets(
     return out
 
 
+def _robots(
+    grid: GridMap,
+    positions: Cells,
+    carrying: Sequence[bool] | NDArray[np.bool_] | None,
+    targets: Cells | Sequence[Cell | None] | None,
+) -> tuple[NDArray[np.int64], NDArray[np.bool_], list[tuple[int, int, int]]]:
+    """The robots of a drawing, checked: positions, load flags, ``(robot, row, col)`` targets."""
+    pos = _positions(grid, positions)
+    n = len(pos)
+    return pos, _carrying(carrying, n), _targets(grid, targets, n)
+
+
 def ascii(
     grid: GridMap,
     positions: Cells,
@@ -162,15 +174,14 @@ def ascii(
         ConfigError: an argument has the wrong shape.
         MapError: a robot or target is off the map.
     """
-    pos = _positions(grid, positions)
+    pos, loaded, goals = _robots(grid, positions, carrying, targets)
     n = len(pos)
-    loaded = _carrying(carrying, n)
     chars = np.full(grid.shape, ".", dtype="<U1")
     chars[grid.pickups] = "x"
     chars[grid.stations] = "S"
     chars[grid.chargers] = "C"
     chars[grid.blocked] = "#"
-    for _, r, c in _targets(grid, targets, n):
+    for _, r, c in goals:
         chars[r, c] = "+"
     seen: set[Cell] = set()
     for i in range(n):
@@ -233,10 +244,10 @@ def rgb(
     """Draw the map and robots as an RGB image.
 
     Args:
-        grid: the map.
-        positions: ``(n_robots, 2)`` robot cells.
-        carrying: ``(n_robots,)`` flags, True for a robot carrying a load.
-        targets: each robot's target cell, or ``None`` / a negative cell for none.
+        grid: as for :func:`ascii`.
+        positions: as for :func:`ascii`.
+        carrying: as for :func:`ascii`.
+        targets: as for :func:`ascii`.
         highlight: cells to outline in red, as cells or an ``(H, W)`` bool mask.
         cell_px: pixels per cell side, at least 1.
 
@@ -249,10 +260,8 @@ def rgb(
     """
     if cell_px < 1:
         raise ConfigError(f"cell_px must be at least 1, got {cell_px}")
-    pos = _positions(grid, positions)
+    pos, loaded, goals = _robots(grid, positions, carrying, targets)
     n = len(pos)
-    loaded = _carrying(carrying, n)
-    goals = _targets(grid, targets, n)
     outline = _highlight_mask(grid, highlight)
     h, w = grid.shape
     px = cell_px

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -11,15 +9,15 @@ from numpy.typing import NDArray
 
 from fleetmind.envs.warehouse import resolve_map
 from fleetmind.safety import Shield
+from fleetmind.safety.shield import PushInput
 from fleetmind.sim.grid import GridMap
 
 
 class _Reference(Shield):
     """The shield with its push loop run by the plain-Python reference."""
 
-    def _pibt(self, **kw: Any) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-        lists = {k: np.asarray(v).tolist() for k, v in kw.items()}
-        act, reasons = self._pibt_reference(**lists)
+    def _pibt(self, push: PushInput) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+        act, reasons = self._pibt_reference(push)
         return np.asarray(act, dtype=np.int64), np.asarray(reasons, dtype=np.int64)
 
 

@@ -42,6 +42,7 @@ from fleetmind.dispatch.control import ControlLoop
 from fleetmind.dispatch.executors import ShortestPathExecutor
 from fleetmind.dispatch.planners import priority_of
 from fleetmind.eval.recorder import WorldCapture
+from fleetmind.safety.shield import PushInput
 from fleetmind.safety.verify import conflicts, count_conflicts
 from fleetmind.sim.distances import UNREACHABLE, adjacency, bfs_distances, grid_bfs
 from fleetmind.sim.grid import WAIT
@@ -111,14 +112,13 @@ class _Timed(ControlLoop):
         kernel = self.shield._pibt
         reference = self.shield._pibt_reference
 
-        def both(**kw: Any) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+        def both(push: PushInput) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
             # The kernel reorders rows of ``cands`` in place: the reference gets them as given.
-            given = kw["cands"].copy()
+            given = push.cands.copy()
             t0 = time.perf_counter()
-            act, why = kernel(**kw)
+            act, why = kernel(push)
             t1 = time.perf_counter()
-            lists = {k: np.asarray(v).tolist() for k, v in {**kw, "cands": given}.items()}
-            ref_act, ref_why = reference(**lists)
+            ref_act, ref_why = reference(push._replace(cands=given))
             t2 = time.perf_counter()
             if act.tolist() != ref_act or why.tolist() != ref_why:
                 raise AssertionError("bench scale: the shield kernel differs from the reference")

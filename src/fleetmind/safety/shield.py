@@ -39,7 +39,7 @@ import logging
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, NamedTuple
 
 import numba
 import numpy as np
@@ -94,6 +94,40 @@ _SIDEWAYS: Final[tuple[frozenset[int], ...]] = (
 _SIDEWAYS_MASK: Final = np.array(
     [[b in side for b in range(N_ACTIONS)] for side in _SIDEWAYS], dtype=np.bool_
 )
+
+
+class PushInput(NamedTuple):
+    """One PIBT step's input on flat cells: what :func:`pibt_step` and the reference read.
+
+    The fields are the first seven arguments of :func:`pibt_step`, described there.
+    """
+
+    cur: NDArray[np.int64]
+    target: NDArray[np.int64]
+    code: NDArray[np.int64]
+    cands: NDArray[np.int64]
+    order: NDArray[np.int64]
+    broken: NDArray[np.bool_]
+    escaping: NDArray[np.bool_]
+
+    def contiguous(self) -> PushInput:
+        """The same arrays, C-contiguous in the kernel's dtypes (``cands`` copied if need be)."""
+
+        def i64(a: NDArray[np.int64]) -> NDArray[np.int64]:
+            return np.ascontiguousarray(a, dtype=np.int64)
+
+        def flags(a: NDArray[np.bool_]) -> NDArray[np.bool_]:
+            return np.ascontiguousarray(a, dtype=np.bool_)
+
+        return PushInput(
+            i64(self.cur),
+            i64(self.target),
+            i64(self.code),
+            i64(self.cands),
+            i64(self.order),
+            flags(self.broken),
+            flags(self.escaping),
+        )
 
 
 # Compiled when the module is imported, not on the first tick.
@@ -509,13 +543,15 @@ class Shield:
         code[:, WAIT] = _OK  # waiting is always legal, even on a forbidden cell
 
         act, reasons = self._pibt(
-            cur=pos[:, 0] * self._width + pos[:, 1],
-            target=flat.astype(np.int64, copy=False),
-            code=code.astype(np.int64, copy=False),
-            cands=ranked,
-            order=order.astype(np.int64, copy=False),
-            broken=brk,
-            escaping=escaping,
+            PushInput(
+                cur=pos[:, 0] * self._width + pos[:, 1],
+                target=flat.astype(np.int64, copy=False),
+                code=code.astype(np.int64, copy=False),
+                cands=ranked,
+                order=order.astype(np.int64, copy=False),
+                broken=brk,
+                escaping=escaping,
+            )
         )
 
         first = raw_prefs[:, 0].astype(np.int64) if raw_prefs.shape[1] else np.full(n, -1)
@@ -548,32 +584,16 @@ class Shield:
             escaping=escaping,
         )
 
-    def _pibt(
-        self,
-        *,
-        cur: NDArray[np.int64],
-        target: NDArray[np.int64],
-        code: NDArray[np.int64],
-        cands: NDArray[np.int64],
-        order: NDArray[np.int64],
-        broken: NDArray[np.bool_],
-        escaping: NDArray[np.bool_],
-    ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-        """Run one PIBT step on flat cell indices with the kernel (:func:`pibt_step`).
+    def _pibt(self, push: PushInput) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+        """Run one PIBT step with the kernel (:func:`pibt_step`): actions and reason codes.
 
-        Arguments as :meth:`_pibt_reference` (as arrays; ``cands`` may be reordered in place).
+        ``push.cands`` may be reordered in place.
         """
-        n = len(cur)
+        n = len(push.cur)
         act = np.empty(n, dtype=np.int64)
         reasons = np.empty(n, dtype=np.int64)
         bad = pibt_step(
-            np.ascontiguousarray(cur, dtype=np.int64),
-            np.ascontiguousarray(target, dtype=np.int64),
-            np.ascontiguousarray(code, dtype=np.int64),
-            np.ascontiguousarray(cands, dtype=np.int64),
-            np.ascontiguousarray(order, dtype=np.int64),
-            np.ascontiguousarray(broken, dtype=np.bool_),
-            np.ascontiguousarray(escaping, dtype=np.bool_),
+            *push.contiguous(),
             _SIDEWAYS_MASK,
             self._occ_now,
             self._occ_next,
@@ -587,17 +607,7 @@ class Shield:
             raise AssertionError(f"PIBT invariant: own cell of robot {bad} taken")
         return act, reasons
 
-    def _pibt_reference(
-        self,
-        *,
-        cur: list[int],
-        target: list[list[int]],
-        code: list[list[int]],
-        cands: list[list[int]],
-        order: list[int],
-        broken: list[bool],
-        escaping: list[bool],
-    ) -> tuple[list[int], list[int]]:
+    def _pibt_reference(self, push: PushInput) -> tuple[list[int], list[int]]:
         """Run one PIBT step on flat cell indices: the kernel's reference, in plain Python.
 
         PIBT as published (Okumura et al.): a robot takes its best free candidate and pushes the
@@ -605,19 +615,11 @@ class Shield:
         tries its next candidate. The kernel does the same with an explicit stack; this form
         recurses, over lists, and the kernel is tested to give the same actions and reasons.
 
-        Args:
-            cur: ``N`` current flat cells.
-            target: ``N x 5`` flat target cell of each action (0 where off the grid).
-            code: ``N x 5`` static legality of each action (``_OK``, ``_WALL``, ``_FORBIDDEN``).
-            cands: ``N x 5`` sanitised preference rows; rows of pushed robots may be reordered.
-            order: robot indices in planning order.
-            broken: ``N`` flags of broken robots.
-            escaping: ``N`` flags of escaping robots.
-
         Returns:
             ``(actions, reasons)``: the action of each robot, and the reason code of the first
             rule that rejected its first choice (``_OK`` when none did).
         """
+        cur, target, code, cands, order, broken, escaping = (np.asarray(a).tolist() for a in push)
         n = len(cur)
         # Tables of its own (the kernel's stay untouched), as lists: fast scalar access.
         occ_now = [-1] * (self._height * self._width)
@@ -635,14 +637,14 @@ class Shield:
             v = target[i][a]
             holder = occ_next[v]
             if code[i][a]:
-                return code[i][a]
+                return int(code[i][a])
             if holder == -1:
                 return _SWAP if pusher >= 0 and v == cur[pusher] else _OK
             if holder == pusher and a == WAIT:
                 return _YIELD
             return _BROKEN if broken[holder] else _VERTEX
 
-        def push(i: int, pusher: int, escape: bool) -> bool:
+        def plan(i: int, pusher: int, escape: bool) -> bool:
             """Plan robot ``i`` (pushed by ``pusher``, -1 for none); False when it must stay."""
             for k, a in enumerate(cands[i]):
                 why = rule(i, a, pusher)
@@ -657,7 +659,7 @@ class Shield:
                 if escape:
                     # Sideways moves first for the pushed robot (a stable sort keeps its order).
                     cands[j] = sorted(cands[j], key=lambda b: b not in _SIDEWAYS[a])
-                if push(j, i, escape):
+                if plan(j, i, escape):
                     return True
             # No cell left: stay. Only the pusher can hold this cell right now.
             assert occ_next[cur[i]] in (-1, pusher), "PIBT invariant: own cell taken"
@@ -669,7 +671,7 @@ class Shield:
         try:
             for root in order:
                 if nxt[root] == -1:
-                    push(root, -1, escaping[root])
+                    plan(root, -1, escaping[root])
         finally:
             sys.setrecursionlimit(limit)
         return act, reasons

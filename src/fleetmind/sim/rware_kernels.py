@@ -20,7 +20,31 @@ import numba
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["BAD_ACTION", "DELIVER", "RESOLVE", "SKIP", "TIES", "USE_GIVEN", "observe_flat", "step"]
+__all__ = [
+    "BAD_ACTION",
+    "DELIVER",
+    "RESOLVE",
+    "SKIP",
+    "TIES",
+    "USE_GIVEN",
+    "State",
+    "observe_flat",
+    "step",
+]
+
+State = tuple[
+    NDArray[np.int64],  # pos (B, N)
+    NDArray[np.int8],  # heading (B, N)
+    NDArray[np.int64],  # carrying (B, N)
+    NDArray[np.bool_],  # delivered_flag (B, N)
+    NDArray[np.int64],  # shelf_pos (B, S)
+    NDArray[np.bool_],  # requested (B, S)
+    NDArray[np.int64],  # robot_grid (B, HW)
+    NDArray[np.int64],  # shelf_grid (B, HW)
+    NDArray[np.int64],  # steps (B,)
+    NDArray[np.int64],  # inactive (B,)
+]
+"""The worlds' arrays of ``RwareWorlds`` (``RwareWorlds.state``), as both kernels take them."""
 
 FORWARD = 1
 LEFT = 2
@@ -186,16 +210,7 @@ def step(
     mode: NDArray[np.int8],
     act: NDArray[np.int64],
     moves: NDArray[np.bool_],
-    pos: NDArray[np.int64],
-    heading: NDArray[np.int8],
-    carrying: NDArray[np.int64],
-    delivered_flag: NDArray[np.bool_],
-    shelf_pos: NDArray[np.int64],
-    requested: NDArray[np.bool_],
-    robot_grid: NDArray[np.int64],
-    shelf_grid: NDArray[np.int64],
-    steps: NDArray[np.int64],
-    inactive: NDArray[np.int64],
+    state: State,
     tables: tuple[
         NDArray[np.int64],
         NDArray[np.int64],
@@ -216,16 +231,8 @@ def step(
             holds them) or :data:`SKIP`.
         act: ``(B, N)`` actions.
         moves: ``(B, N)`` forward moves (written for RESOLVE worlds).
-        pos: ``RwareWorlds.pos``, updated in place (as the rest of its state below).
-        heading: ``RwareWorlds.heading``.
-        carrying: ``RwareWorlds.carrying``.
-        delivered_flag: ``RwareWorlds.delivered_flag``.
-        shelf_pos: ``RwareWorlds.shelf_pos``.
-        requested: ``RwareWorlds.requested`` (read only: deliveries are the caller's).
-        robot_grid: ``RwareWorlds.robot_grid``.
-        shelf_grid: ``RwareWorlds.shelf_grid``.
-        steps: ``RwareWorlds.steps``.
-        inactive: ``RwareWorlds.inactive``.
+        state: the worlds (:data:`State`), updated in place but for ``requested``
+            (deliveries are the caller's).
         tables: ``(move_to (4, HW), cell_pad (HW,), nbr_pad (HW, 4), highway (HW,),
             goal_pad (G,))``.
         turns: ``(left, right)``: the heading after a left and a right turn, per heading.
@@ -240,6 +247,8 @@ def step(
         ``USE_GIVEN`` for it and ``SKIP`` for the rest); :data:`DELIVER` some ``deliver``
         is set; :data:`BAD_ACTION` an action id outside 0..4 (nothing is done then).
     """
+    pos, heading, carrying, delivered_flag, shelf_pos, requested = state[:6]
+    robot_grid, shelf_grid, steps, inactive = state[6:]
     move_to, cell_pad, nbr_pad, highway, goal_pad = tables
     turn_left, turn_right = turns
     max_steps, max_inactive, two_stage = limits
@@ -322,12 +331,7 @@ def step(
 
 @numba.njit(cache=True, error_model="numpy")  # x / 0 gives inf as numpy does, no raise
 def observe_flat(
-    pos: NDArray[np.int64],
-    heading: NDArray[np.int8],
-    carrying: NDArray[np.int64],
-    requested: NDArray[np.bool_],
-    robot_grid: NDArray[np.int64],
-    shelf_grid: NDArray[np.int64],
+    state: State,
     tables: tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.bool_], NDArray[np.int64]],
     scale: tuple[float, float],
     codes: NDArray[np.float32],
@@ -338,17 +342,13 @@ def observe_flat(
     The kernel of ``RwareWorlds.observe_flat``.
 
     Args:
-        pos: ``RwareWorlds.pos``.
-        heading: ``RwareWorlds.heading``.
-        carrying: ``RwareWorlds.carrying``.
-        requested: ``RwareWorlds.requested``.
-        robot_grid: ``RwareWorlds.robot_grid``.
-        shelf_grid: ``RwareWorlds.shelf_grid``.
+        state: the worlds (:data:`State`), read only.
         tables: ``(cell_pad (HW,), crow_ccol (2, HW), highway (HW,), window (K,))``.
         scale: what own column and row are divided by (1 or ``W - 1``, ``H - 1``).
         codes: ``(15, 7)`` the floats of each window-cell code ``robot * 3 + shelf``.
         out: written.
     """
+    pos, heading, carrying, _, _, requested, robot_grid, shelf_grid, _, _ = state
     cell_pad, crow_ccol, highway, window = tables
     b, n = pos.shape
     for k in range(b):

@@ -395,6 +395,13 @@ class RwareWorlds:
 
     # ----------------------------------------------------------------- step
 
+    def state(self) -> kernels.State:
+        """The worlds' arrays as the compiled kernels take them (the arrays, not copies)."""
+        return (
+            *(self.pos, self.heading, self.carrying, self.delivered_flag, self.shelf_pos),
+            *(self.requested, self.robot_grid, self.shelf_grid, self.steps, self.inactive),
+        )
+
     def step(self, actions: NDArray[np.integer]) -> RwareStep:
         """One rware step of every world with ``(B, N)`` actions in ``0..4``.
 
@@ -418,8 +425,7 @@ class RwareWorlds:
         args = (
             act,
             moves,
-            *(self.pos, self.heading, self.carrying, self.delivered_flag, self.shelf_pos),
-            *(self.requested, self.robot_grid, self.shelf_grid, self.steps, self.inactive),
+            self.state(),
             self._step_tables,
             (_TURN_LEFT, _TURN_RIGHT),  # read here, so a test can break the twin's turns
             self._step_limits,
@@ -680,12 +686,7 @@ class RwareWorlds:
         b, n = self.pos.shape
         out = np.empty((b, n, _SELF_BITS + _CELL_BITS * len(self._window)), dtype=np.float32)
         kernels.observe_flat(
-            self.pos,
-            self.heading,
-            self.carrying,
-            self.requested,
-            self.robot_grid,
-            self.shelf_grid,
+            self.state(),
             self._obs_tables,
             self._obs_scale,
             _CELL_CODES,

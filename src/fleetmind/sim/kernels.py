@@ -21,6 +21,8 @@ from numpy.typing import NDArray
 
 __all__ = [
     "OBSERVED",
+    "ObserverInputs",
+    "TickRobots",
     "compiled_entry",
     "local_observations",
     "resolve_moves",
@@ -350,33 +352,40 @@ BAD_BUFFER = 256
 _STATE_EVENTS = 1 | 2 | 4 | 16  # events after which Python changes targets, loads or tasks
 
 
+ObserverInputs = tuple[
+    NDArray[np.float32],  # walls, padded by the radius (1 off the grid)
+    NDArray[np.float32],  # pickups, padded by the radius
+    NDArray[np.bool_],  # walls padded by 1 (True off the grid)
+    NDArray[np.int64],  # row_of (H * W,), or (0,): no heuristic values
+    NDArray[np.int32],  # dist (T, H * W)
+]
+"""What :func:`warehouse_tick` observes with besides the robots (``LocalObserver.kernel_inputs``),
+the inputs of :func:`local_observations`."""
+TickRobots = tuple[
+    NDArray[np.int32],  # goal (N, 2)
+    NDArray[np.bool_],  # has_task
+    NDArray[np.bool_],  # errand
+    NDArray[np.bool_],  # carrying
+    NDArray[np.bool_],  # gated, or (0,): no gates
+    NDArray[np.int64],  # broken_until
+    NDArray[np.float64],  # battery
+]
+"""The robots' state :func:`warehouse_tick` reads besides their positions, ``(N,)`` each."""
+
+
 @numba.njit(cache=True)
 def warehouse_tick(
     pos: NDArray[np.int32],
     acts: NDArray[np.int64],
     blocked: NDArray[np.bool_],
     tick: int,
-    robots: tuple[
-        NDArray[np.int32],
-        NDArray[np.bool_],
-        NDArray[np.bool_],
-        NDArray[np.bool_],
-        NDArray[np.bool_],
-        NDArray[np.int64],
-        NDArray[np.float64],
-    ],
+    robots: TickRobots,
     reward: NDArray[np.float64],
     new_pos: NDArray[np.int32],
     flags: NDArray[np.bool_],
     individual: NDArray[np.float32],
     reward_sum: NDArray[np.float64],
-    observe: tuple[
-        NDArray[np.float32],
-        NDArray[np.float32],
-        NDArray[np.bool_],
-        NDArray[np.int64],
-        NDArray[np.int32],
-    ],
+    observe: ObserverInputs,
     obs: NDArray[np.float32],
 ) -> tuple[int, int, int]:
     """The pure part of one :class:`fleetmind.sim.warehouse.Warehouse` tick, one world.

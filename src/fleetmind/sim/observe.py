@@ -133,16 +133,7 @@ class LocalObserver:
         self._size = local_size(radius, heuristic=oracle is not None)
         # What a compiled tick needs to observe in the same call (kernels.warehouse_tick); None
         # when the heuristic has no dense table, whose values the numpy heuristic fills in.
-        self.kernel_inputs: (
-            tuple[
-                NDArray[np.float32],
-                NDArray[np.float32],
-                NDArray[np.bool_],
-                NDArray[np.int64],
-                NDArray[np.int32],
-            ]
-            | None
-        ) = None
+        self.kernel_inputs: kernels.ObserverInputs | None = None
         if oracle is None or self._table is not None:
             self.kernel_inputs = (*self._statics, *self._dense)
 

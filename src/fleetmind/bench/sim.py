@@ -12,8 +12,8 @@ result). Everything runs in one process, one case after another:
   actions drawn the same way, reset when rware says done; only when rware is installed.
 
 Cases: rware's tiny layout with 2 robots, rware's large layout with 19 robots (fleetmind runs
-on the same layout through :func:`~fleetmind.sim.maps.parse_rware_layout`; the layouts are
-stored here so fleetmind's rows need no rware), and 128 robots on fleetmind's
+on the same layout through :func:`~fleetmind.sim.maps.parse_rware_layout`; the layouts come
+from the rware twin's generator, so fleetmind's rows need no rware), and 128 robots on fleetmind's
 ``warehouse-large`` preset (rware has no such layout). Each measurement runs a warm-up, then
 steps until a fixed wall budget is spent (0.5 s in quick mode, 3 s otherwise) and divides the
 steps by the time taken. The single env and rware, whose ratio is a target, are timed
@@ -43,6 +43,7 @@ from gymnasium import spaces
 from rich.table import Table
 
 from fleetmind.envs.rware import make_rware
+from fleetmind.envs.rware_twin import rware_spec
 from fleetmind.envs.vector import make_vector
 from fleetmind.envs.warehouse import make_parallel
 from fleetmind.errors import ConfigError
@@ -73,51 +74,10 @@ VECTOR_NOOBS_TARGET: Final = 10_000_000.0
 _SLICES: Final = 10  # interleaved slices of the single env and rware
 
 RWARE_LAYOUTS: Final[dict[str, str]] = {
-    # rware-{tiny,large}-*-v2 of rware 2.0 (layout_from_rware; a test checks them against rware).
-    "rware-tiny": """
-..........
-.xx....xx.
-.xx....xx.
-.xx....xx.
-.xx....xx.
-.xx....xx.
-.xx....xx.
-.xx....xx.
-.xx....xx.
-..........
-....gg....
-""",
-    "rware-large": """
-................
-.xx.xx.xx.xx.xx.
-.xx.xx.xx.xx.xx.
-.xx.xx.xx.xx.xx.
-.xx.xx.xx.xx.xx.
-.xx.xx.xx.xx.xx.
-.xx.xx.xx.xx.xx.
-.xx.xx.xx.xx.xx.
-.xx.xx.xx.xx.xx.
-................
-.xx.xx.xx.xx.xx.
-.xx.xx.xx.xx.xx.
-.xx.xx.xx.xx.xx.
-.xx.xx.xx.xx.xx.
-.xx.xx.xx.xx.xx.
-.xx.xx.xx.xx.xx.
-.xx.xx.xx.xx.xx.
-.xx.xx.xx.xx.xx.
-................
-.xx.xx....xx.xx.
-.xx.xx....xx.xx.
-.xx.xx....xx.xx.
-.xx.xx....xx.xx.
-.xx.xx....xx.xx.
-.xx.xx....xx.xx.
-.xx.xx....xx.xx.
-.xx.xx....xx.xx.
-................
-.......gg.......
-""",
+    # rware-{tiny,large}-*-v2 of rware 2.0, from the twin's copy of rware's layout generator (a
+    # test checks them against rware itself).
+    name: rware_spec(f"{name}-2ag-v2").config.layout.text()
+    for name in ("rware-tiny", "rware-large")
 }
 """rware's built-in layouts as rware layout strings (``x`` shelf, ``.`` corridor, ``g`` goal)."""
 

@@ -9,6 +9,8 @@ bit, also after arrays are swapped for others, of another type or the same.
 
 from __future__ import annotations
 
+import copy
+import pickle
 from typing import Any
 
 import numpy as np
@@ -160,3 +162,17 @@ def test_compiled_entry_only_for_plain_aligned_arrays() -> None:
 
     assert kernels.compiled_entry(kernels.resolve_moves, args(world.pos.view(Sub))) is None
     assert kernels.compiled_entry(kernels.resolve_moves, (*args(world.pos)[:-1], object())) is None
+
+
+def test_a_world_with_a_compiled_entry_pickles_and_copies(monkeypatch: pytest.MonkeyPatch) -> None:
+    spy = _Dispatches()
+    monkeypatch.setattr(kernels, "warehouse_tick", spy)
+    fast, ref = _pair()
+    rng = np.random.default_rng(2)
+    for _ in range(5):
+        _tick(fast, ref, _steered(fast, rng), spy)
+    for again in (pickle.loads(pickle.dumps(fast)), copy.deepcopy(fast)):
+        _same_world(again, fast)
+        twin = copy.deepcopy(ref)
+        assert _tick(again, twin, _steered(again, rng), spy) == 1  # checked again, then fast
+        assert _tick(again, twin, _steered(again, rng), spy) == 0

@@ -280,6 +280,15 @@ class Warehouse:
         self._made_pos: NDArray[np.int32] | None = None
         self.reset(seed)
 
+    def __getstate__(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Pickle and copy state: the compiled entry (this process's machine code) stays out."""
+        return self.__dict__, {
+            "_plan": self._plan,
+            "_entry": None,
+            "_checked": (),
+            "_made_pos": None,
+        }
+
     # ------------------------------------------------------------------ lifecycle
     def reset(self, seed: int | None = None) -> None:
         """Start a new episode; the same seed gives the same episode."""

@@ -46,7 +46,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, get_args
+from typing import Literal, NamedTuple, get_args
 
 import numpy as np
 from numpy.typing import NDArray
@@ -238,6 +238,15 @@ class RwareStep:
 
     rewards: NDArray[np.float64]
     done: NDArray[np.bool_]
+
+
+class _Asks(NamedTuple):
+    """What rware's graph resolution reads of worlds ``ws``, arrays ``(len(ws), N)``."""
+
+    ws: NDArray[np.int64]  # the worlds
+    target: NDArray[np.int64]  # the cell each robot asks for (its own when it stays)
+    occupant: NDArray[np.int64]  # the robot on that cell now, -1: nobody
+    moving: NDArray[np.bool_]  # the robot asks for another cell
 
 
 class RwareWorlds:
@@ -576,18 +585,15 @@ class RwareWorlds:
         hard = np.flatnonzero(shared | waits)
         if len(hard):
             commit = moving.copy()
-            commit[hard] = self._resolve_graph(hard, target[hard], occupant[hard], moving[hard])
+            commit[hard] = self._resolve_graph(
+                _Asks(hard, target[hard], occupant[hard], moving[hard])
+            )
             return commit
         return moving
 
-    def _resolve_graph(
-        self,
-        ws: NDArray[np.int64],
-        target: NDArray[np.int64],
-        occupant: NDArray[np.int64],
-        moving: NDArray[np.bool_],
-    ) -> NDArray[np.bool_]:
-        """The graph resolution of worlds ``ws`` (arrays ``(len(ws), N)``)."""
+    def _resolve_graph(self, asks: _Asks) -> NDArray[np.bool_]:
+        """The graph resolution of the worlds of ``asks``, ``(len(ws), N)``."""
+        _, target, occupant, moving = asks
         b, n = target.shape
         idx = np.arange(n)
         rows = np.arange(b)[:, None]
@@ -605,19 +611,18 @@ class RwareWorlds:
         commit: NDArray[np.bool_] = in_cycle_piece & on_cycle[:, :n] & ~swap
         chain = moving & ~in_cycle_piece
         if chain.any():
-            commit |= self._longest_chains(ws, chain, f, target, moving)
+            commit |= self._longest_chains(asks, chain, f)
         moved: NDArray[np.bool_] = commit & moving
         return moved
 
     def _longest_chains(
-        self,
-        ws: NDArray[np.int64],
-        chain: NDArray[np.bool_],
-        f: NDArray[np.int64],
-        target: NDArray[np.int64],
-        moving: NDArray[np.bool_],
+        self, asks: _Asks, chain: NDArray[np.bool_], f: NDArray[np.int64]
     ) -> NDArray[np.bool_]:
-        """Robots on the longest chain of each cycle-free piece (networkx's longest path)."""
+        """Robots on the longest chain of each cycle-free piece (networkx's longest path).
+
+        ``chain``: the movers on no cycle; ``f``: the robot each robot waits for (``N``: none).
+        """
+        ws, target, _, moving = asks
         b, n = chain.shape
         rows = np.arange(b)[:, None]
         rows3 = rows[:, :, None]

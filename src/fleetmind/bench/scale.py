@@ -12,11 +12,13 @@ reference of each vectorised part of the tick (:func:`reference_priorities`,
 :func:`~fleetmind.safety.verify.conflicts`) is timed beside the fast path the loop uses, and the
 row says how many times slower the reference is (``speedup``). The reference distances read the
 same cached maps, so the ratio is the per-robot Python alone, not the breadth-first searches.
-The compiled parts are timed the same way against the code they replaced: the shield's push loop
-(:func:`~fleetmind.safety.shield.pibt_step` against the plain-Python loop, on the same inputs,
-results compared), one distance map a tick (:func:`~fleetmind.sim.distances.grid_bfs` against
-scipy's :func:`~fleetmind.sim.distances.bfs_distances`, compared), and the world snapshot the
-recorder writes at a planner call (an incremental capture, pickled, against a deep copy of the
+The compiled parts are timed the same way against plain code doing the same job: the shield's
+push loop (:func:`~fleetmind.safety.shield.pibt_step` against PIBT's recursive push in plain
+Python, the shield's test oracle, on the same inputs, results compared; it is several times
+faster than the loop the kernel replaced, so the ratio is the conservative one), one distance
+map a tick (:func:`~fleetmind.sim.distances.grid_bfs` against scipy's
+:func:`~fleetmind.sim.distances.bfs_distances`, compared), and the world snapshot the recorder
+writes at a planner call (an incremental capture, pickled, against a deep copy of the
 world, pickled; their equality is tested in ``tests/eval/test_capture.py``).
 
 Targets (issue 15): 1,000 robots p50 <= 30 ms and p99 <= 100 ms per tick; 10,000 robots

@@ -133,6 +133,57 @@ def test_learn_config_is_checked() -> None:
         LearnConfig(every=0)
     with pytest.raises(ConfigError, match="guard"):
         LearnConfig(guard=1.5)
+    with pytest.raises(ConfigError, match="lag"):
+        LearnConfig(every=20, lag=20)
+
+
+def _weights(policy: GuidedPolicy) -> list[torch.Tensor]:
+    return [v.clone() for v in policy.state_dict().values()]
+
+
+def test_a_lagged_update_runs_beside_the_loop_and_takes_over_lag_ticks_later() -> None:
+    policy = GuidedPolicy(hidden=(16,))
+    learner = OnlineLearner(policy, LearnConfig(every=20, lr=1e-2, guard=None, team=0, lag=5))
+    rng = np.random.default_rng(0)
+    changed_at = []
+    last = _weights(policy)
+    for t in range(1, 61):
+        obs = rng.random((6, 111), dtype=np.float32)
+        act = learner.act(obs, np.zeros((6, 5), dtype=np.float32), np.ones(6, dtype=bool))
+        learner.outcome((act == 1).astype(np.float32), 1, t)
+        now = _weights(policy)
+        if any(not torch.equal(a, b) for a, b in zip(last, now, strict=True)):
+            changed_at.append(t)
+        last = now
+    # Windows close at ticks 20, 40, 60; each update's weights arrive 5 ticks later, never
+    # earlier; the last is still running when play stops.
+    assert changed_at == [25, 45]
+    stats = learner.stats()
+    assert [r["applied_tick"] for r in stats["curve"]] == [25, 45, None]
+    assert all(r["samples"] == 20 * 6 for r in stats["curve"])
+    assert stats["learn"]["lag"] == 5
+
+
+def test_a_lagged_learning_run_is_reproducible() -> None:
+    from fleetmind.eval.runner import RunConfig, execute
+
+    cfg = RunConfig(
+        map="warehouse-small",
+        robots=16,
+        steps=120,
+        seed=3,
+        executor="rl-guided",
+        fresh_policy=True,
+        learn_every=40,
+        learn_lag=10,
+    )
+    a, b = execute(cfg, None), execute(cfg, None)
+    assert a["collisions"] == 0
+    strip = [{k: v for k, v in r.items() if k != "wait_s"} for r in a["executor_stats"]["curve"]]
+    again = [{k: v for k, v in r.items() if k != "wait_s"} for r in b["executor_stats"]["curve"]]
+    assert [r["applied_tick"] for r in strip] == [50, 90]
+    assert strip == again
+    assert a["tasks_completed"] == b["tasks_completed"]
 
 
 def test_a_learning_run_is_shielded_recorded_and_reproducible(tmp_path) -> None:
@@ -184,6 +235,8 @@ def test_learning_options_need_the_guided_executor() -> None:
         RunConfig(executor="shortest-path", learn_every=10)
     with pytest.raises(ValidationError, match="save_policy"):
         RunConfig(executor="rl", save_policy="x.pt")
+    with pytest.raises(ValidationError, match="learn_lag"):
+        RunConfig(executor="congestion", learn_lag=5)
 
 
 def test_nav_learn_and_run_learn_through_the_cli(tmp_path) -> None:

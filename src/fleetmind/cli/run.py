@@ -92,6 +92,14 @@ def run(
             help="rl-guided learning: Adam step size (0: sample, never update). [default: 0.002]"
         ),
     ] = None,
+    learn_lag: Annotated[
+        int | None,
+        typer.Option(
+            help="rl-guided learning: run each update beside the loop and apply its weights N "
+            "ticks after its window (0 < N < --learn-every; the loop never stalls on an "
+            "update). [default: 0, inside the tick]"
+        ),
+    ] = None,
     fresh_policy: Annotated[
         bool,
         typer.Option(
@@ -184,6 +192,7 @@ def run(
             "learn_every": learn_every,
             "learn_guard": learn_guard,
             "learn_lr": learn_lr,
+            "learn_lag": learn_lag,
             "fresh_policy": fresh_policy or None,
             "save_policy": save_policy,
             "seed": seed,

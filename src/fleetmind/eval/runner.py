@@ -78,9 +78,11 @@ class RunConfig(BaseModel):
     seed: int = Field(0, ge=0)
     shield: bool = True
     policy: str | None = None
-    # rl-guided: learn while running (one update every learn_every ticks), start from an
-    # untrained residual (the guidance order), write the policy at the end.
+    # rl-guided: learn while running (one update every learn_every ticks; with learn_lag, beside
+    # the loop, applied that many ticks later), start from an untrained residual (the guidance
+    # order), write the policy at the end.
     learn_every: int | None = Field(None, ge=1)
+    learn_lag: int = Field(0, ge=0)
     learn_guard: float | None = Field(0.03, ge=0, lt=1)
     learn_lr: float = Field(2e-3, ge=0)
     fresh_policy: bool = False
@@ -116,7 +118,7 @@ class RunConfig(BaseModel):
     desk_deadline_s: float = Field(20.0, gt=0)
     desk_deadline_ticks: int = Field(100, ge=1)
 
-    @field_validator("learn_every", "fresh_policy", "save_policy")
+    @field_validator("learn_every", "learn_lag", "fresh_policy", "save_policy")
     @classmethod
     def _guided_only(cls, value: Any, info: ValidationInfo) -> Any:
         if value and info.data.get("executor") != "rl-guided":
@@ -299,7 +301,11 @@ def make_executor(cfg: RunConfig, grid: GridMap, client: ChatClient | None) -> E
         learn = None
         if cfg.learn_every is not None:
             learn = LearnConfig(
-                every=cfg.learn_every, guard=cfg.learn_guard, lr=cfg.learn_lr, seed=cfg.seed
+                every=cfg.learn_every,
+                guard=cfg.learn_guard,
+                lr=cfg.learn_lr,
+                seed=cfg.seed,
+                lag=cfg.learn_lag,
             )
         return GuidedRLExecutor(
             grid, cfg.policy, seed=cfg.seed, learn=learn, fresh=cfg.fresh_policy

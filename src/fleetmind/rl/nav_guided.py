@@ -13,7 +13,11 @@ reward of a robot is its progress toward its target (cells of true distance gain
 ``team`` times the fleet's mean progress, and every ``every`` ticks one PPO update (clipped
 surrogate, GAE) runs on the window just played. A guard compares each window's deliveries with
 the window before the last update and rolls that update back when deliveries fell by more than
-``guard``; the shield executes every move, so no update can cause a collision.
+``guard``; the shield executes every move, so no update can cause a collision. With ``lag``
+the update runs on a thread beside the control loop on a copy of the policy, and its weights
+take over ``lag`` ticks after the window closed (the loop waits only if it is not done by then):
+a live fleet keeps ticking while it learns, and the run stays repeatable, since when the
+weights change never depends on how fast the update ran.
 
 - :class:`GuidedPolicy`: actor and critic, ``save`` / ``load`` (``.pt`` beside ``.json``).
 - :func:`default_guided_path`: the policy shipped in ``fleetmind/data/nav_guided.pt``.
@@ -24,6 +28,8 @@ from __future__ import annotations
 
 import copy
 import importlib.resources
+import threading
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Self
@@ -164,6 +170,8 @@ class LearnConfig:
         guard: roll back an update when the next window's deliveries fall below
             ``(1 - guard)`` times the window before it; ``None``: never roll back.
         seed: seed of the action samples and minibatch order.
+        lag: 0: each update runs inside the tick that closes its window; ``N``: beside the
+            loop, its weights applied ``N`` ticks later (``0 < N < every``).
     """
 
     every: int = 250
@@ -177,6 +185,7 @@ class LearnConfig:
     team: float = 1.0
     guard: float | None = 0.03
     seed: int = 0
+    lag: int = 0
 
     def __post_init__(self) -> None:
         for name in ("every", "epochs", "minibatch"):
@@ -188,6 +197,10 @@ class LearnConfig:
             )
         if self.guard is not None and not 0.0 <= self.guard < 1.0:
             raise ConfigError(f"learn: guard must be in [0, 1), got {self.guard}")
+        if not 0 <= self.lag < self.every:
+            raise ConfigError(
+                f"learn: lag must be in [0, every) = [0, {self.every}), got {self.lag}"
+            )
 
 
 @dataclass
@@ -203,6 +216,19 @@ class _Window:
     reward: list[NDArray[np.float32]] = field(default_factory=list)
     deliveries: int = 0
     start: int = 0
+
+
+@dataclass(eq=False)
+class _Pending:
+    """An update running beside the loop, and the tick its weights take over."""
+
+    row: dict[str, Any]
+    due: int
+    policy: GuidedPolicy
+    opt: torch.optim.Optimizer
+    thread: threading.Thread | None = None
+    result: dict[str, float] | None = None
+    error: Exception | None = None
 
 
 class OnlineLearner:
@@ -227,6 +253,8 @@ class OnlineLearner:
         self.curve: list[dict[str, Any]] = []
         self.updates = 0
         self.rollbacks = 0
+        self.waited_s = 0.0
+        self._pending: _Pending | None = None
 
     def act(
         self, obs: NDArray[np.float32], prior: NDArray[np.float32], active: NDArray[np.bool_]
@@ -252,6 +280,8 @@ class OnlineLearner:
 
         Returns the update record when this step ended a window (the update ran), else None.
         """
+        if self._pending is not None and tick >= self._pending.due:
+            self._apply_pending(tick)
         w = self._win
         active = w.active[-1]
         progress = np.where(active, progress, 0.0)
@@ -295,15 +325,62 @@ class OnlineLearner:
             copy.deepcopy(self.policy.state_dict()),
             copy.deepcopy(self._opt.state_dict()),
         )
-        row.update(self._update())
+        if cfg.lag:
+            self._start_pending(row, tick)
+        else:
+            row.update(self._update(self.policy, self._opt, self._win, self._gen))
         self.updates += 1
         self.curve.append(row)
         self._win = _Window(start=tick)
         return row
 
-    def _update(self) -> dict[str, float]:
-        """One PPO update (clipped surrogate, GAE) on the window."""
-        cfg, w = self.config, self._win
+    def _start_pending(self, row: dict[str, Any], tick: int) -> None:
+        """Start this window's update on a copy of the policy, on a thread."""
+        train = copy.deepcopy(self.policy)
+        opt = torch.optim.Adam(train.parameters(), lr=self.config.lr, eps=1e-5)
+        opt.load_state_dict(self._opt.state_dict())
+        # Its own stream: the loop's thread keeps drawing the fleet's samples meanwhile.
+        gen = torch.Generator().manual_seed(self.config.seed * 1_000_003 + self.updates + 1)
+        pending = _Pending(row=row, due=tick + self.config.lag, policy=train, opt=opt)
+        win = self._win
+
+        def work() -> None:
+            try:
+                pending.result = self._update(train, opt, win, gen)
+            except Exception as exc:  # raised again on the loop's thread when applied
+                pending.error = exc
+
+        pending.thread = threading.Thread(target=work, name="nav-learner", daemon=True)
+        pending.thread.start()
+        self._pending = pending
+
+    def _apply_pending(self, tick: int | None) -> None:
+        """Wait for the update on its thread (if still running) and take its weights."""
+        p, self._pending = self._pending, None
+        assert p is not None
+        assert p.thread is not None
+        t0 = time.perf_counter()
+        p.thread.join()
+        waited = time.perf_counter() - t0
+        self.waited_s += waited
+        if p.error is not None:
+            raise p.error
+        p.row.update(p.result or {})
+        p.row["applied_tick"] = tick
+        p.row["wait_s"] = waited
+        if tick is not None:
+            self.policy.load_state_dict(p.policy.state_dict())
+            self._opt.load_state_dict(p.opt.state_dict())
+
+    def _update(
+        self,
+        policy: GuidedPolicy,
+        opt: torch.optim.Optimizer,
+        w: _Window,
+        gen: torch.Generator,
+    ) -> dict[str, float]:
+        """One PPO update (clipped surrogate, GAE) of ``policy`` on window ``w``."""
+        cfg = self.config
         values = np.stack(w.value)  # (T, N)
         rewards = np.stack(w.reward)
         active = np.stack(w.active)
@@ -312,7 +389,7 @@ class OnlineLearner:
         none = np.zeros_like(active)
         adv, ret = gae(rewards, values, next_values, none, none, cfg.gamma, cfg.lam)
         keep = active.reshape(-1)
-        obs = torch.from_numpy(np.stack(w.obs).reshape(-1, self.policy.obs_size)[keep])
+        obs = torch.from_numpy(np.stack(w.obs).reshape(-1, policy.obs_size)[keep])
         prior = torch.from_numpy(np.stack(w.prior).reshape(-1, observe.N_HEURISTIC)[keep])
         act = torch.from_numpy(np.stack(w.action).reshape(-1)[keep])
         old_logp = torch.from_numpy(np.stack(w.logp).reshape(-1)[keep])
@@ -322,22 +399,22 @@ class OnlineLearner:
         n = len(act)
         losses: list[float] = []
         kls: list[float] = []
-        self.policy.train()
+        policy.train()
         for _ in range(cfg.epochs):
-            order = torch.randperm(n, generator=self._gen)
+            order = torch.randperm(n, generator=gen)
             for i in range(0, n, cfg.minibatch):
                 b = order[i : i + cfg.minibatch]
-                logp = torch.log_softmax(self.policy.logits(obs[b], prior[b]), dim=-1)
+                logp = torch.log_softmax(policy.logits(obs[b], prior[b]), dim=-1)
                 log_ratio = logp.gather(-1, act[b, None]).squeeze(-1) - old_logp[b]
                 ratio = log_ratio.exp()
                 surrogate = torch.min(ratio * a[b], ratio.clamp(1 - cfg.clip, 1 + cfg.clip) * a[b])
-                v_loss = 0.5 * ((self.policy.value(obs[b]) - r[b]) ** 2).mean()
+                v_loss = 0.5 * ((policy.value(obs[b]) - r[b]) ** 2).mean()
                 entropy = -(logp.exp() * logp).sum(-1).mean()
                 loss = -surrogate.mean() + 0.5 * v_loss - cfg.ent_coef * entropy
-                base.descend(self._opt, loss, list(self.policy.parameters()), 0.5)
+                base.descend(opt, loss, list(policy.parameters()), 0.5)
                 losses.append(float(loss.item()))
                 kls.append(float(((ratio - 1) - log_ratio).mean().item()))
-        self.policy.eval()
+        policy.eval()
         return {
             "samples": n,
             "loss": float(np.mean(losses)) if losses else 0.0,
@@ -345,8 +422,15 @@ class OnlineLearner:
         }
 
     def stats(self) -> dict[str, Any]:
-        """The learner's record: settings, updates, rollbacks and the per-window curve."""
+        """The learner's record: settings, updates, rollbacks and the per-window curve.
+
+        An update still running when the run ended is waited for and recorded as never
+        applied (``applied_tick`` None).
+        """
+        if self._pending is not None:
+            self._apply_pending(None)
         return {
+            "waited_s": self.waited_s,
             "learn": asdict(self.config),
             "updates": self.updates,
             "rollbacks": self.rollbacks,

@@ -354,7 +354,7 @@ class OnlineLearner:
         pending.thread.start()
         self._pending = pending
 
-    def _apply_pending(self, tick: int | None) -> None:
+    def _apply_pending(self, tick: int) -> None:
         """Wait for the update on its thread (if still running) and take its weights."""
         p, self._pending = self._pending, None
         assert p is not None
@@ -368,9 +368,8 @@ class OnlineLearner:
         p.row.update(p.result or {})
         p.row["applied_tick"] = tick
         p.row["wait_s"] = waited
-        if tick is not None:
-            self.policy.load_state_dict(p.policy.state_dict())
-            self._opt.load_state_dict(p.opt.state_dict())
+        self.policy.load_state_dict(p.policy.state_dict())
+        self._opt.load_state_dict(p.opt.state_dict())
 
     def _update(
         self,
@@ -424,11 +423,9 @@ class OnlineLearner:
     def stats(self) -> dict[str, Any]:
         """The learner's record: settings, updates, rollbacks and the per-window curve.
 
-        An update still running when the run ended is waited for and recorded as never
-        applied (``applied_tick`` None).
+        Read only (the loop may ask mid-run): an update whose weights have not taken over
+        yet has no ``applied_tick`` in its row.
         """
-        if self._pending is not None:
-            self._apply_pending(None)
         return {
             "waited_s": self.waited_s,
             "learn": asdict(self.config),

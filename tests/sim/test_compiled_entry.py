@@ -74,6 +74,19 @@ def _pair(**config: Any) -> tuple[Warehouse, Warehouse]:
     return Warehouse(grid, cfg, seed=5), Warehouse(grid, cfg, seed=5)
 
 
+def _warmed(
+    monkeypatch: pytest.MonkeyPatch, seed: int
+) -> tuple[_Dispatches, Warehouse, Warehouse, np.random.Generator]:
+    """A spied world pair after five ticks (the fast path's types checked), and its draws."""
+    spy = _Dispatches()
+    monkeypatch.setattr(kernels, "warehouse_tick", spy)
+    fast, ref = _pair()
+    rng = np.random.default_rng(seed)
+    for _ in range(5):
+        _tick(fast, ref, _steered(fast, rng), spy)
+    return spy, fast, ref, rng
+
+
 def _tick(fast: Warehouse, ref: Warehouse, acts: list[int], spy: _Dispatches) -> int:
     """One tick of both; the dispatched calls of ``fast``."""
     before = spy.calls
@@ -110,12 +123,7 @@ def test_ticks_past_the_dispatch_match_dispatched_ticks(
 
 
 def test_swapped_arrays_are_checked_again(monkeypatch: pytest.MonkeyPatch) -> None:
-    spy = _Dispatches()
-    monkeypatch.setattr(kernels, "warehouse_tick", spy)
-    fast, ref = _pair()
-    rng = np.random.default_rng(1)
-    for _ in range(5):
-        _tick(fast, ref, _steered(fast, rng), spy)
+    spy, fast, ref, rng = _warmed(monkeypatch, 1)
     swaps: list[tuple[str, Any]] = [
         ("broken_until", lambda a: a.astype(np.int32)),  # another dtype: another overload
         ("carrying", lambda a: np.repeat(a, 2)[::2]),  # not contiguous: another layout
@@ -165,12 +173,7 @@ def test_compiled_entry_only_for_plain_aligned_arrays() -> None:
 
 
 def test_a_world_with_a_compiled_entry_pickles_and_copies(monkeypatch: pytest.MonkeyPatch) -> None:
-    spy = _Dispatches()
-    monkeypatch.setattr(kernels, "warehouse_tick", spy)
-    fast, ref = _pair()
-    rng = np.random.default_rng(2)
-    for _ in range(5):
-        _tick(fast, ref, _steered(fast, rng), spy)
+    spy, fast, ref, rng = _warmed(monkeypatch, 2)
     for again in (pickle.loads(pickle.dumps(fast)), copy.deepcopy(fast)):
         _same_world(again, fast)
         twin = copy.deepcopy(ref)

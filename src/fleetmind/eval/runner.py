@@ -300,13 +300,9 @@ def make_executor(cfg: RunConfig, grid: GridMap, client: ChatClient | None) -> E
 
         learn = None
         if cfg.learn_every is not None:
-            learn = LearnConfig(
-                every=cfg.learn_every,
-                guard=cfg.learn_guard,
-                lr=cfg.learn_lr,
-                seed=cfg.seed,
-                lag=cfg.learn_lag,
-            )
+            # The run's learn_* options are LearnConfig's fields of the same names.
+            fields = {k: getattr(cfg, f"learn_{k}") for k in ("every", "guard", "lr", "lag")}
+            learn = LearnConfig(**fields, seed=cfg.seed)
         return GuidedRLExecutor(
             grid, cfg.policy, seed=cfg.seed, learn=learn, fresh=cfg.fresh_policy
         )

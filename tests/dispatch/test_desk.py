@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from fleetmind.dispatch.desk import feasible
 from fleetmind.dispatch.faults import check_faults, parse_fault
 from fleetmind.dispatch.incidents import (
     MAX_OPTIONS,
@@ -184,6 +185,19 @@ def test_the_coordinators_options_put_the_rules_first_and_waiting_last() -> None
     # A deadlock with nobody to boost leaves waiting as the only option.
     quiet = Incident("i1", "deadlock", 5, "stuck", robots=())
     assert rule_options(quiet, state) == [[]]
+    # Every option checks out here; boxed in by robots on all its free sides, the broken
+    # robot has nowhere to set the load down: no reassign or hand-over is offered, waiting is.
+    assert feasible(options, state) == options
+    corner = dataclasses.replace(r2, cell=(0, 0))  # its free sides: (1, 0) and (0, 1)
+    boxed = state.robots | {
+        "robot_2": corner,
+        "robot_0": dataclasses.replace(state.robots["robot_0"], cell=(1, 0)),
+        "robot_1": dataclasses.replace(state.robots["robot_1"], cell=(0, 1)),
+    }
+    boxed_state = dataclasses.replace(state, robots=boxed)
+    with pytest.raises(Refused, match="no free cell beside robot_2"):
+        check("hand_over", {"order": oid}, boxed_state)
+    assert feasible(rule_options(inc, boxed_state), boxed_state) == [[]]
 
 
 # ------------------------------------------------------------------ runs

@@ -71,14 +71,15 @@ from fleetmind.llm.tools import Tool
 
 log = logging.getLogger(__name__)
 
-PROMPT_VERSION = "desk-v2"
+PROMPT_VERSION = "desk-v3"
 APPLY_WAIT_S = 2.0
 """How long a tool waits for the loop to apply its action (the loop answers at a tick boundary)."""
 
 COORDINATOR_PROMPT = (
     "You are the coordinator of a warehouse robot fleet's incident desk. You read an incident "
     "and choose which course of action the executor must take. Option A is the rule handler's "
-    "proposal; take it unless you see a better one. You have the final word."
+    "proposal when it can be carried out; take it unless you see a better one. You have the "
+    "final word."
 )
 EXECUTOR_PROMPT = (
     "You are the executor of a warehouse incident desk. Carry out the coordinator's decision "

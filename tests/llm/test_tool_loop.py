@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from typing import Any
@@ -268,3 +269,28 @@ def test_a_narrowed_tool_offers_only_its_values_and_refuses_others() -> None:
     sent = srv.requests[0].body["response_format"]
     assert '"enum": ["y"]' in json.dumps(sent)
     assert '"x"' not in json.dumps(sent)
+
+
+def test_each_turn_can_narrow_what_the_next_turn_may_say() -> None:
+    """``args_schema`` is asked every turn: values already used drop out of the next schema."""
+    tool = Tool.from_function(lookup)
+    used: list[str] = []
+
+    def remember(key: str) -> str:
+        used.append(key)
+        return lookup(key)
+
+    def args_schema(name: str) -> dict[str, Any]:
+        left = [k for k in ("x", "y") if k not in used] or ["x", "y"]
+        return tool.narrowed({"key": left}).args_model.model_json_schema()
+
+    script = [call("lookup", key="x"), call("lookup", key="y"), finish("done")]
+    live = Tool.from_function(remember).narrowed({"key": ["x", "y"]})
+    live = dataclasses.replace(live, name="lookup")
+    with FakeChatServer(script, repeat_last=True) as srv:
+        out = ToolLoop(srv.client(max_retries=0), [live], args_schema=args_schema).run("both")
+    assert out.finished
+    assert used == ["x", "y"]
+    first, second = (json.dumps(r.body["response_format"]) for r in srv.requests[:2])
+    assert '"enum": ["x", "y"]' in first
+    assert '"enum": ["y"]' in second

@@ -202,6 +202,17 @@ def _named(inc: Incident, options: list[list[Call]]) -> list[str]:
     return list(dict.fromkeys(out))
 
 
+def _values(calls: list[Call], name: str) -> dict[str, list[str | int]]:
+    """The values each argument of tool ``name`` takes in ``calls`` (a narrowed schema's enums)."""
+    out: dict[str, list[str | int]] = {}
+    for n, args in calls:
+        if n == name:
+            for k, v in args.items():
+                if isinstance(v, (str, int)):
+                    out.setdefault(k, []).append(v)
+    return out
+
+
 def _call_text(name: str, args: dict[str, Any]) -> str:
     inner = ", ".join(f"{k}={v!r}" for k, v in args.items())
     return f"{name}({inner})"
@@ -349,10 +360,8 @@ class LLMDesk(DeskWorker):
         actions; every call is still checked against the world when it runs.
         """
         allowed: dict[str, dict[str, list[str | int]]] = {}
-        for name, args in calls:
-            for k, v in args.items():
-                if isinstance(v, (str, int)):
-                    allowed.setdefault(name, {}).setdefault(k, []).append(v)
+        for name, _ in calls:
+            allowed[name] = _values(calls, name)
         return [
             t.narrowed(allowed.get(t.name, {}))
             for t in self._all_tools(inc, client, applied, tried)
@@ -643,13 +652,8 @@ class LLMDesk(DeskWorker):
         def args_schema(name: str) -> dict[str, Any]:
             # Each turn may name only the calls not tried yet: a small model otherwise repeats
             # the first of several (boost robot_3, robot_3, ...) until the loop guard bars it.
-            mine = [(n, a) for n, a in calls if n == name]
-            left = [(n, a) for n, a in mine if _call_text(n, a) not in tried] or mine
-            allowed: dict[str, list[str | int]] = {}
-            for _, a in left:
-                for k, v in a.items():
-                    if isinstance(v, (str, int)):
-                        allowed.setdefault(k, []).append(v)
+            left = [(n, a) for n, a in calls if _call_text(n, a) not in tried]
+            allowed = _values(left, name) or _values(calls, name)
             return tools[name].narrowed(allowed).args_model.model_json_schema()
 
         loop = ToolLoop(

@@ -375,12 +375,9 @@ def check(name: str, args: dict[str, Any], state: DeskState) -> None:
 
 def _room_beside(state: DeskState, r: RobotState) -> None:
     """Refuse when no free floor cell beside ``r`` can take its load (robots all round it)."""
-    h, w = state.grid.shape
     taken = {o.cell for o in state.robots.values() if o.id != r.id}
-    for d in DELTAS[1:]:
-        c = (r.cell[0] + int(d[0]), r.cell[1] + int(d[1]))
-        if 0 <= c[0] < h and 0 <= c[1] < w and not state.grid.blocked[c] and c not in taken:
-            return
+    if state.grid.free_beside(r.cell, taken):
+        return
     raise Refused(f"no free cell beside {r.id} at {r.cell} to set the load down: wait")
 
 

@@ -10,6 +10,7 @@ Actions are integers shared by every tier::
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -86,3 +87,8 @@ class GridMap:
     def is_free(self, cell: Cell) -> bool:
         """Whether a robot may stand on ``cell`` (on the grid and not blocked)."""
         return self.in_bounds(cell) and not bool(self.blocked[cell])
+
+    def free_beside(self, cell: Cell, taken: Collection[Cell] = ()) -> list[Cell]:
+        """The free cells next to ``cell`` (up, down, left, right) not in ``taken``."""
+        near = [(cell[0] + int(d[0]), cell[1] + int(d[1])) for d in DELTAS[1:]]
+        return [c for c in near if self.is_free(c) and c not in taken]

@@ -577,20 +577,12 @@ class Warehouse:
         Raises:
             ConfigError: the robot carries nothing, or no free neighbouring cell exists.
         """
-        from fleetmind.sim.grid import DELTAS
-
         r = self.robot_index(robot)
         if not self.carrying[r]:
             raise ConfigError(f"drop_load: {self.robot_ids[r]} carries nothing")
         here = self.cell_of(r)
         taken = {self.cell_of(i) for i in range(len(self.robot_ids)) if i != r}
-        h, w = self.grid.shape
-        cells = [(here[0] + int(d[0]), here[1] + int(d[1])) for d in DELTAS[1:]]
-        free = [
-            c
-            for c in cells
-            if 0 <= c[0] < h and 0 <= c[1] < w and not self.grid.blocked[c] and c not in taken
-        ]
+        free = self.grid.free_beside(here, taken)
         if not free:
             raise ConfigError(f"drop_load: no free cell beside {self.robot_ids[r]} at {here}")
         cell = free[0]

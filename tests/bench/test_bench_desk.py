@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import numpy as np
+
 from fleetmind.bench import desk
+from fleetmind.eval.store import load_latency, load_metrics
 
 
-def test_quick_desk_bench_without_the_embedded_model() -> None:
-    result = desk.run(quick=True, modes=("off", "rules", "hostile"), tick_period_s=0.05)
+def test_quick_desk_bench_without_the_embedded_model(tmp_path: Path) -> None:
+    result = desk.run(
+        quick=True, modes=("off", "rules", "hostile"), tick_period_s=0.05, out_dir=tmp_path
+    )
     modes = result["modes"]
     assert set(modes) == {"off", "rules", "hostile"}
     for r in modes.values():
@@ -29,3 +36,15 @@ def test_quick_desk_bench_without_the_embedded_model() -> None:
     assert "hostile" in table
     assert "target collisions == 0: 0" in table
     assert "hostile  fallbacks: " in table
+    # Every run's folder is kept; the step p99 is over all of a mode's ticks.
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["hostile-s0", "off-s0", "rules-s0"]
+    ticks = load_latency(tmp_path / "off-s0")
+    assert ticks is not None
+    want = float(np.percentile(ticks.column("step_ms").to_pylist(), 99))
+    assert modes["off"]["step_p99_ms"] == want
+    # The suite's incidents are the desk's kind of trouble: the breakdown strikes a loaded
+    # robot and the block closes a pickup a robot is heading for, so the rules act on both.
+    log = load_metrics(tmp_path / "rules-s0")["incident_log"]
+    acts = {i["kind"]: [a["tool"] for a in i["actions"]] for i in log if i["kind"] != "deadlock"}
+    assert acts["breakdown"][0] in ("reassign", "hand_over")
+    assert acts["block"][0] == "hold"

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from fleetmind.dispatch.desk import feasible
-from fleetmind.dispatch.faults import check_faults, parse_fault
+from fleetmind.dispatch.faults import check_faults, parse_fault, resolve_zone
 from fleetmind.dispatch.incidents import (
     MAX_OPTIONS,
     Incident,
@@ -75,6 +75,46 @@ def test_faults_are_checked_against_the_map_before_tick_0() -> None:
             check_faults([parse_fault(spec)], robots=robots, steps=50, uses_llm=False, grid=grid)
     ok = [parse_fault(s) for s in ("block:3,5-3,9@3+4", "battery:busy@3", "breakdown:busy@1+2")]
     assert check_faults(ok, robots=robots, steps=50, uses_llm=False, grid=grid) == []
+
+
+def test_block_busy_closes_the_aisle_where_a_robot_is_heading() -> None:
+    fault = parse_fault("block:busy@7+30")
+    assert (fault.kind, fault.start, fault.end, fault.zone) == ("block", 7, 37, ())
+    w = _world()
+    # Nothing ordered yet: the map's first pickup cell, stations and chargers left open.
+    first = resolve_zone(fault, w)
+    assert first.zone
+    assert first.zone[0][0] == w.grid.pickup_cells()[0][0]
+    assert not any(
+        w.grid.stations[c] or w.grid.chargers[c] or w.grid.blocked[c] for c in first.zone
+    )
+    w.inject([w.stream.make(0) for _ in range(3)])
+    older, newer = w.open_orders()[0], w.open_orders()[1]
+    assert older.pickup in resolve_zone(fault, w).zone
+    # An order a robot is on its way to outranks an older open one.
+    w.assign("robot_1", newer.id)
+    zone = resolve_zone(fault, w).zone
+    r, c = newer.pickup
+    assert (r, c) in zone
+    assert all(row == r and abs(col - c) <= 2 for row, col in zone)
+    assert older.pickup not in zone  # (seed 0: their pickups lie apart)
+    # A fixed zone stays as given.
+    fixed = parse_fault("block:3,5-3,9@3+4")
+    assert resolve_zone(fixed, w) is fixed
+
+
+def test_a_run_records_the_zone_block_busy_chose() -> None:
+    cfg = RunConfig(
+        robots=8, steps=60, seed=1, order_rate=0.15, faults=["block:busy@40+10"], desk="rules"
+    )
+    m = execute(cfg, None)
+    (log,) = m["faults"]
+    r1, c1, r2, c2 = log["zone"]
+    assert r1 == r2
+    assert 0 <= c2 - c1 <= 4
+    (inc,) = [i for i in m["incident_log"] if i["kind"] == "block"]
+    # The oldest order on its way was inside: the rules hold it.
+    assert [a["tool"] for a in inc["actions"]][:1] == ["hold"]
 
 
 @pytest.mark.parametrize(

@@ -17,45 +17,60 @@ seconds turn into ticks as on a real floor, ``off`` (the step-latency baseline) 
 period, the scripted model's at a quarter of it, ``rules`` as fast as it goes (the step latency
 counts the loop's own work, never the pacing sleep). Per incident kind the table gives:
 incidents, resolved by the desk / by the rules / unresolved, recovery ticks (p50, max), and per
-mode the orders late or stranded, desk tokens, collisions, lost orders and step latency p99 with
-the desk on against off.
+mode the orders late or stranded, desk tokens, collisions, lost orders and step latency p99 (over
+every tick of every seed) with the desk on against off. Seeds run one after another, each through
+every mode, so that the desk-off baseline and the desk runs share the machine's minutes.
 Timings come from whatever machine runs it (ours: 2 cores shared by several sessions).
 """
 
 from __future__ import annotations
 
 import contextlib
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from fleetmind.dispatch.desk import NOTHING_TO_CHOOSE
 from fleetmind.eval.runner import RunConfig, execute
+from fleetmind.eval.store import load_latency
 from fleetmind.llm.chat import ChatClient
 
 MODES = ("off", "rules", "llm", "hostile", "follower")
 KINDS = ("breakdown", "block", "battery", "surge", "deadlock")
 
 
+FIRST = 40
+"""Tick of a seed's first incident (give or take the seed): robots are carrying loads by then."""
+
+
 def suite(seed: int, *, quick: bool = False, spacing: int = 60) -> list[str]:
-    """The fault specs of one seed's run (seven incidents; three with ``quick``)."""
-    first = 10 + 5 * (seed % 3)
-    rows = (3, 6, 9, 12)
-    block_row = rows[seed % len(rows)]
+    """The fault specs of one seed's run (seven incidents; three with ``quick``).
+
+    The incidents the desk is for: robots that break down or run low while carrying a load
+    (``busy`` picks a loaded robot), aisles closed where work waits (``block:busy``: the
+    pickup of the oldest order not yet picked up), a surge.
+    """
+    first = FIRST + 5 * (seed % 3)
     specs = [
         f"breakdown:busy@{first}+{4 * spacing}",
-        f"block:{block_row},5-{block_row},9@{first + spacing}+{2 * spacing}",
+        f"block:busy@{first + spacing}+{2 * spacing}",
         f"battery:busy@{first + 2 * spacing}",
         f"surge@{first + 3 * spacing}:4",
         f"breakdown:busy@{first + 4 * spacing}+{2 * spacing}",
-        f"block:{rows[(seed + 2) % len(rows)]},17-{rows[(seed + 2) % len(rows)]},21"
-        f"@{first + 5 * spacing}+{spacing}",
+        f"block:busy@{first + 5 * spacing}+{spacing}",
         f"battery:busy@{first + 6 * spacing}",
     ]
     return specs[:3] if quick else specs
+
+
+def steps_of(*, quick: bool = False, spacing: int = 60) -> int:
+    """Ticks of one seed's run: the incidents and at least 50 ticks after the last."""
+    return FIRST + (3 if quick else 7) * spacing + 20
 
 
 @contextlib.contextmanager
@@ -88,12 +103,17 @@ def run_mode(
     quick: bool = False,
     tick_period_s: float = 0.2,
     spacing: int = 60,
+    out_dir: str | Path | None = None,
 ) -> list[dict[str, Any]]:
-    """Run one mode over the seeds; returns each run's metrics."""
+    """Run one mode over the seeds; returns each run's metrics.
+
+    Each run is recorded (``out_dir/MODE-sSEED``, or a folder removed afterwards) so that its
+    per-tick step latencies come back with the metrics (``step_ms``).
+    """
     out = []
-    with _client(mode) as client:
+    with _client(mode) as client, tempfile.TemporaryDirectory() as tmp:
         for seed in seeds:
-            steps = (3 if quick else 7) * spacing + spacing
+            steps = steps_of(quick=quick, spacing=spacing)
             cfg = RunConfig(
                 map="warehouse-small",
                 robots=8,
@@ -106,9 +126,12 @@ def run_mode(
                 desk_deadline_ticks=spacing,
                 tick_period_s=tick_period_s,
             )
+            folder = Path(out_dir if out_dir is not None else tmp) / f"{mode}-s{seed}"
             t0 = time.perf_counter()
-            m = execute(cfg, None, client=client)
+            m = execute(cfg, folder, client=client, overwrite=True)
             m["wall_s"] = time.perf_counter() - t0
+            table = load_latency(folder)
+            m["step_ms"] = [] if table is None else table.column("step_ms").to_pylist()
             out.append(m)
     return out
 
@@ -197,7 +220,9 @@ def summarize(mode: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
         "orders_lost": sum(int(m["orders_lost"]) for m in runs),
         "desk_calls": sum(int(m["desk_calls"]) for m in runs),
         "desk_tokens": sum(int(m["desk_tokens"]) for m in runs),
-        "step_p99_ms": float(np.mean([m["step_latency_ms"]["p99"] for m in runs])),
+        # Over every tick of every seed: a run's own p99 is its 5th-slowest tick, too few to
+        # tell a 10% difference from the machine's noise.
+        "step_p99_ms": float(np.percentile([x for m in runs for x in m["step_ms"]] or [0.0], 99)),
         "wall_s": sum(float(m["wall_s"]) for m in runs),
         "kinds": _kind_rows(runs),
     }
@@ -210,6 +235,7 @@ def run(
     modes: tuple[str, ...] = MODES,
     tick_period_s: float = 0.2,
     spacing: int | None = None,
+    out_dir: str | Path | None = None,
 ) -> dict[str, Any]:
     """The benchmark: every mode over the seeds; the figures against the targets.
 
@@ -220,10 +246,10 @@ def run(
         tick_period_s: seconds per tick of the embedded model's runs.
         spacing: ticks between incidents, also the desk's deadline in ticks (default 60; 30
             with ``quick``).
+        out_dir: keep every run's folder there (``MODE-sSEED``: calls, events, latencies).
     """
     seeds = seeds if seeds is not None else ([0] if quick else [0, 1, 2])
     spacing = spacing if spacing is not None else (30 if quick else 60)
-    results = {}
     # Only the embedded model's runs need real time (its seconds become ticks); the scripted
     # model answers at once or hangs, so a faster clock tells the same; off and rules never wait.
     # The step-latency baseline (off) ticks like the embedded model's runs, so that the ratio
@@ -231,9 +257,20 @@ def run(
     periods = {"llm": tick_period_s, "hostile": tick_period_s / 4, "off": tick_period_s}
     periods["rules"] = 0.0
     periods["follower"] = tick_period_s / 4
-    for mode in modes:
-        runs = run_mode(mode, seeds, quick=quick, tick_period_s=periods[mode], spacing=spacing)
-        results[mode] = summarize(mode, runs)
+    runs: dict[str, list[dict[str, Any]]] = {mode: [] for mode in modes}
+    # Seed by seed, every mode in turn: the desk-off baseline and the desk runs see the machine
+    # in the same minutes (its load moves the step latency more than the desk does).
+    for seed in seeds:
+        for mode in modes:
+            runs[mode] += run_mode(
+                mode,
+                [seed],
+                quick=quick,
+                tick_period_s=periods[mode],
+                spacing=spacing,
+                out_dir=out_dir,
+            )
+    results = {mode: summarize(mode, runs[mode]) for mode in modes}
     off = results.get("off")
     for mode in ("llm", "hostile", "follower", "rules"):
         r = results.get(mode)

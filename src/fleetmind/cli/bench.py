@@ -148,6 +148,10 @@ def bench_desk(
             help="Ticks between incidents, also the desk's deadline. [default: 60; 30 --quick]"
         ),
     ] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(help="Keep every run's folder here (MODE-sSEED: calls, events, latencies)."),
+    ] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Incident desk vs the rule handler on a fault suite (embedded and misbehaving model)."""
@@ -159,7 +163,12 @@ def bench_desk(
     modes = ("off", "rules", "hostile") if quick else bench.MODES
     chosen = _int_list(seeds, "--seeds") if seeds is not None else None
     result = bench.run(
-        quick=quick, seeds=chosen, modes=modes, tick_period_s=tick_period, spacing=spacing
+        quick=quick,
+        seeds=chosen,
+        modes=modes,
+        tick_period_s=tick_period,
+        spacing=spacing,
+        out_dir=out,
     )
     show(result, as_json=as_json, table=bench.format_table)
 

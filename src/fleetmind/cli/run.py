@@ -127,7 +127,8 @@ def run(
         list[str] | None,
         typer.Option(
             help="Inject a fault: breakdown:ROBOT@T+K, llm-outage@T+K, malformed@T+K, "
-            "surge@T:N, block:R1,C1-R2,C2@T+K, battery:ROBOT@T (ROBOT: id, index or busy; "
+            "surge@T:N, block:R1,C1-R2,C2@T+K, block:busy@T+K (the aisle where work waits), "
+            "battery:ROBOT@T (ROBOT: id, index or busy; "
             "repeatable)."
         ),
     ] = None,

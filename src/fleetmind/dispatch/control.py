@@ -39,7 +39,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from fleetmind.dispatch.executors import Executor
-from fleetmind.dispatch.faults import Fault, resolve_robot
+from fleetmind.dispatch.faults import Fault, resolve_robot, resolve_zone
 from fleetmind.dispatch.incidents import DeskConfig, DeskWorker, IncidentHost
 from fleetmind.dispatch.planners import Planner, task_priorities
 from fleetmind.dispatch.plans import PlanOutcome, Snapshot, percentiles
@@ -407,11 +407,14 @@ class ControlLoop:
         t = w.tick
         for f in self.faults:
             if f.start == t:
-                cut = {"cut": f.cut} if f.cut else {}  # orders a surge lost to its bound
+                extra: dict[str, Any] = {"cut": f.cut} if f.cut else {}  # a surge's cut orders
+                if f.kind == "block":
+                    f = resolve_zone(f, w)  # block:busy's cells are chosen now
+                    extra["zone"] = list(f.zone_box or ())
                 self._fault_log.append(
-                    {"spec": f.spec, "kind": f.kind, "start": f.start, "end": f.end, **cut}
+                    {"spec": f.spec, "kind": f.kind, "start": f.start, "end": f.end, **extra}
                 )
-                self._emit("fault_start", fault=f.spec, **cut)
+                self._emit("fault_start", fault=f.spec, **extra)
                 if f.kind in ("breakdown", "battery", "block"):
                     robot = resolve_robot(f, w) if f.robot is not None else None
                     self.desk.inject(f, robot)

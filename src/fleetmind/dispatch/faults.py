@@ -10,6 +10,9 @@ Faults are given as short specs (flags ``--fault``, repeatable, or a config list
 - ``block:R1,C1-R2,C2@T+K``: the cells of rows ``R1..R2`` and columns ``C1..C2`` (cells are
   ``(row, col)``) are closed to robots for ticks ``T .. T+K-1`` (an aisle blocked: the shield
   keeps robots out, shortest-path executors route around it);
+- ``block:busy@T+K``: the same, for the stretch of aisle where work waits at tick ``T``: the
+  free cells of the row of the oldest order not yet picked up, :data:`BUSY_REACH` columns
+  either side of its pickup, stations and chargers left open (see :func:`resolve_zone`);
 - ``battery:ROBOT@T``: robot ``ROBOT``'s battery runs low at tick ``T``: its charge becomes the
   moves to the nearest charger plus :data:`BATTERY_MARGIN`, so it makes the charger only if it
   heads there soon (an empty robot stands still until recharged, which it cannot do alone).
@@ -28,7 +31,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
@@ -47,6 +50,8 @@ MAX_SURGE = 1000
 
 BATTERY_MARGIN = 6
 """Moves of charge a ``battery`` fault leaves beyond the way to the nearest charger."""
+BUSY_REACH = 2
+"""Columns either side of the pickup that a ``block:busy`` fault closes."""
 MAX_ZONE_CELLS = 400
 """The most cells one ``block`` fault may close."""
 
@@ -61,10 +66,11 @@ _PATTERNS = {
         r"^block:(?P<r1>\d+),(?P<c1>\d+)-(?P<r2>\d+),(?P<c2>\d+)@(?P<start>\d+)\+(?P<length>\d+)$"
     ),
     "battery": re.compile(r"^battery:(?P<robot>[\w-]+)@(?P<start>\d+)$"),
+    "block-busy": re.compile(r"^block:busy@(?P<start>\d+)\+(?P<length>\d+)$"),
 }
 FORMS = (
-    "breakdown:ROBOT@T+K, llm-outage@T+K, malformed@T+K, surge@T:N, block:R1,C1-R2,C2@T+K or "
-    "battery:ROBOT@T"
+    "breakdown:ROBOT@T+K, llm-outage@T+K, malformed@T+K, surge@T:N, block:R1,C1-R2,C2@T+K, "
+    "block:busy@T+K or battery:ROBOT@T"
 )
 
 
@@ -81,6 +87,8 @@ class Fault:
         count: orders of a surge (after the cut to :data:`MAX_SURGE`).
         spec: the text it was parsed from.
         cut: orders of a surge dropped by the cut (0 if none).
+        zone: the cells a block fault closes (empty for ``block:busy`` until
+            :func:`resolve_zone` chooses them at the fault's tick).
     """
 
     kind: FaultKind
@@ -148,6 +156,8 @@ def parse_fault(spec: str) -> Fault:
         length = int(m["length"])
         if length < 1:
             raise ConfigError(f"--fault {spec!r}: length must be at least 1 tick")
+        if kind == "block-busy":
+            return Fault("block", start, length, spec=text)
         if kind == "block":
             r1, c1, r2, c2 = (int(m[k]) for k in ("r1", "c1", "r2", "c2"))
             if r1 > r2 or c1 > c2:
@@ -228,6 +238,39 @@ def resolve_robot(fault: Fault, world: Warehouse) -> str:
         if len(idx):
             return world.robot_ids[int(idx[0])]
     return world.robot_ids[0]
+
+
+def resolve_zone(fault: Fault, world: Warehouse) -> Fault:
+    """The fault with its zone: a ``block:busy`` fault's cells are chosen now (others as given).
+
+    The aisle where work waits: the pickup of the oldest order a robot is on its way to, else
+    of the oldest open order (held ones aside), else of the newest order, else the map's first
+    pickup cell; the free cells of that row within :data:`BUSY_REACH` columns, stations and
+    chargers left open.
+    """
+    if fault.kind != "block" or fault.zone:
+        return fault
+    grid = world.grid
+    waiting = [
+        rec
+        for idx, rec in enumerate(world.records)
+        if rec.delivered_tick < 0 and rec.picked_tick < 0 and idx not in world.parked
+    ]
+    on_way = [rec for rec in waiting if rec.robot >= 0]
+    if on_way or waiting:
+        cell = (on_way or waiting)[0].order.pickup
+    elif world.records:
+        cell = world.records[-1].order.pickup
+    else:
+        cell = (grid.pickup_cells() or grid.free_cells())[0]
+    r, c = cell
+    keep = ~(grid.blocked | grid.stations | grid.chargers)
+    zone = tuple(
+        (r, cc)
+        for cc in range(max(0, c - BUSY_REACH), min(grid.shape[1], c + BUSY_REACH + 1))
+        if keep[r, cc]
+    )
+    return replace(fault, zone=zone)
 
 
 def _check_on_grid(f: Fault, grid: GridMap) -> None:

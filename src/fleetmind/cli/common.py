@@ -27,6 +27,8 @@ err_console = Console(stderr=True)
 state: dict[str, bool] = {"debug": False}
 
 EXIT_BAD_INPUT = 2
+WIDE = 200
+"""Columns of a Rich table printed to a pipe or a file."""
 
 # Options several commands share, declared once.
 LLMBaseUrl = Annotated[
@@ -76,7 +78,16 @@ def show(result: Any, *, as_json: bool, table: Any = None) -> None:
     if as_json:
         print_json(result)
     elif table is not None:
-        console.print(table(result))
+        rendered = table(result)
+        if isinstance(rendered, str):
+            # Our own text tables: printed as written (Rich would wrap them at 80 columns when
+            # piped, and read their brackets as markup).
+            console.print(rendered, markup=False, highlight=False, soft_wrap=True)
+        elif console.is_terminal:
+            console.print(rendered)
+        else:
+            # Piped or redirected: a Rich table as wide as it needs, not squeezed into 80.
+            Console(width=WIDE).print(rendered)
     else:
         console.print_json(data=result, default=str)
 

@@ -200,3 +200,19 @@ def test_budget_stop_ends_structured_and_loop_cleanly() -> None:
         assert out.attempts == 2
         loop = ToolLoop(c, [], budgets=Budgets(retries={"parse": 5})).run("t")
         assert loop.status == "usage_budget"
+
+
+def test_a_call_ending_after_the_run_closed_its_record_is_dropped_not_raised(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "calls.jsonl"
+    with FakeChatServer(['{"robot": "robot_1"}', '{"robot": "robot_2"}']) as srv:
+        rec = CallRecorder(path)
+        client = rec.wrap(srv.client())
+        structured(client, [Message.user("pick a robot")], Pick, context=CTX)
+        rec.close()
+        # A desk worker's call that was in flight when the run ended.
+        out = structured(client, [Message.user("pick again")], Pick, context=CTX)
+    assert out.value == Pick(robot="robot_2")
+    assert rec.after_close == 1
+    assert len(path.read_text().splitlines()) == 1

@@ -132,6 +132,8 @@ class CallRecorder:
         self._pending: dict[int, dict[str, Any]] = {}
         self._pending_by_thread: dict[int, int] = {}
         self._next_id = 0
+        # Calls that ended after close() (a worker's call outliving its run): not written.
+        self.after_close = 0
         if self.path.exists():
             self._load()
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -201,6 +203,11 @@ class CallRecorder:
             self._write(rec)
 
     def _write(self, rec: dict[str, Any]) -> None:
+        if self._file.closed:
+            # The run is over and its record closed; a call still in flight then is not the
+            # run's (and a worker thread must not die on it).
+            self.after_close += 1
+            return
         self._file.write(json.dumps(rec, ensure_ascii=False, default=str) + "\n")
         self._file.flush()
 

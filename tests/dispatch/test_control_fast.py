@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pytest
 from numpy.typing import NDArray
 
 from fleetmind.bench.scale import reference_priorities
@@ -151,7 +152,7 @@ def _reference_costs(
     assert np.array_equal(planner._dist.trips(robots, orders), trips)
     cost = trips.astype(np.float64)
     for j, o in enumerate(orders):
-        lateness = np.maximum(0, t + trips[:, j] - o.due)
+        lateness = np.maximum(0, t + trips[:, j] - o.due) - max(0, t - o.due)
         cost[:, j] += pl.LATE_WEIGHT * lateness
         cost[:, j] -= pl.URGENT_BONUS * (o.priority == "urgent") + pl.AGE_WEIGHT * (t - o.tick)
         for i, r in enumerate(robots):
@@ -172,7 +173,7 @@ def _reference_costs(
                         cost[i, j] = pl.FORBIDDEN
             elif h.kind == "deadline" and h.tick is not None:
                 late = np.maximum(0, t + trips[:, j] - (h.tick - 1))
-                cost[:, j] += 4 * pl.LATE_WEIGHT * late
+                cost[:, j] += 4 * pl.LATE_WEIGHT * (late - max(0, t - (h.tick - 1)))
                 cost[late == 0, j] -= pl.DEADLINE_BONUS
     return cost
 
@@ -291,3 +292,37 @@ def test_the_snapshot_fleet_view_equals_the_per_robot_views() -> None:
         assert snap.tasks == held
         kinds |= {(r.idle, r.broken, r.carrying) for r in want}
     assert {(True, False, False), (False, True, False), (False, False, True)} <= kinds
+
+
+def test_a_late_order_grows_no_costlier_while_it_waits() -> None:
+    """Lateness counts what a trip adds: waiting never prices a late order out for good."""
+    import dataclasses
+
+    from fleetmind.dispatch.plans import Snapshot
+    from fleetmind.sim.orders import OrderConfig
+
+    grid = resolve_map("warehouse-small")
+    world = Warehouse(
+        grid,
+        WarehouseConfig(n_robots=1, orders=OrderConfig(rate=1e-9), auto_assign=False),
+        seed=0,
+    )
+    late = dataclasses.replace(world.stream.make(0), id="late", due=5)
+    fresh = dataclasses.replace(world.stream.make(0), id="fresh", due=10**6)
+    world.inject([late, fresh])
+    planner = AssignmentPlanner(grid)
+    for _ in range(10):  # past the late order's due tick
+        world.step(np.zeros(1, dtype=np.int64))
+    seen = []
+    for _ in range(3):
+        snap = Snapshot.take(world, with_text=False)
+        cost, _ = planner.costs(snap, snap.idle_robots, list(snap.orders), None)
+        seen.append(cost[0].tolist())
+        for _ in range(100):
+            world.step(np.zeros(1, dtype=np.int64))
+    # Both orders age alike; the late one's price stays put relative to the fresh one (before,
+    # it rose by LATE_WEIGHT for every tick it waited, and with a backlog it never came up).
+    gaps = [c[0] - c[1] for c in seen]
+    assert gaps[0] == pytest.approx(gaps[1])
+    assert gaps[1] == pytest.approx(gaps[2])
+    assert seen[2][0] < seen[0][0]  # and its age makes it cheaper

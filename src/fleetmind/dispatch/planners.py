@@ -8,9 +8,15 @@ All three answer a :class:`~fleetmind.dispatch.plans.Snapshot` with a
 serving order ``o`` at tick ``t``::
 
     travel   = d(r.cell, o.pickup) + d(o.pickup, o.station)
-    lateness = max(0, t + travel - o.due)
+    lateness = max(0, t + travel - o.due) - max(0, t - o.due)
     cost     = travel + LATE_WEIGHT * lateness
                - URGENT_BONUS * [o urgent] - AGE_WEIGHT * (t - o.tick)
+
+Lateness counts what the trip adds, not the ticks an order is late by already (late whoever
+serves it, whenever). Counted, they made an order costlier the later it got, so that with more
+orders open than robots idle a late order was passed over for fresher ones for good (orders held
+past their due time were never served). An order that can still be on time still goes before
+one that cannot (the late one's trip counts LATE_WEIGHT times over), until its age evens it out.
 
 Forbidden pairs (robot lacks the capability, battery too low for the trip, no path) never match.
 It honours every structured field and is blind to the free-text note.
@@ -171,7 +177,10 @@ def trip_costs(
             trip = UNREACHABLE if raw == none or c >= UNREACHABLE else raw + c
             trips[j, i] = trip
             late = tick + trip - due[j]
-            value = float(trip) + LATE_WEIGHT * (late if late > 0 else 0)
+            sunk = tick - due[j]  # late by this much already, whoever serves it
+            value = float(trip) + LATE_WEIGHT * (
+                (late if late > 0 else 0) - (sunk if sunk > 0 else 0)
+            )
             value -= bonus[j]
             if (
                 trip >= UNREACHABLE
@@ -310,7 +319,8 @@ class AssignmentPlanner:
                     cost[ids == h.robot, j] = FORBIDDEN
                 elif h.kind == "deadline" and h.tick is not None:
                     late = np.maximum(0, t + trips[:, j] - (h.tick - 1))
-                    cost[:, j] += 4 * LATE_WEIGHT * late
+                    # What the trip adds, as for the due time (module docstring).
+                    cost[:, j] += 4 * LATE_WEIGHT * (late - max(0, t - (h.tick - 1)))
                     # A deadline someone can still meet goes first (like an urgent order); one
                     # nobody can meet any more gets no head start over orders still savable.
                     cost[late == 0, j] -= DEADLINE_BONUS

@@ -294,3 +294,26 @@ def test_each_turn_can_narrow_what_the_next_turn_may_say() -> None:
     first, second = (json.dumps(r.body["response_format"]) for r in srv.requests[:2])
     assert '"enum": ["x", "y"]' in first
     assert '"enum": ["y"]' in second
+
+
+def test_tools_of_one_signature_share_their_argument_models() -> None:
+    # A caller that builds the same tools for every task (the incident desk) pays for each
+    # pydantic model once.
+    def lookup_again(key: str) -> str:
+        return key
+
+    first, again = Tool.from_function(lookup), Tool.from_function(lookup_again, name="lookup")
+    assert first.args_model is again.args_model
+    narrow = first.narrowed({"key": ["y", "x", "y"]})
+    assert narrow.args_model is again.narrowed({"key": ["y", "x"]}).args_model
+    other = first.narrowed({"key": ["x"]})
+    assert other.args_model is not narrow.args_model
+    assert other.args_model.model_json_schema()["properties"]["key"]["enum"] == ["x"]
+    with pytest.raises(Exception, match="one of"):
+        other.validate({"key": "y"})
+
+    # An unhashable default still builds its own model.
+    def listed(keys: list[str] = []) -> list[str]:  # noqa: B006
+        return keys
+
+    assert Tool.from_function(listed).validate({}).model_dump() == {"keys": []}

@@ -7,6 +7,7 @@ that runs is a registered function, called with validated keyword arguments.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -17,6 +18,33 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 
 from fleetmind.errors import ConfigError
 from fleetmind.llm.parse import summarize_validation
+
+
+def _build_args_model(name: str, fields: tuple[tuple[str, Any], ...]) -> type[BaseModel]:
+    return create_model(f"{name}_args", __config__=ConfigDict(extra="forbid"), **dict(fields))
+
+
+def _build_narrowed(
+    name: str, base: type[BaseModel], allowed: tuple[tuple[str, tuple[Any, ...]], ...]
+) -> type[BaseModel]:
+    limits = dict(allowed)
+    fields: dict[str, Any] = {}
+    for arg, info in base.model_fields.items():
+        ann: Any = info.annotation
+        if arg in limits:
+            values = list(limits[arg])
+            ann = Annotated[
+                ann, Field(json_schema_extra={"enum": values}), AfterValidator(_one_of(values))
+            ]
+        fields[arg] = (ann, ... if info.is_required() else info.default)
+    return create_model(f"{name}_args", __config__=ConfigDict(extra="forbid"), **fields)
+
+
+# Building a pydantic model takes about a millisecond of Python: a caller that makes the same
+# tools for every task (the incident desk: ten tools and a narrowed schema each turn) would spend
+# it again and again, on a thread that shares the interpreter with the control loop.
+_args_model = functools.lru_cache(maxsize=512)(_build_args_model)
+_narrowed_model = functools.lru_cache(maxsize=512)(_build_narrowed)
 
 
 @dataclass(frozen=True)
@@ -66,9 +94,10 @@ class Tool:
                 raise ConfigError(f"tool {tool_name!r}: parameter {param.name!r} has no type")
             default = ... if param.default is param.empty else param.default
             fields[param.name] = (hints[param.name], default)
-        args_model = create_model(
-            f"{tool_name}_args", __config__=ConfigDict(extra="forbid"), **fields
-        )
+        try:
+            args_model = _args_model(tool_name, tuple(fields.items()))
+        except TypeError:  # an unhashable default: built afresh
+            args_model = _build_args_model(tool_name, tuple(fields.items()))
         doc = description or (inspect.getdoc(fn) or "").split("\n", 1)[0]
         return cls(tool_name, doc, fn, args_model)
 
@@ -84,16 +113,11 @@ class Tool:
         Returns:
             A new tool; this one is unchanged.
         """
-        fields: dict[str, Any] = {}
-        for name, info in self.args_model.model_fields.items():
-            ann: Any = info.annotation
-            if name in allowed:
-                values: list[Any] = list(dict.fromkeys(allowed[name]))
-                ann = Annotated[
-                    ann, Field(json_schema_extra={"enum": values}), AfterValidator(_one_of(values))
-                ]
-            fields[name] = (ann, ... if info.is_required() else info.default)
-        model = create_model(f"{self.name}_args", __config__=ConfigDict(extra="forbid"), **fields)
+        key = tuple(sorted((k, tuple(dict.fromkeys(v))) for k, v in allowed.items()))
+        try:
+            model = _narrowed_model(self.name, self.args_model, key)
+        except TypeError:  # an unhashable value or default: built afresh
+            model = _build_narrowed(self.name, self.args_model, key)
         return replace(self, args_model=model)
 
     def signature(self) -> str:

@@ -1,7 +1,7 @@
 """``fleetmind bench desk``: the incident desk against the rule handler on a fault suite.
 
 The suite: per seed, one run on ``warehouse-small`` with 8 robots and seven injected incidents
-(breakdowns of a busy robot, closed aisles, low batteries, a small surge), plus the deadlock
+(breakdowns of loaded robots, aisles closed where work waits, low batteries, a small surge), plus the deadlock
 reports that come up on their own. Three seeds give at least 21 injected incidents. Each seed
 runs with:
 

@@ -1,9 +1,9 @@
 """``fleetmind bench desk``: the incident desk against the rule handler on a fault suite.
 
 The suite: per seed, one run on ``warehouse-small`` with 8 robots and seven injected incidents
-(breakdowns of loaded robots, aisles closed where work waits, low batteries, a small surge), plus the deadlock
-reports that come up on their own. Three seeds give at least 21 injected incidents. Each seed
-runs with:
+(breakdowns of loaded robots, aisles closed where work waits, low batteries, a small surge), plus
+the deadlock reports that come up on their own. Three seeds give at least 21 injected incidents.
+Each seed runs with:
 
 - ``off``: nobody handles incidents (the step-latency baseline and the no-handler recovery);
 - ``rules``: the rule-based incident handler (the baseline);

@@ -52,8 +52,8 @@ def suite(seed: int, *, quick: bool = False, spacing: int = 60) -> list[str]:
     """The fault specs of one seed's run (seven incidents; three with ``quick``).
 
     The incidents the desk is for: robots that break down or run low while carrying a load
-    (``busy`` picks a loaded robot), aisles closed where work waits (``block:busy``: the
-    pickup of the oldest order not yet picked up), a surge.
+    (``busy`` picks a loaded robot), aisles closed where work waits (``block:busy``: around
+    the pickup a robot is heading for), a surge.
     """
     first = FIRST + 5 * (seed % 3)
     specs = [
@@ -111,7 +111,8 @@ def run_mode(
     per-tick step latencies come back with the metrics (``step_ms``).
     """
     out = []
-    with _client(mode) as client, tempfile.TemporaryDirectory() as tmp:
+    keep = contextlib.nullcontext(out_dir) if out_dir is not None else tempfile.TemporaryDirectory()
+    with _client(mode) as client, keep as root:
         for seed in seeds:
             steps = steps_of(quick=quick, spacing=spacing)
             cfg = RunConfig(
@@ -126,7 +127,7 @@ def run_mode(
                 desk_deadline_ticks=spacing,
                 tick_period_s=tick_period_s,
             )
-            folder = Path(out_dir if out_dir is not None else tmp) / f"{mode}-s{seed}"
+            folder = Path(root) / f"{mode}-s{seed}"
             t0 = time.perf_counter()
             m = execute(cfg, folder, client=client, overwrite=True)
             m["wall_s"] = time.perf_counter() - t0

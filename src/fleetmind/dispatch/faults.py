@@ -11,8 +11,9 @@ Faults are given as short specs (flags ``--fault``, repeatable, or a config list
   ``(row, col)``) are closed to robots for ticks ``T .. T+K-1`` (an aisle blocked: the shield
   keeps robots out, shortest-path executors route around it);
 - ``block:busy@T+K``: the same, for the stretch of aisle where work waits at tick ``T``: the
-  free cells of the row of the oldest order not yet picked up, :data:`BUSY_REACH` columns
-  either side of its pickup, stations and chargers left open (see :func:`resolve_zone`);
+  free cells of the pickup row of the oldest order a robot is on its way to (else the oldest
+  open one), :data:`BUSY_REACH` columns either side, stations and chargers left open (see
+  :func:`resolve_zone`);
 - ``battery:ROBOT@T``: robot ``ROBOT``'s battery runs low at tick ``T``: its charge becomes the
   moves to the nearest charger plus :data:`BATTERY_MARGIN`, so it makes the charger only if it
   heads there soon (an empty robot stands still until recharged, which it cannot do alone).

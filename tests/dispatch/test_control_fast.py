@@ -15,6 +15,7 @@ from fleetmind.dispatch.planners import AssignmentPlanner, priority_of, task_pri
 from fleetmind.envs.warehouse import resolve_map
 from fleetmind.safety.verify import conflicts, count_conflicts
 from fleetmind.sim.distances import DistanceOracle
+from fleetmind.sim.grid import RIGHT
 from fleetmind.sim.orders import OrderConfig
 from fleetmind.sim.warehouse import Warehouse, WarehouseConfig
 
@@ -326,3 +327,43 @@ def test_a_late_order_grows_no_costlier_while_it_waits() -> None:
     assert gaps[0] == pytest.approx(gaps[1])
     assert gaps[1] == pytest.approx(gaps[2])
     assert seen[2][0] < seen[0][0]  # and its age makes it cheaper
+
+
+def test_a_robot_routes_around_a_broken_robot_in_a_one_wide_aisle() -> None:
+    # Row 9, columns 5-9 of warehouse-small run between shelves: one wide, no way round inside.
+    grid = resolve_map("warehouse-small")
+    assert grid.blocked[8, 5:10].all()
+    assert grid.blocked[10, 5:10].all()
+    world = Warehouse(
+        grid,
+        WarehouseConfig(
+            n_robots=2, max_steps=100, orders=OrderConfig(rate=None), auto_assign=False
+        ),
+        seed=0,
+    )
+    world.pos[0] = (9, 7)
+    world.pos[1] = (9, 5)
+    world.break_robot(0, 100)
+    world.send_to(1, (9, 9))
+    loop = ControlLoop(
+        world,
+        AssignmentPlanner(grid),
+        ShortestPathExecutor(grid),
+        config=LoopConfig(planner_mode="sync"),
+    )
+    for _ in range(40):
+        loop.step()
+        if world.cell_of(1) == (9, 9):
+            break
+    # The shield cannot push a broken robot: without the detour robot_1 waits at (9, 6).
+    assert world.cell_of(1) == (9, 9)
+    assert world.cell_of(0) == (9, 7)
+    ex = loop.executor
+    assert isinstance(ex, ShortestPathExecutor)
+    at, goal = np.array([[9, 6]], dtype=np.int32), np.array([[9, 8]], dtype=np.int32)
+    east = RIGHT  # into the broken robot's cell
+    assert ex.distances(at, goal)[0, east] > 100  # a wall for routing while it stands
+    # Repaired, its cell is open to routing again.
+    world.broken_until[0] = world.tick - 1
+    loop.step()
+    assert ex.distances(at, goal)[0, east] == 1

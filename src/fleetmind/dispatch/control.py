@@ -211,6 +211,8 @@ class ControlLoop:
         self._robot_at = {rid: i for i, rid in enumerate(world.robot_ids)}
         g = world.grid
         self._width = g.shape[1]
+        self._closed: list[tuple[int, int]] = list(self.config.forbidden)
+        self._detours: frozenset[int] = frozenset()  # flat cells of stopped robots
         # Room for a map per robot target, and the pickup maps made before the first tick (a
         # new robot target is then a station, asked for in the background at assignment).
         self._oracle.reserve(n + int(g.pickups.sum()) + 64, touch=True)
@@ -232,12 +234,41 @@ class ControlLoop:
     def _set_forbidden(self, cells: list[tuple[int, int]]) -> None:
         """Closed cells changed (a block fault, the desk): the shield and the executor learn."""
         self.shield.set_forbidden(cells)
+        self._closed = list(cells)
+        self._reroute()
+
+    def _reroute(self) -> None:
+        """The executor routes around the closed cells and the stopped robots' cells."""
         reroute = getattr(self.executor, "reroute", None)
         if callable(reroute):
-            reroute(cells)
+            width = self._width
+            walls = set(self._closed) | {divmod(c, width) for c in self._detours}
+            reroute(sorted(walls))
             shared = getattr(self.executor, "oracle", None)
             if isinstance(shared, DistanceOracle):
                 self._oracle = shared
+
+    def _route_around(self, frozen: NDArray[np.bool_]) -> None:
+        """Stopped robots (broken, battery flat) become walls for routing while they stand.
+
+        The shield cannot push a stopped robot, so robots whose shortest path runs through one
+        queue behind it until it is repaired (in a one-wide aisle, for the whole repair);
+        routed around it, they take another aisle. A cell some robot is heading for stays open:
+        as a wall it would be unreachable.
+        """
+        if not self._detours and not frozen.any():
+            return
+        w = self.world
+        width = self._width
+        pos = w.pos.astype(np.int64)
+        stopped = pos[frozen, 0] * width + pos[frozen, 1]
+        moving = w.has_task & ~frozen
+        goals = w.goal[moving].astype(np.int64)
+        stopped = stopped[~np.isin(stopped, goals[:, 0] * width + goals[:, 1])]
+        detours = frozenset(stopped.tolist())
+        if detours != self._detours:
+            self._detours = detours
+            self._reroute()
 
     # ------------------------------------------------------------------ events and planning
     def _emit(self, kind: str, **fields: Any) -> None:
@@ -512,6 +543,7 @@ class ControlLoop:
             self._poll()
         pos = w.pos.copy()
         frozen = w.frozen
+        self._route_around(frozen)
         active = w.has_task & ~frozen
         t1 = time.perf_counter()
         ranking = self.executor.rank(pos, w.goal, active, w.carrying, w.tick)

@@ -111,18 +111,25 @@ def test_in_process_backend_with_schema() -> None:
     assert out.results[0].usage.completion_tokens > 0
 
 
-def test_a_server_beside_the_loop_runs_at_lower_priority_with_two_prompt_threads() -> None:
-    """The fleet's server yields the cores to the control loop and reads prompts on two."""
+def test_a_server_beside_the_loop_leaves_the_loop_a_core_and_the_cores_first() -> None:
+    """The fleet's server runs at lower priority, off the loop's core where there is another."""
     import os
 
+    mine = sorted(os.sched_getaffinity(0))
+    theirs = set(mine[:-1]) if len(mine) > 1 else set(mine)
     with EmbeddedServer.beside_loop() as server:
         assert server._proc is not None
-        mine = os.getpriority(os.PRIO_PROCESS, 0)
-        assert os.getpriority(os.PRIO_PROCESS, server._proc.pid) == min(19, mine + 10)
+        pid = server._proc.pid
+        assert os.getpriority(os.PRIO_PROCESS, pid) == min(
+            19, os.getpriority(os.PRIO_PROCESS, 0) + 10
+        )
+        # Every thread of the loaded server (the model's too) on the cores left to it.
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            assert os.sched_getaffinity(int(tid)) == theirs
         cmd = server.command(server.port or 0)
-        batch = cmd[cmd.index("--n_threads_batch") + 1]
-        assert batch == str(min(2, os.cpu_count() or 1))
+        assert cmd[cmd.index("--n_threads_batch") + 1] == str(min(2, len(theirs)))
         assert cmd[cmd.index("--n_threads") + 1] == "1"
         reply = server.client().chat([Message.user("Say OK.")], max_tokens=4)
         assert reply.text
+    assert EmbeddedServer.beside_loop(spare_cores=0).cpus is None
     assert EmbeddedServer.beside_loop(nice=0).nice == 0

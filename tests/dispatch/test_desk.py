@@ -477,3 +477,35 @@ def test_the_coordinator_may_choose_to_wait(tmp_path: Path) -> None:
         assert said[0].startswith(("Option D: no action", "Option A")), said
     assert m["collisions"] == 0
     assert m["orders_lost"] == 0
+
+
+def test_the_helper_the_coordinator_chose_waits_for_the_desk(tmp_path: Path) -> None:
+    """A slow model's choice still holds when it acts: the planner leaves the helpers be.
+
+    Each answer takes 0.3 s (about 15 ticks here), so the executor acts some 30 ticks after the
+    options were drawn up; orders keep arriving, and without the hold (``RESERVE_TICKS = 0``)
+    the planner had given the idle helper other work by then and the reassign was refused.
+    """
+    with FakeChatServer(proposal_follower(delay_s=0.3)) as srv:
+        cfg = RunConfig(
+            robots=8,
+            steps=120,
+            seed=1,
+            order_rate=0.1,
+            faults=["breakdown:busy@40+200"],
+            desk="llm",
+            tick_period_s=0.02,
+            desk_deadline_ticks=80,
+            llm_base_url=srv.base_url,
+            llm_model="fake",
+        )
+        m = execute(cfg, tmp_path / "run", overwrite=True)
+    (inc,) = [i for i in m["incident_log"] if i["kind"] == "breakdown"]
+    assert inc["handler"] == "desk"
+    assert inc["fallback"] is None
+    (act,) = [a for a in inc["actions"] if a["source"] == "desk"]
+    assert act["tool"] == "reassign"
+    assert act["result"].startswith("applied"), act["result"]
+    assert act["tick"] - inc["tick"] >= 10  # the model was slow: the hold is what held
+    assert m["collisions"] == 0
+    assert m["orders_lost"] == 0

@@ -316,12 +316,15 @@ class ControlLoop:
             if oid in w.index:
                 w.gate(oid, until, reason)
         broken = w.broken  # once per plan: the property builds the fleet's array
+        held = self.desk.reserved_robots() if self.desk.reserved else frozenset()
         self._sync_records()  # assignments add no record: once for the whole plan
         stations = []
         for a in plan.assignments:
             r = self._robot_at.get(a.robot, -1)
             try:
                 if r < 0 or w.has_task[r] or broken[r] or a.order not in w.index:
+                    raise ConfigError("stale")
+                if a.robot in held:  # the desk's chosen helper (planned before it was kept)
                     raise ConfigError("stale")
                 w.assign(r, a.order)
             except ConfigError:
@@ -390,7 +393,11 @@ class ControlLoop:
             return
         events = tuple(sorted(due | ({"orders"} if "orders" in self._pending else set())))
         snap = Snapshot.take(
-            w, events=events, stuck=self._stuck, with_text=self.config.snapshot_text
+            w,
+            events=events,
+            stuck=self._stuck,
+            with_text=self.config.snapshot_text,
+            held=self.desk.reserved_robots() if self.desk.reserved else (),
         )
         self._pending.clear()
         self._orders_since = None

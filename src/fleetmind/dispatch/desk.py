@@ -332,6 +332,14 @@ class LLMDesk(DeskWorker):
             extra={"role": role, "phase": phase, "incident": inc.id},
         )
 
+    def _reserve(self, inc: Incident, calls: list[Call]) -> None:
+        """Hold the helpers ``calls`` name (and free the incident's others) until the desk acts.
+
+        See :meth:`IncidentHost.reserved_robots`.
+        """
+        robots = sorted({str(a["robot"]) for n, a in calls if n == "reassign"})
+        self._outbox.put(("reserve", inc.id, {"robots": robots}, None))
+
     def _queue(self, inc: Incident, name: str, args: dict[str, Any]) -> str:
         """Queue an action for the loop and wait (on this thread) for what it did."""
         done = threading.Event()
@@ -572,7 +580,9 @@ class LLMDesk(DeskWorker):
             # Only waiting is on the table: a model call would decide nothing, and would hold
             # up the incidents queued behind this one.
             return {"fallback": NOTHING_TO_CHOOSE}
+        self._reserve(inc, [c for opt in options for c in opt])
         choice, calls, convo, undecided = self._choose(inc, client, options, view, "decide")
+        self._reserve(inc, calls)
         if undecided is not None:
             # No decision from the coordinator: the rule handler acts, and that is a fallback.
             return {
@@ -615,9 +625,12 @@ class LLMDesk(DeskWorker):
             view = self._view()
             if view is None:
                 break
+            options = feasible(rule_options(inc, view), view)
+            self._reserve(inc, [c for opt in options for c in opt])
             choice, calls, said, undecided = self._choose(
-                inc, client, feasible(rule_options(inc, view), view), view, "review", report
+                inc, client, options, view, "review", report
             )
+            self._reserve(inc, calls)
             convo += said
             if undecided is not None:
                 fallback = None if applied else f"review gave no decision ({undecided})"

@@ -65,6 +65,10 @@ MAX_ZONE = 50
 """The most cells one ``block_zone`` may close."""
 DEADLOCK_REPEAT = 20
 """Ticks within which a second stuck report of a robot makes a deadlock incident."""
+RESERVE_TICKS = 40
+"""Ticks a robot named as a helper in the desk's options stays off the planner's list, unless
+the desk acts, decides on another or its incident closes first (the coordinator decides and
+the executor acts a model call later each)."""
 
 
 class Refused(Exception):
@@ -578,7 +582,7 @@ class DeskWorker(ABC):
 
     @abstractmethod
     def poll(self) -> list[tuple[str, str, dict[str, Any], Any]]:
-        """Messages from the worker: ``("action", incident, args..)`` / ``("done", ...)``."""
+        """Messages from the worker: ``("action" | "reserve" | "done", incident, ...)``."""
 
     @abstractmethod
     def spent(self, incident_id: str) -> tuple[int, int, int]:
@@ -647,6 +651,7 @@ class IncidentHost:
         self.labels = floor_labels(world.grid, self.base)
         self.incidents: list[Incident] = []
         self.boosts: dict[str, tuple[int, float]] = {}
+        self.reserved: dict[str, tuple[str, int]] = {}  # robot -> (incident, until tick)
         self.view: DeskState | None = None
         self.view_wanted = False
         self.actions_applied = 0
@@ -677,6 +682,24 @@ class IncidentHost:
         self.labels = floor_labels(self.world.grid, closed)
         if self._set_forbidden is not None:
             self._set_forbidden(sorted(closed))
+
+    def reserved_robots(self) -> frozenset[str]:
+        """Idle robots the desk may still send as helpers: the planner skips them.
+
+        The helpers in the coordinator's options are held while it decides, the chosen one
+        until the executor acts: each step is a model call (seconds, tens of ticks), and without
+        the hold the planner gave the helpers other work in between, so that the desk's
+        reassign was refused (3 of 6 breakdowns in one run went to the rules that way).
+        """
+        t = self.world.tick
+        freed = [
+            r for r, (iid, until) in self.reserved.items() if until <= t or self._by_id[iid].closed
+        ]
+        for rid in freed:
+            del self.reserved[rid]
+        if freed:
+            self._wake()  # idle again: the planner may use them
+        return frozenset(self.reserved)
 
     def boost_of(self, rid: str) -> float:
         """The priority boost a handler gave a robot (0 when none is in force)."""
@@ -850,6 +873,7 @@ class IncidentHost:
         t = w.tick
         if name == "reassign":
             oid, rid = str(args["order"]), str(args["robot"])
+            self.reserved.pop(rid, None)
             rec = w.order(oid)
             note = ""
             if rec.robot >= 0 and rec.picked_tick >= 0:
@@ -935,6 +959,20 @@ class IncidentHost:
                 else:
                     result = self.apply(inc, payload["tool"], payload["args"], source="desk")
                 reply(result)
+            elif kind == "reserve":
+                if inc.closed:
+                    continue
+                # The incident's robots are now exactly these (a decision frees the others).
+                for rid in [r for r, (i, _) in self.reserved.items() if i == inc.id]:
+                    del self.reserved[rid]
+                self._wake()
+                w = self.world
+                for rid in payload.get("robots", ()):
+                    if rid not in w.robot_ids:
+                        continue
+                    r = w.robot_index(rid)
+                    if not w.has_task[r] and not w.frozen[r]:
+                        self.reserved[rid] = (inc.id, w.tick + RESERVE_TICKS)
             elif kind == "done":
                 # The cost and the talk count even when the rules already took over.
                 inc.calls, inc.tokens = payload.get("calls", 0), payload.get("tokens", 0)

@@ -8,7 +8,7 @@ older snapshot cannot double-book a robot or an order.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, overload
 
@@ -219,17 +219,22 @@ class Snapshot:
         stuck: tuple[str, ...] = (),
         text_tokens: int = 600,
         with_text: bool = True,
+        held: Collection[str] = (),
     ) -> Snapshot:
         """Freeze the planning-relevant state of ``world``.
 
         Per robot only columns are copied here (no object per robot): see :class:`FleetView`.
+        Robots in ``held`` (kept for the incident desk) count as busy.
         """
         recs = world.records
+        busy = world.has_task.tolist()
+        for rid in held:
+            busy[world.robot_ids.index(rid)] = True
         robots = FleetView(
             ids=tuple(world.robot_ids),
             cells=world.pos.copy(),
             broken=world.broken.tolist(),
-            busy=world.has_task.tolist(),
+            busy=busy,
             carrying=world.carrying.tolist(),
             order_of=world.order_of.tolist(),
             records=recs,

@@ -88,8 +88,12 @@ def _proposed(text: str) -> list[tuple[str, dict[str, object]]]:
     return calls
 
 
-def proposal_follower() -> Callable[[Received], Reply]:
-    """A well-behaved desk model: it takes the rule proposal and carries it out."""
+def proposal_follower(delay_s: float = 0.0) -> Callable[[Received], Reply]:
+    """A well-behaved desk model: it takes the rule proposal and carries it out.
+
+    Args:
+        delay_s: seconds every answer takes (a slow model that still behaves).
+    """
 
     def script(received: Received) -> Reply:
         system = _system(received)
@@ -100,14 +104,16 @@ def proposal_follower() -> Callable[[Received], Reply]:
             calls = _proposed(task)
             if done < len(calls):
                 name, args = calls[done]
-                return Reply(json.dumps({"type": "call_tool", "tool": name, "args": args}))
-            return Reply(json.dumps({"type": "finish", "answer": "done"}))
+                return Reply(
+                    json.dumps({"type": "call_tool", "tool": name, "args": args}), delay_s=delay_s
+                )
+            return Reply(json.dumps({"type": "finish", "answer": "done"}), delay_s=delay_s)
         task = str(msgs[-1].get("content", "")) if msgs else ""
         if "Executor's report:" in task:
             wait = next(
                 (ln[0] for ln in task.splitlines() if ln.endswith(": no action for now")), "R"
             )
-            return Reply(json.dumps({"phase": "decide", "content": wait}))
-        return Reply(json.dumps({"phase": "decide", "content": "A"}))
+            return Reply(json.dumps({"phase": "decide", "content": wait}), delay_s=delay_s)
+        return Reply(json.dumps({"phase": "decide", "content": "A"}), delay_s=delay_s)
 
     return script

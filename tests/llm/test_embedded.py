@@ -132,4 +132,6 @@ def test_a_server_beside_the_loop_leaves_the_loop_a_core_and_the_cores_first() -
         reply = server.client().chat([Message.user("Say OK.")], max_tokens=4)
         assert reply.text
     assert EmbeddedServer.beside_loop(spare_cores=0).cpus is None
+    with pytest.raises(ConfigError, match="embedded server cpus"):
+        EmbeddedServer(cpus=frozenset({max(mine) + 64}))
     assert EmbeddedServer.beside_loop(nice=0).nice == 0

@@ -144,6 +144,13 @@ class EmbeddedServer(LocalServer):
 
     def __post_init__(self) -> None:
         self.model_path = model_file(self.model_path)
+        if self.cpus is not None and hasattr(os, "sched_getaffinity"):
+            mine = os.sched_getaffinity(0)
+            if not self.cpus or not set(self.cpus) <= mine:
+                raise ConfigError(
+                    f"embedded server cpus: expected a non-empty subset of {sorted(mine)}, "
+                    f"got {sorted(self.cpus)}"
+                )
 
     @classmethod
     def beside_loop(

@@ -240,6 +240,42 @@ def test_the_coordinators_options_put_the_rules_first_and_waiting_last() -> None
     assert feasible(rule_options(inc, boxed_state), boxed_state) == [[]]
 
 
+def test_a_surge_without_urgent_orders_boosts_the_loads_due_first() -> None:
+    w = _world()
+    w.inject([w.stream.make(0) for _ in range(5)])
+    state = take_state(
+        w,
+        fault_zone=frozenset(),
+        desk_zone=frozenset(),
+        zone_until=None,
+        labels=floor_labels(w.grid, ()),
+    )
+    oids = list(state.orders)
+    robots, orders = dict(state.robots), dict(state.orders)
+    # Three robots carry standard orders due at 90, 40 and 60; robot_3 is broken with one due
+    # at 10 (it cannot move, so boosting it would do nothing).
+    riders = ["robot_0", "robot_1", "robot_2", "robot_3"]
+    for rid, oid, due in zip(riders, oids[:4], [90, 40, 60, 10], strict=True):
+        robots[rid] = dataclasses.replace(
+            robots[rid], carrying=True, order=oid, broken=rid == "robot_3"
+        )
+        orders[oid] = dataclasses.replace(
+            orders[oid], state="loaded", robot=rid, due=due, priority="standard"
+        )
+    state = dataclasses.replace(state, robots=robots, orders=orders)
+    inc = Incident("i0", "surge", 5, "4 extra orders", orders=(oids[4],))
+    assert rule_actions(inc, state) == [
+        ("boost", {"robot": "robot_1"}),
+        ("boost", {"robot": "robot_2"}),
+    ]
+    # So the coordinator has a choice: the rules' boosts or waiting.
+    assert rule_options(inc, state) == [rule_actions(inc, state), []]
+    # An urgent order's robot goes first, alone.
+    orders[oids[0]] = dataclasses.replace(orders[oids[0]], priority="urgent")
+    state = dataclasses.replace(state, orders=orders)
+    assert rule_actions(inc, state) == [("boost", {"robot": "robot_0"})]
+
+
 # ------------------------------------------------------------------ runs
 def test_rules_handle_every_incident_with_no_collision_and_no_lost_order() -> None:
     m = _run(None, desk="rules")

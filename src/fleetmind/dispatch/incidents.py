@@ -65,6 +65,8 @@ MAX_ZONE = 50
 """The most cells one ``block_zone`` may close."""
 DEADLOCK_REPEAT = 20
 """Ticks within which a second stuck report of a robot makes a deadlock incident."""
+SURGE_BOOSTS = 2
+"""Loaded robots a surge with no urgent order boosts (those whose orders are due first)."""
 RESERVE_TICKS = 40
 """Ticks a robot named as a helper in the desk's options stays off the planner's list, unless
 the desk acts, decides on another or its incident closes first (the coordinator decides and
@@ -464,7 +466,8 @@ def rule_actions(inc: Incident, state: DeskState) -> list[tuple[str, dict[str, A
       charger; an unloaded one goes there at once (``send_to_charger``);
     - block: orders whose pickup is in the closed zone are held until it opens;
     - deadlock: the stuck robot with the most urgent order is boosted;
-    - surge: robots serving urgent orders are boosted.
+    - surge: robots serving urgent orders are boosted; with none, the
+      :data:`SURGE_BOOSTS` loaded robots whose orders are due first.
     """
     out: list[tuple[str, dict[str, Any]]] = []
     if inc.kind in ("breakdown", "battery") and inc.robots:
@@ -498,6 +501,15 @@ def rule_actions(inc: Incident, state: DeskState) -> list[tuple[str, dict[str, A
             o = state.orders.get(r.order or "")
             if o is not None and o.priority == "urgent" and not r.frozen:
                 out.append(("boost", {"robot": r.id}))
+        if not out:
+            # No urgent work: clear the way for the loads due first, so robots come free for
+            # the surge sooner (the planner gives the surge's orders to robots as they free up).
+            loaded = sorted(
+                (state.orders[r.order].due, r.id)
+                for r in state.robots.values()
+                if r.carrying and r.order in state.orders and not r.frozen
+            )
+            out.extend(("boost", {"robot": rid}) for _, rid in loaded[:SURGE_BOOSTS])
     return out
 
 

@@ -7,7 +7,7 @@ import pytest
 
 from fleetmind.bench import marl
 from fleetmind.errors import ConfigError
-from fleetmind.rl.train import RWARE_PPO
+from fleetmind.rl.train import RWARE_PPO, rware_defaults
 
 TINY = "rware-tiny-2ag-v2"
 
@@ -30,9 +30,15 @@ def test_twin_batch_reports_what_the_learners_read() -> None:
 def test_recipes_are_fleetmind_trains_on_rware_ids() -> None:
     assert set(marl.RECIPES) == set(marl.ALGOS)
     assert dict(marl.RECIPES["mappo"].overrides) == RWARE_PPO
-    # MAT takes the RWARE_PPO fields its model reads; the rest do not apply to it.
+    # MAT takes the RWARE_PPO fields its model reads (the rest do not apply to it) and a
+    # narrower model than MATConfig's default, as fleetmind train does on rware ids.
     mat = marl.RECIPES["mat"].overrides
-    assert dict(mat) == {k: RWARE_PPO[k] for k in ("value_norm", "ent_coef", "lr")}
+    assert dict(mat) == rware_defaults("mat")
+    assert {k: mat[k] for k in ("value_norm", "ent_coef", "lr")} == {
+        k: RWARE_PPO[k] for k in ("value_norm", "ent_coef", "lr")
+    }
+    assert (mat["embed"], mat["hidden"]) == (32, (32,))
+    assert not {"activation", "feature_norm"} & set(mat)
     assert marl.RECIPES["qmix"].figure == "greedy"
     assert marl.SHAPING == 0.2
 

@@ -19,7 +19,7 @@ from fleetmind.rl.neural.adapters import (
     evaluate_rware,
 )
 from fleetmind.rl.neural.ppo import PPOConfig
-from fleetmind.rl.train import RWARE_PPO, train
+from fleetmind.rl.train import RWARE_MAT, RWARE_PPO, train
 
 
 def test_value_norm_tracks_the_targets_and_round_trips() -> None:
@@ -246,3 +246,23 @@ def test_default_train_delivers_half_of_shortest_path(tmp_path: Path) -> None:
     assert m["tasks_completed"] >= 0.5 * m["shortest_path_tasks_completed"]
     assert m["diagnostics"] == []  # the doctor has nothing to say about the defaults
     assert run.config["resolved"]["gamma"] == 0.95
+
+
+def test_mat_on_an_rware_id_gets_the_rware_mat_options_under_the_users(tmp_path: Path) -> None:
+    pytest.importorskip("rware")
+
+    def resolved(overrides: dict[str, object], out: Path) -> dict[str, object]:
+        train(
+            "rware-tiny-2ag-v2", 2, "mat", steps=16, num_envs=2, out_dir=out,
+            overrides={"rollout_len": 8, **overrides}, eval_episodes=1, threads=1,
+            progress=False, checkpoint_every=0,
+        )  # fmt: skip
+        return dict(json.loads((out / "config.json").read_text())["resolved"])
+
+    config = resolved({}, tmp_path / "defaults")
+    for key, value in RWARE_MAT.items():
+        assert config[key] == (list(value) if isinstance(value, tuple) else value)
+    # Not the PPO options its model has no use for (it has its own norms and GELU).
+    assert config["activation"] != RWARE_PPO["activation"]
+    # The user's fields win over the rware defaults.
+    assert resolved({"embed": 16, "hidden": [16]}, tmp_path / "mine")["embed"] == 16

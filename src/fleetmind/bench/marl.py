@@ -37,7 +37,7 @@ from numpy.typing import NDArray
 from fleetmind.errors import ConfigError
 from fleetmind.rl.neural import MODULES, base, config_class
 from fleetmind.rl.neural.adapters import EPISODE, TwinBatch, evaluate_rware
-from fleetmind.rl.train import RWARE_ID, RWARE_PPO
+from fleetmind.rl.train import RWARE_ID, RWARE_MAT, RWARE_PPO
 
 __all__ = [
     "ALGOS",
@@ -92,12 +92,11 @@ RECIPES: dict[str, Recipe] = {
     "mappo": Recipe(
         256, RWARE_PPO, why="fleetmind train's rware PPO options (rl.train.RWARE_PPO), 256 worlds"
     ),
-    # MAT's model has its own input LayerNorm and GELU, so RWARE_PPO's activation and
-    # feature_norm do not apply; its value normalisation, entropy bonus and learning rate do.
     "mat": Recipe(
         256,
-        {k: RWARE_PPO[k] for k in ("value_norm", "ent_coef", "lr")},
-        why="RWARE_PPO's value_norm, ent_coef 0.03, lr 1e-3 (the model has its own norms)",
+        RWARE_MAT,
+        why="fleetmind train's rware MAT options (rl.train.RWARE_MAT): RWARE_PPO's value_norm, "
+        "ent_coef 0.03, lr 1e-3; embed 32, hidden (32,); 256 worlds",
     ),
     # Replay learners: a 10,000-transition buffer (the default) holds 39 batched steps of 256
     # worlds, so they get fewer worlds and a larger buffer (about 6 episodes per world).

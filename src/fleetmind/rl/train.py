@@ -427,9 +427,10 @@ RWARE_MAT: dict[str, Any] = {
 }
 """MAT's defaults on rware ids (each overridable): the :data:`RWARE_PPO` fields its model reads
 (it has its own input LayerNorm and GELU) and a model half as wide as :class:`MATConfig`'s
-default (tokens and heads 32 instead of 64). The update is MAT's cost on CPU and the width its
-arithmetic; at 32 it makes 1.9-2.4x the world steps of width 64 in the same time and learnt
-more on every task in 5-minute runs (``docs/rware.md``, *MAT against MAPPO*)."""
+default (token width and the heads' hidden width 32 instead of 64). The update is MAT's cost on
+CPU and the width its arithmetic; at 32 it makes 1.9-2.4x the world steps of width 64 in the
+same time and learnt more on every task in 5-minute runs (``docs/rware.md``, *MAT against
+MAPPO*)."""
 
 
 def rware_defaults(algo: str) -> dict[str, Any]:

@@ -6,6 +6,7 @@ import dataclasses
 import json
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -13,11 +14,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-from fleetmind.dispatch.desk import feasible
+from fleetmind.dispatch.desk import LLMDesk, feasible
 from fleetmind.dispatch.faults import check_faults, parse_fault, resolve_zone
 from fleetmind.dispatch.incidents import (
     MAX_OPTIONS,
+    DeskConfig,
+    DeskWorker,
     Incident,
+    IncidentHost,
     Refused,
     check,
     floor_labels,
@@ -179,6 +183,86 @@ def test_every_action_is_checked_with_a_reason() -> None:
         check("reassign", {"order": target.id, "robot": "robot_0"}, cut)
     with pytest.raises(Refused, match="closed by the fault until tick 99"):
         check("unblock_zone", {"cells": [[5, 2]]}, cut)
+
+
+def test_a_robot_shut_out_by_a_closed_zone_is_the_blocks_not_a_deadlock() -> None:
+    w = _world()
+    shut, other = w.inject([w.stream.make(0), w.stream.make(0)])
+    w.assign("robot_1", shut)
+    w.assign("robot_2", other)
+    host = IncidentHost(w, DeskConfig(mode="off"))
+    host.fault_zones["block"] = frozenset({w.order(shut).order.pickup})
+    for _ in range(2):  # a second report within DEADLOCK_REPEAT ticks opens the incident
+        host.deadlock(("robot_1", "robot_2"))
+    (inc,) = host.incidents
+    assert inc.kind == "deadlock"
+    assert inc.robots == ("robot_2",)  # robot_1 waits for its pickup's aisle to open
+    assert inc.orders == (other,)
+
+
+class _Inbox(DeskWorker):
+    """A desk worker whose messages the test writes (the host's side of the queue)."""
+
+    def __init__(self) -> None:
+        self.out: list[tuple[str, str, dict[str, Any], Any]] = []
+
+    def submit(self, incident: Incident) -> None:
+        pass
+
+    def poll(self) -> list[tuple[str, str, dict[str, Any], Any]]:
+        out, self.out = self.out, []
+        return out
+
+    def spent(self, incident_id: str) -> tuple[int, int, int]:
+        return (0, 0, 0)
+
+    def abandon(self, incident_id: str) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_helper_on_its_way_to_a_pickup_waits_to_load_while_the_desk_decides() -> None:
+    w = _world()
+    en_route, spare = w.inject([w.stream.make(0), w.stream.make(0)])
+    w.assign("robot_1", en_route)
+    inbox = _Inbox()
+    host = IncidentHost(w, DeskConfig(mode="llm"), worker=inbox)
+    host.inject(parse_fault("breakdown:robot_0@0+50"), "robot_0")
+    (inc,) = host.incidents
+    inbox.out.append(("reserve", inc.id, {"robots": ["robot_1", "robot_2"]}, None))
+    host.tick_start()
+    assert host.reserved_robots() == {"robot_1", "robot_2"}
+    gated = w.gated()
+    assert gated[1]  # would it load now, it could take no other load
+    assert not gated[2]  # idle: nothing to gate
+    # The desk sends robot_1 elsewhere: its order goes back open, with no gate left on it.
+    assert host.apply(
+        inc, "reassign", {"order": spare, "robot": "robot_1"}, source="desk"
+    ).startswith("applied")
+    assert w.index[en_route] not in w.gates
+    assert "robot_1" not in host.reserved_robots()
+    # A decision that names no helper lets the others go.
+    inbox.out.append(("reserve", inc.id, {"robots": []}, None))
+    host.tick_start()
+    assert host.reserved_robots() == frozenset()
+
+
+def test_a_released_helper_may_load_its_order_again() -> None:
+    w = _world()
+    (en_route,) = w.inject([w.stream.make(0)])
+    w.assign("robot_1", en_route)
+    inbox = _Inbox()
+    host = IncidentHost(w, DeskConfig(mode="llm"), worker=inbox)
+    host.inject(parse_fault("breakdown:robot_0@0+50"), "robot_0")
+    (inc,) = host.incidents
+    inbox.out.append(("reserve", inc.id, {"robots": ["robot_1"]}, None))
+    host.tick_start()
+    assert w.gated()[1]
+    inc.closed = True  # the incident closed (the desk decided, or the rules took over)
+    assert host.reserved_robots() == frozenset()
+    assert not w.gated()[1]
 
 
 def test_sim_parks_hands_over_and_charges() -> None:
@@ -407,6 +491,38 @@ def test_a_hanging_model_never_blocks_the_loop() -> None:
     assert {i["fallback"] for i in falls} <= {"deadline_ticks", "deadline_s", nothing}
     assert any(i["fallback"].startswith("deadline") for i in falls)
     assert m["incidents"]["fallbacks"] == len(falls)
+
+
+def test_the_desk_takes_a_deadlock_up_before_incidents_queued_earlier() -> None:
+    class Recording(LLMDesk):
+        """The desk's queue with a talk that takes 50 ms and records the order."""
+
+        def __init__(self, client: Any) -> None:
+            self.order: list[str] = []
+            self.gate = threading.Event()
+            super().__init__(client)
+
+        def _handle(self, inc: Incident, client: Any) -> dict[str, Any]:
+            self.gate.wait(5.0)
+            self.order.append(inc.id)
+            return {"fallback": None}
+
+    with FakeChatServer([]) as srv:
+        desk = Recording(srv.client())
+    queued = [("i0", "breakdown"), ("i1", "surge"), ("i2", "block"), ("i3", "battery")]
+    queued += [("i4", "deadlock"), ("i5", "deadlock")]
+    for n, (iid, kind) in enumerate(queued):
+        desk.submit(Incident(iid, kind, 10, "test"))  # type: ignore[arg-type]
+        if n == 0:
+            time.sleep(0.1)  # i0 is taken up at once; the rest wait behind its talk
+    desk.gate.set()
+    end = time.perf_counter() + 5.0
+    while len(desk.order) < len(queued) and time.perf_counter() < end:
+        time.sleep(0.01)
+    desk.close()
+    # Deadlocks first, then a stranded load or a low battery, then aisles and surges; ties
+    # in arrival order.
+    assert desk.order == ["i0", "i4", "i5", "i3", "i1", "i2"]
 
 
 def test_strategy_suffixes_give_the_desk() -> None:

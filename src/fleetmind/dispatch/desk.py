@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import logging
 import queue
 import threading
@@ -90,6 +91,15 @@ NOTHING_TO_CHOOSE = "nothing to choose: waiting is the only option"
 """The fallback of an incident with no choice (no model call is made)."""
 RULES = "R"
 """The review's extra option: hand the incident to the rule handler."""
+URGENCY = {"deadlock": 0, "breakdown": 1, "battery": 1, "block": 2, "surge": 2}
+"""The order in which queued incidents are taken up (lowest first; ties by arrival).
+
+A deadlock changes within ticks (most clear by themselves, a jam spreads), so it goes before
+work that can wait a few seconds; a stranded load or a robot running flat before aisles and
+surges, whose orders the planner keeps serving meanwhile. Before 2026-12-03 the desk took
+incidents in arrival order, and in a jam most deadlock reports cleared while they waited behind
+a breakdown's talk (11 of 15 in one seed of the bench).
+"""
 
 
 class _DeskClient(ChatWrapper):
@@ -219,7 +229,9 @@ def _call_text(name: str, args: dict[str, Any]) -> str:
 
 
 class LLMDesk(DeskWorker):
-    """The LLM incident desk on its own daemon thread (one incident at a time, in order).
+    """The LLM incident desk on its own daemon thread (one incident at a time, most urgent first).
+
+    Queued incidents are taken up by :data:`URGENCY` of their kind, then in arrival order.
 
     Args:
         client: the chat backend (recorded by the caller when a run folder is kept).
@@ -244,7 +256,9 @@ class LLMDesk(DeskWorker):
         self.max_iter = max_iter
         self.seed = seed
         self.host: IncidentHost | None = None
-        self._inbox: queue.Queue[Incident | None] = queue.Queue()
+        # (urgency, arrival, incident); the close sentinel (-1, 0, None) goes before all.
+        self._inbox: queue.PriorityQueue[tuple[int, int, Incident | None]] = queue.PriorityQueue()
+        self._arrivals = itertools.count()
         self._outbox: queue.Queue[tuple[str, str, dict[str, Any], Any]] = queue.Queue()
         self._abandoned: set[str] = set()
         self._spent: dict[str, _DeskClient] = {}
@@ -258,8 +272,8 @@ class LLMDesk(DeskWorker):
         self.host = host
 
     def submit(self, incident: Incident) -> None:
-        """Queue an incident (returns at once)."""
-        self._inbox.put(incident)
+        """Queue an incident (returns at once); see :data:`URGENCY` for the order."""
+        self._inbox.put((URGENCY.get(incident.kind, 3), next(self._arrivals), incident))
 
     def poll(self) -> list[tuple[str, str, dict[str, Any], Any]]:
         """What the desk queued since the last poll (never blocks)."""
@@ -282,12 +296,12 @@ class LLMDesk(DeskWorker):
     def close(self) -> None:
         """Stop taking incidents; a call in flight is left to its daemon thread."""
         self._closed = True
-        self._inbox.put(None)
+        self._inbox.put((-1, 0, None))
 
     # ------------------------------------------------------------------ worker side
     def _serve(self) -> None:
         while True:
-            inc = self._inbox.get()
+            _, _, inc = self._inbox.get()
             if inc is None or self._closed:
                 return
             if inc.id in self._abandoned:

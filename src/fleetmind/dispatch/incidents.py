@@ -68,9 +68,12 @@ DEADLOCK_REPEAT = 20
 SURGE_BOOSTS = 2
 """Loaded robots a surge with no urgent order boosts (those whose orders are due first)."""
 RESERVE_TICKS = 40
-"""Ticks a robot named as a helper in the desk's options stays off the planner's list, unless
-the desk acts, decides on another or its incident closes first (the coordinator decides and
-the executor acts a model call later each)."""
+"""Ticks a robot named as a helper in the desk's options stays off the planner's list (and, if
+it is on its way to an unloaded order, waits to load it), unless the desk acts, decides on
+another or its incident closes first (the coordinator decides and the executor acts a model
+call later each)."""
+HELPER_GATE = "desk helper"
+"""The load-gate reason of a helper's order while the desk may still send it elsewhere."""
 
 
 class Refused(Exception):
@@ -664,6 +667,7 @@ class IncidentHost:
         self.incidents: list[Incident] = []
         self.boosts: dict[str, tuple[int, float]] = {}
         self.reserved: dict[str, tuple[str, int]] = {}  # robot -> (incident, until tick)
+        self.helper_gates: dict[str, str] = {}  # reserved robot -> its unloaded order, gated
         self.view: DeskState | None = None
         self.view_wanted = False
         self.actions_applied = 0
@@ -696,22 +700,51 @@ class IncidentHost:
             self._set_forbidden(sorted(closed))
 
     def reserved_robots(self) -> frozenset[str]:
-        """Idle robots the desk may still send as helpers: the planner skips them.
+        """Robots the desk may still send as helpers: the planner skips them.
 
         The helpers in the coordinator's options are held while it decides, the chosen one
         until the executor acts: each step is a model call (seconds, tens of ticks), and without
-        the hold the planner gave the helpers other work in between, so that the desk's
-        reassign was refused (3 of 6 breakdowns in one run went to the rules that way).
+        the hold the planner gave the idle helpers other work in between, so that the desk's
+        reassign was refused (3 of 6 breakdowns in one run went to the rules that way). A helper
+        still on its way to an unloaded order is held too: that order is gated (the robot waits
+        at its pickup instead of loading), since once loaded it can take no other load (in a
+        bench run of 2026-12-03, two breakdowns went to the rules that way and a battery stayed
+        open).
         """
         t = self.world.tick
         freed = [
             r for r, (iid, until) in self.reserved.items() if until <= t or self._by_id[iid].closed
         ]
         for rid in freed:
-            del self.reserved[rid]
+            self._unhold(rid)
         if freed:
             self._wake()  # idle again: the planner may use them
         return frozenset(self.reserved)
+
+    def _hold(self, inc: Incident, rid: str) -> None:
+        """Keep ``rid`` for ``inc``'s desk (see :meth:`reserved_robots`), if it is free to help."""
+        w = self.world
+        r = w.robot_index(rid)
+        if w.frozen[r] or w.carrying[r]:
+            return
+        until = w.tick + RESERVE_TICKS
+        if w.has_task[r]:
+            task = w.task_of(r)
+            if task is None or w.index[task.id] in w.gates:
+                return  # an errand, or a gate someone else set (a note not read yet)
+            w.gate(task.id, until, HELPER_GATE)
+            self.helper_gates[rid] = task.id
+        self.reserved[rid] = (inc.id, until)
+
+    def _unhold(self, rid: str) -> None:
+        """Let ``rid`` go: the planner may use it again, its order may be loaded."""
+        self.reserved.pop(rid, None)
+        oid = self.helper_gates.pop(rid, None)
+        w = self.world
+        if oid is not None and oid in w.index:
+            gate = w.gates.get(w.index[oid])
+            if gate is not None and gate[1] == HELPER_GATE:
+                w.ungate(oid)
 
     def boost_of(self, rid: str) -> float:
         """The priority boost a handler gave a robot (0 when none is in force)."""
@@ -822,14 +855,21 @@ class IncidentHost:
         The shield reports a robot after a few ticks without progress and most reports clear
         by themselves; an incident opens for robots reported again within
         :data:`DEADLOCK_REPEAT` ticks, unless an open deadlock incident already has them or one
-        opened less than :data:`DEADLOCK_REPEAT` ticks ago.
+        opened less than :data:`DEADLOCK_REPEAT` ticks ago. A robot heading for a cell in a
+        closed zone is not deadlocked but shut out: the shield keeps it at the zone's edge and
+        no boost can let it in; that is the block's incident (its orders are the block's
+        affected orders), so it is left out.
         """
         t = self.world.tick
+        w = self.world
+        zone = self.fault_zone | self.desk_zone
         again = []
         for r in robots:
             last = self._stuck_at.get(r)
             self._stuck_at[r] = t
             if last is not None and t - last <= DEADLOCK_REPEAT:
+                if zone and tuple(int(v) for v in w.goal[w.robot_index(r)]) in zone:
+                    continue
                 again.append(r)
         busy = {
             r
@@ -841,7 +881,6 @@ class IncidentHost:
         if not new or t - self._last_deadlock < DEADLOCK_REPEAT:
             return
         self._last_deadlock = t
-        w = self.world
         orders = tuple(o.id for r in new if (o := w.task_of(w.robot_index(r))) is not None)
         self._open(
             "deadlock",
@@ -885,7 +924,7 @@ class IncidentHost:
         t = w.tick
         if name == "reassign":
             oid, rid = str(args["order"]), str(args["robot"])
-            self.reserved.pop(rid, None)
+            self._unhold(rid)
             rec = w.order(oid)
             note = ""
             if rec.robot >= 0 and rec.picked_tick >= 0:
@@ -976,15 +1015,11 @@ class IncidentHost:
                     continue
                 # The incident's robots are now exactly these (a decision frees the others).
                 for rid in [r for r, (i, _) in self.reserved.items() if i == inc.id]:
-                    del self.reserved[rid]
+                    self._unhold(rid)
                 self._wake()
-                w = self.world
                 for rid in payload.get("robots", ()):
-                    if rid not in w.robot_ids:
-                        continue
-                    r = w.robot_index(rid)
-                    if not w.has_task[r] and not w.frozen[r]:
-                        self.reserved[rid] = (inc.id, w.tick + RESERVE_TICKS)
+                    if rid in self.world.robot_ids and rid not in self.reserved:
+                        self._hold(inc, rid)
             elif kind == "done":
                 # The cost and the talk count even when the rules already took over.
                 inc.calls, inc.tokens = payload.get("calls", 0), payload.get("tokens", 0)

@@ -156,6 +156,7 @@ def _reference_costs(
         lateness = np.maximum(0, t + trips[:, j] - o.due) - max(0, t - o.due)
         cost[:, j] += pl.LATE_WEIGHT * lateness
         cost[:, j] -= pl.URGENT_BONUS * (o.priority == "urgent") + pl.AGE_WEIGHT * (t - o.tick)
+        cost[:, j] -= pl.STARVE_WEIGHT * max(0, t - o.tick - pl.WAIT_LIMIT)
         for i, r in enumerate(robots):
             if (
                 trips[i, j] >= UNREACHABLE
@@ -327,6 +328,50 @@ def test_a_late_order_grows_no_costlier_while_it_waits() -> None:
     assert gaps[0] == pytest.approx(gaps[1])
     assert gaps[1] == pytest.approx(gaps[2])
     assert seen[2][0] < seen[0][0]  # and its age makes it cheaper
+
+
+def test_an_order_passed_over_past_the_wait_limit_goes_before_fresh_work(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No order waits for good: past WAIT_LIMIT ticks its age outweighs a fresh, nearer order."""
+    import dataclasses
+
+    from fleetmind.dispatch import planners as pl
+    from fleetmind.dispatch.plans import Snapshot
+    from fleetmind.sim.distances import DistanceOracle
+    from fleetmind.sim.orders import OrderConfig
+
+    grid = resolve_map("warehouse-small")
+    world = Warehouse(
+        grid,
+        WarehouseConfig(
+            n_robots=1, max_steps=1000, orders=OrderConfig(rate=1e-9), auto_assign=False
+        ),
+        seed=0,
+    )
+    here = (int(world.pos[0, 0]), int(world.pos[0, 1]))
+    oracle = DistanceOracle(grid)
+    by_reach = sorted(grid.pickup_cells(), key=lambda c: int(oracle.to(c)[here]))
+    station = grid.station_cells()[0]
+    base = dataclasses.replace(world.stream.make(0), station=station, capability=None)
+    (old,) = world.inject(
+        [dataclasses.replace(base, pickup=by_reach[len(by_reach) // 2], due=5, priority="normal")]
+    )
+    for _ in range(pl.WAIT_LIMIT + 100):  # the robot stays put; the order waits, late
+        world.step(np.zeros(1, dtype=np.int64))
+    (fresh,) = world.inject([dataclasses.replace(base, pickup=by_reach[0], due=10**6)])
+    snap = Snapshot.take(world, with_text=False)
+    planner = AssignmentPlanner(grid)
+
+    def served() -> str:
+        (a,) = planner.solve(snap).assignments
+        return a.order
+
+    assert served() == old
+    # Without the limit the fresh order wins (the old one's far trip all counts as lateness),
+    # and would go on winning against every fresh order that came in.
+    monkeypatch.setattr(pl, "STARVE_WEIGHT", 0.0)
+    assert served() == fresh
 
 
 def test_a_robot_routes_around_a_broken_robot_in_a_one_wide_aisle() -> None:

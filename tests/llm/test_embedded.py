@@ -135,3 +135,56 @@ def test_a_server_beside_the_loop_leaves_the_loop_a_core_and_the_cores_first() -
     with pytest.raises(ConfigError, match="embedded server cpus"):
         EmbeddedServer(cpus=frozenset({max(mine) + 64}))
     assert EmbeddedServer.beside_loop(nice=0).nice == 0
+
+
+def _exited(pid: int) -> bool:
+    """The process is gone or a zombie (exited; PID 1 of a container may not reap it)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return True
+    return "\nState:\tZ" in status
+
+
+@pytest.mark.skipif(not Path("/proc").exists(), reason="reads /proc")
+def test_the_server_exits_when_its_parent_is_killed(tmp_path: Path) -> None:
+    """A run killed with kill -9 cannot stop its server: the server notices and exits."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    pid_file = tmp_path / "server.pid"
+    parent = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time\n"
+            "from fleetmind.llm.embedded import EmbeddedServer\n"
+            "server = EmbeddedServer().start()\n"
+            "open(sys.argv[1], 'w').write(str(server._proc.pid))\n"
+            "time.sleep(600)\n",
+            str(pid_file),
+        ]
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not pid_file.exists() or not pid_file.read_text():
+            assert parent.poll() is None, "the parent died before its server was ready"
+            assert time.monotonic() < deadline, "the server did not start"
+            time.sleep(0.2)
+        server = int(pid_file.read_text())
+        assert not _exited(server)
+        os.kill(parent.pid, signal.SIGKILL)
+        parent.wait()
+        deadline = time.monotonic() + 10
+        while not _exited(server) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        alive = not _exited(server)
+        if alive:
+            os.kill(server, signal.SIGKILL)
+        assert not alive, "the server outlived its killed parent by 10 s"
+    finally:
+        if parent.poll() is None:
+            parent.kill()

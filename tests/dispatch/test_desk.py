@@ -661,3 +661,81 @@ def test_the_helper_the_coordinator_chose_waits_for_the_desk(tmp_path: Path) -> 
     assert act["tick"] - inc["tick"] >= 10  # the model was slow: the hold is what held
     assert m["collisions"] == 0
     assert m["orders_lost"] == 0
+
+
+def test_a_decision_the_world_overtook_goes_to_review_without_an_executor_round() -> None:
+    """A low robot delivers its load while the coordinator decides on handing it over.
+
+    The reassign it chose would only be refused, so the executor is not asked to try it (each
+    round costs a small model seconds the battery may not have): the review sees the fresh
+    state, where the rules' option is the charger, and that is what the executor carries out.
+    """
+    from fleetmind.dispatch.desk import _DeskClient
+
+    w = _world()
+    (oid,) = w.inject([w.stream.make(0)])
+    before = take_state(
+        w,
+        fault_zone=frozenset(),
+        desk_zone=frozenset(),
+        zone_until=None,
+        labels=floor_labels(w.grid, ()),
+    )
+    low = dataclasses.replace(before.robots["robot_0"], battery=20.0, carrying=True, order=oid)
+    loaded = dataclasses.replace(before.orders[oid], state="loaded", robot="robot_0")
+    before = dataclasses.replace(
+        before, robots=before.robots | {"robot_0": low}, orders=before.orders | {oid: loaded}
+    )
+    # ...and once the coordinator has spoken: delivered, unloaded, still low.
+    after = dataclasses.replace(
+        before,
+        tick=before.tick + 15,
+        robots=before.robots
+        | {"robot_0": dataclasses.replace(low, battery=12.0, carrying=False, order=None)},
+        orders={k: v for k, v in before.orders.items() if k != oid},
+    )
+    inc = Incident(
+        "i0", "battery", 0, "robot_0's battery is low", robots=("robot_0",), orders=(oid,)
+    )
+    assert rule_actions(inc, before)[0][0] == "reassign"
+
+    class Overtaken(LLMDesk):
+        """The desk with scripted views of the world and a loop that applies every action."""
+
+        def __init__(self, client: Any) -> None:
+            self.views = 0
+            self.done: list[tuple[str, dict[str, Any]]] = []
+            super().__init__(client)
+
+        def _view(self, wait_s: float = 1.0) -> Any:
+            self.views += 1
+            return before if self.views == 1 else after
+
+        def _queue(self, inc: Incident, name: str, args: dict[str, Any]) -> str:
+            self.done.append((name, args))
+            return "applied"
+
+    with FakeChatServer(proposal_follower()) as srv:
+        desk = Overtaken(srv.client())
+        client = _DeskClient(desk.client)
+        try:
+            payload = desk._handle(inc, client)
+        finally:
+            desk.close()
+    convo = payload["conversation"]
+    said = [(m["role"], m["phase"]) for m in convo]
+    # decide, then the report with no act step before it, then the review and the executor.
+    assert said[:3] == [
+        ("coordinator", "decide"),
+        ("executor", "report"),
+        ("coordinator", "review"),
+    ], said
+    assert convo[1]["content"].startswith("not carried out, the world moved on: reassign(")
+    assert "already delivered" in convo[1]["content"]
+    assert convo[2]["content"].startswith("Option A: send_to_charger(robot='robot_0')")
+    assert desk.done == [("send_to_charger", {"robot": "robot_0"})]
+    assert payload["fallback"] is None
+    assert payload["applied"] == ["send_to_charger(robot='robot_0')"]
+    # Model calls: decide, review and the executor's one call (its finish is implied); none
+    # was spent on the reassign.
+    assert client.calls == 3

@@ -194,15 +194,17 @@ def feasible(options: list[list[Call]], state: DeskState) -> list[list[Call]]:
     Offering a course of action the world then refuses costs the desk a wasted act round and
     a review (seconds, with a small local model) while the incident waits.
     """
-    out = []
-    for opt in options:
+    return [opt for opt in options if refusal(opt, state) is None]
+
+
+def refusal(calls: list[Call], state: DeskState) -> str | None:
+    """Why the world would refuse ``calls`` now (the first refused call and its reason), or None."""
+    for name, args in calls:
         try:
-            for name, args in opt:
-                check(name, args, state)
-        except Refused:
-            continue
-        out.append(opt)
-    return out
+            check(name, args, state)
+        except Refused as exc:
+            return f"{_call_text(name, args)}: {exc}"
+    return None
 
 
 def _named(inc: Incident, options: list[list[Call]]) -> list[str]:
@@ -611,32 +613,41 @@ class LLMDesk(DeskWorker):
                 break
             if inc.id in self._abandoned:
                 return {"conversation": convo, "fallback": "abandoned"}
-            out, tried = self._act(inc, client, applied, calls, f"option {choice}.")
-            for step in out.steps:
-                convo.append(
-                    {
-                        "role": "executor",
-                        "phase": "act",
-                        "content": step.reply[:300],
-                        "error": step.error,
-                        "feedback": (step.feedback or "")[:300],
-                    }
+            fresh = self._view()
+            moot = refusal(calls, fresh) if fresh is not None else None
+            if moot is not None:
+                # The world moved on while the coordinator decided (a low robot delivered its
+                # load, a helper took other work): the executor's calls would only be refused,
+                # and its round costs seconds the incident may not have. Straight to review.
+                report = f"not carried out, the world moved on: {moot}"
+                convo.append({"role": "executor", "phase": "report", "content": report})
+            else:
+                out, tried = self._act(inc, client, applied, calls, f"option {choice}.")
+                for step in out.steps:
+                    convo.append(
+                        {
+                            "role": "executor",
+                            "phase": "act",
+                            "content": step.reply[:300],
+                            "error": step.error,
+                            "feedback": (step.feedback or "")[:300],
+                        }
+                    )
+                report = (
+                    f"status {out.status}; tried: {', '.join(tried) or 'none'}; "
+                    f"applied: {', '.join(applied) or 'none'}"
                 )
-            report = (
-                f"status {out.status}; tried: {', '.join(tried) or 'none'}; "
-                f"applied: {', '.join(applied) or 'none'}"
-            )
-            convo.append({"role": "executor", "phase": "report", "content": report})
-            if out.finished and len(applied) >= len(calls) and not out.errors:
-                # Carried out cleanly: the coordinator's choice stands as its final word.
-                break
-            if not out.finished and not applied:
-                fallback = f"executor {out.status}: {out.fallback_reason}"
-                break
+                convo.append({"role": "executor", "phase": "report", "content": report})
+                if out.finished and len(applied) >= len(calls) and not out.errors:
+                    # Carried out cleanly: the coordinator's choice stands as its final word.
+                    break
+                if not out.finished and not applied:
+                    fallback = f"executor {out.status}: {out.fallback_reason}"
+                    break
             if rnd == self.max_rounds:
                 fallback = None if applied else "round limit with no action applied"
                 break
-            view = self._view()
+            view = fresh if moot is not None else self._view()
             if view is None:
                 break
             options = feasible(rule_options(inc, view), view)

@@ -109,6 +109,9 @@ def proposal_follower(delay_s: float = 0.0) -> Callable[[Received], Reply]:
                 )
             return Reply(json.dumps({"type": "finish", "answer": "done"}), delay_s=delay_s)
         task = str(msgs[-1].get("content", "")) if msgs else ""
+        if "Executor's report: not carried out" in task:
+            # Nothing was done (the world moved on): the rules' proposal on the fresh state.
+            return Reply(json.dumps({"phase": "decide", "content": "A"}), delay_s=delay_s)
         if "Executor's report:" in task:
             wait = next(
                 (ln[0] for ln in task.splitlines() if ln.endswith(": no action for now")), "R"

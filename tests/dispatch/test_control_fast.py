@@ -156,7 +156,8 @@ def _reference_costs(
         lateness = np.maximum(0, t + trips[:, j] - o.due) - max(0, t - o.due)
         cost[:, j] += pl.LATE_WEIGHT * lateness
         cost[:, j] -= pl.URGENT_BONUS * (o.priority == "urgent") + pl.AGE_WEIGHT * (t - o.tick)
-        cost[:, j] -= pl.STARVE_WEIGHT * max(0, t - o.tick - pl.WAIT_LIMIT)
+        held = snapshot.held_ticks.get(o.id, 0)
+        cost[:, j] -= pl.STARVE_WEIGHT * (max(0, t - o.tick - pl.WAIT_LIMIT) + held)
         for i, r in enumerate(robots):
             if (
                 trips[i, j] >= UNREACHABLE
@@ -371,6 +372,50 @@ def test_an_order_passed_over_past_the_wait_limit_goes_before_fresh_work(
     # Without the limit the fresh order wins (the old one's far trip all counts as lateness),
     # and would go on winning against every fresh order that came in.
     monkeypatch.setattr(pl, "STARVE_WEIGHT", 0.0)
+    assert served() == fresh
+
+
+def test_an_order_a_handler_held_goes_before_fresh_work_once_released() -> None:
+    """The ticks on hold (a closed aisle) weigh as waiting past the limit, once it is back."""
+    import dataclasses
+
+    from fleetmind.dispatch import planners as pl
+    from fleetmind.dispatch.plans import Snapshot
+    from fleetmind.sim.distances import DistanceOracle
+    from fleetmind.sim.orders import OrderConfig
+
+    grid = resolve_map("warehouse-small")
+    world = Warehouse(
+        grid,
+        WarehouseConfig(
+            n_robots=1, max_steps=1000, orders=OrderConfig(rate=1e-9), auto_assign=False
+        ),
+        seed=0,
+    )
+    here = (int(world.pos[0, 0]), int(world.pos[0, 1]))
+    oracle = DistanceOracle(grid)
+    station = grid.station_cells()[0]
+    trip = {c: int(oracle.to(c)[here]) + int(oracle.to(c)[station]) for c in grid.pickup_cells()}
+    near = min(trip, key=lambda c: trip[c])
+    # Farther by more than the age bonus of the hold's ticks, less than the hold's weight.
+    hold = 80
+    far = next(c for c in trip if 40 <= trip[c] - trip[near] <= 60)
+    base = dataclasses.replace(world.stream.make(0), station=station, capability=None, due=10**6)
+    (kept,) = world.inject([dataclasses.replace(base, pickup=far)])
+    world.park(kept, hold)
+    for _ in range(hold + 1):  # the robot stays put; the order comes back at tick ``hold``
+        world.step(np.zeros(1, dtype=np.int64))
+    (fresh,) = world.inject([dataclasses.replace(base, pickup=near)])
+    planner = AssignmentPlanner(grid)
+
+    def served() -> str:
+        (a,) = planner.solve(Snapshot.take(world, with_text=False)).assignments
+        return a.order
+
+    assert Snapshot.take(world, with_text=False).held_ticks == {kept: hold}
+    assert served() == kept
+    assert hold * pl.AGE_WEIGHT < trip[far] - trip[near]  # its age alone would not do it
+    world.held_ticks.clear()
     assert served() == fresh
 
 

@@ -12,7 +12,7 @@ serving order ``o`` at tick ``t``::
     age      = t - o.tick
     cost     = travel + LATE_WEIGHT * lateness
                - URGENT_BONUS * [o urgent] - AGE_WEIGHT * age
-               - STARVE_WEIGHT * max(0, age - WAIT_LIMIT)
+               - STARVE_WEIGHT * (max(0, age - WAIT_LIMIT) + held)
 
 Lateness counts what the trip adds, not the ticks an order is late by already (late whoever
 serves it, whenever). Counted, they made an order costlier the later it got, so that with more
@@ -28,6 +28,11 @@ incident-desk fault suite (8 robots, 0.15 orders a tick, 10 seeds) an order wait
 and 11 incidents stayed open at the end because their orders never got a robot. The limit sits
 above an order's usual slack (its due tick is 30 + 3 x its distance after arrival), so an order
 that is only late is not rushed.
+
+``held`` is the ticks an incident handler kept the order on hold (its pickup in a closed aisle):
+out of every planner's sight, through no choice of the planner's, so once back on the open list
+they weigh as waiting past the limit and the orders the aisle kept go before fresh work. Without
+it a released order queued behind fresher ones for another 90-150 ticks on the desk's fault suite.
 
 Forbidden pairs (robot lacks the capability, battery too low for the trip, no path) never match.
 It honours every structured field and is blind to the free-text note.
@@ -246,12 +251,18 @@ class _Distances:
         return self.oracle.lookup(np.repeat(self._flat([order.pickup]), len(cells)), cells)
 
     def costs(
-        self, robots: RobotColumns, orders: list[Order], tick: int
+        self,
+        robots: RobotColumns,
+        orders: list[Order],
+        tick: int,
+        held_ticks: Mapping[str, int] | None = None,
     ) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
         """``(R, O)`` trips and costs before note constraints (:func:`trip_costs`).
 
-        Both are transposed views of ``(O, R)`` arrays (the kernel's layout).
+        Both are transposed views of ``(O, R)`` arrays (the kernel's layout). ``held_ticks``:
+        per order, the ticks an incident handler held it (they weigh as waiting past the limit).
         """
+        held = held_ticks or {}
         pickups = self._flat([o.pickup for o in orders])  # (O,)
         carry = self.oracle.lookup(pickups, self._flat([o.station for o in orders]))
         slab, slots, none = self.oracle.maps(pickups)
@@ -273,7 +284,7 @@ class _Distances:
             [
                 URGENT_BONUS * (o.priority == "urgent")
                 + AGE_WEIGHT * (tick - o.tick)
-                + STARVE_WEIGHT * max(0, tick - o.tick - WAIT_LIMIT)
+                + STARVE_WEIGHT * (max(0, tick - o.tick - WAIT_LIMIT) + held.get(o.id, 0))
                 for o in orders
             ],
             dtype=np.float64,
@@ -322,7 +333,7 @@ class AssignmentPlanner:
         t = snapshot.tick
         cols = robots if isinstance(robots, RobotColumns) else RobotColumns.of(robots)
         # Every pair at once, compiled (the same arithmetic as pair by pair).
-        trips, cost = self._dist.costs(cols, orders, t)
+        trips, cost = self._dist.costs(cols, orders, t, snapshot.held_ticks)
         wake: int | None = None
         ids = np.array(cols.ids)
         noted = [] if not constraints else [j for j, o in enumerate(orders) if o.id in constraints]

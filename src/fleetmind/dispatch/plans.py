@@ -8,7 +8,7 @@ older snapshot cannot double-book a robot or an order.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, overload
 
@@ -185,6 +185,8 @@ class Snapshot:
         events: why the planner is called (``orders``, ``idle``, ``fault``, ...).
         stuck: robots the shield reported as deadlocked.
         tasks: orders assigned to a robot but not loaded yet (a planner may still revoke them).
+        held_ticks: per open order that an incident handler held and released, the ticks it
+            spent on hold (out of every planner's sight).
     """
 
     tick: int
@@ -196,6 +198,7 @@ class Snapshot:
     events: tuple[str, ...] = ()
     stuck: tuple[str, ...] = ()
     tasks: tuple[Order, ...] = ()
+    held_ticks: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def idle_columns(self) -> RobotColumns:
@@ -243,6 +246,7 @@ class Snapshot:
         )
         # Orders held by a robot that has not loaded them, in robot order.
         held = np.flatnonzero(~world.carrying & (world.order_of >= 0))
+        open_now = set(world.open) if world.held_ticks else set()
         return Snapshot(
             tick=world.tick,
             seed=world.seed,
@@ -253,6 +257,9 @@ class Snapshot:
             events=events,
             stuck=stuck,
             tasks=tuple(recs[k].order for k in world.order_of[held].tolist()),
+            held_ticks={
+                recs[i].order.id: t for i, t in world.held_ticks.items() if t > 0 and i in open_now
+            },
         )
 
 

@@ -329,8 +329,11 @@ class Warehouse:
         self.gates: dict[int, tuple[int | None, str]] = {}
         self.gates_expired: dict[str, int] = {}
         # Parked orders: record index -> tick they come back to the open list (a hold that
-        # takes the order away from planners, e.g. while its pickup is in a closed zone).
+        # takes the order away from planners, e.g. while its pickup is in a closed zone); the
+        # tick each was parked; the ticks each order spent parked, once it is back.
         self.parked: dict[int, int] = {}
+        self.parked_at: dict[int, int] = {}
+        self.held_ticks: dict[int, int] = {}
         self.stream = OrderStream(
             self.grid,
             self.robot_ids,
@@ -497,6 +500,7 @@ class Warehouse:
         if rec_idx in self.open:
             self.open.remove(rec_idx)
         self.parked[rec_idx] = int(until)
+        self.parked_at.setdefault(rec_idx, self.tick)
 
     def unpark(self, order_id: str) -> bool:
         """Put a parked order back on the open list now; False if it was not parked."""
@@ -504,6 +508,9 @@ class Warehouse:
         if rec_idx is None or rec_idx not in self.parked:
             return False
         del self.parked[rec_idx]
+        # The planner weighs the ticks an order was kept out of its sight (see planners).
+        since = self.parked_at.pop(rec_idx, self.tick)
+        self.held_ticks[rec_idx] = self.held_ticks.get(rec_idx, 0) + self.tick - since
         self.open.append(rec_idx)
         self.open.sort()
         return True

@@ -739,3 +739,48 @@ def test_a_decision_the_world_overtook_goes_to_review_without_an_executor_round(
     # Model calls: decide, review and the executor's one call (its finish is implied); none
     # was spent on the reassign.
     assert client.calls == 3
+
+
+def test_a_deadlock_recovers_on_progress_not_on_a_sidestep() -> None:
+    """A robot that moves but gets no nearer its target is still stuck (the monitor's measure)."""
+    from fleetmind.sim.distances import DistanceOracle
+    from fleetmind.sim.grid import DELTAS
+
+    w = _world()
+    (oid,) = w.inject([w.stream.make(0)])
+    w.assign("robot_0", oid)
+    oracle = DistanceOracle(w.grid)
+
+    def distances() -> Any:
+        goal = (int(w.goal[0, 0]), int(w.goal[0, 1]))
+        d = np.zeros(len(w.robot_ids), dtype=np.int64)
+        d[0] = int(oracle.to(goal)[int(w.pos[0, 0]), int(w.pos[0, 1])])
+        return d
+
+    host = IncidentHost(w, DeskConfig(mode="off"), distances=distances)
+    for _ in range(2):  # reported twice within DEADLOCK_REPEAT ticks: an incident
+        host.deadlock(("robot_0",))
+    (inc,) = host.incidents
+    assert inc.kind == "deadlock"
+    assert inc.orders == (oid,)
+    goal = (int(w.goal[0, 0]), int(w.goal[0, 1]))
+    dmap = oracle.to(goal)
+
+    def step(closer: bool) -> None:
+        here = int(dmap[int(w.pos[0, 0]), int(w.pos[0, 1])])
+        for a in range(1, 5):
+            r, c = int(w.pos[0, 0] + DELTAS[a][0]), int(w.pos[0, 1] + DELTAS[a][1])
+            inside = 0 <= r < w.grid.shape[0] and 0 <= c < w.grid.shape[1]
+            if inside and not w.grid.blocked[r, c] and (int(dmap[r, c]) < here) == closer:
+                acts = np.zeros(len(w.robot_ids), dtype=np.int64)
+                acts[0] = a
+                host.tick_end(w.step(acts))
+                return
+        raise AssertionError("no such move")
+
+    step(closer=False)  # a sidestep: a move, no progress
+    assert inc.recovered_tick is None
+    step(closer=True)  # back where it stood: no nearer than at the report
+    assert inc.recovered_tick is None
+    step(closer=True)
+    assert inc.recovered_tick == w.tick

@@ -226,7 +226,6 @@ class ControlLoop:
             set_forbidden=self._set_forbidden,
             emit=self._emit,
             wake=lambda: self._pending.add("idle"),
-            distances=self._dist_to_target,
         )
         attach = getattr(desk_worker, "attach", None)
         if callable(attach):

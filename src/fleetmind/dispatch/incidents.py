@@ -14,15 +14,13 @@ Actions (the desk's tools and the rules' vocabulary), each checked by :func:`che
 ``hand_over(order)``, ``hold(order, until)``, ``release(order)``, ``send_to_charger(robot)``,
 ``block_zone(cells)``, ``unblock_zone(cells)``, ``boost(robot)``.
 
-Recovery: an incident has *affected orders* (the broken robot's order, orders whose pickup lies in
-the closed zone, the stuck robots' orders, the surge's orders, the low robot's order). Each
-affected order recovers at the first tick after the incident at which it is delivered, or its robot
-(not broken, not out of charge) changes cell; a ``battery`` incident also needs the robot on its
-way to a charger. A ``deadlock``'s orders need progress, not just a move: the robot nearer its
-target than when the incident opened, or on its way to another (a sidestep the shield makes to
-escape is a move but no progress, and the monitor counts progress too). The incident recovers when
-every affected order has (its recovery ticks are the ticks from the incident to then); an incident
-with no affected order recovers at once. One still open at the end of the run is ``unresolved``.
+Recovery: an incident has *affected orders* (the broken robot's order, orders whose pickup lies
+in the closed zone, the stuck robots' orders, the surge's orders, the low robot's order). Each
+affected order recovers at the first tick after the incident at which it is delivered, or its
+robot (not broken, not out of charge) changes cell; a ``battery`` incident also needs the robot
+on its way to a charger. The incident recovers when every affected order has (its recovery ticks
+are the ticks from the incident to then); an incident with no affected order recovers at once.
+One still open at the end of the run is ``unresolved``.
 """
 
 from __future__ import annotations
@@ -438,7 +436,6 @@ class Incident:
     closed: bool = False
     moved: set[str] = field(default_factory=set)
     started_s: float | None = None
-    start: dict[str, tuple[tuple[int, int], int]] = field(default_factory=dict)
 
     def record(self) -> dict[str, Any]:
         """The JSON record (metrics.json ``incident_log``, the report, the dashboard)."""
@@ -641,8 +638,6 @@ class IncidentHost:
         set_forbidden: called with every closed cell when the set changes (shield, executor).
         emit: the loop's event sink.
         wake: tells the loop the planner has something to decide (robots or orders freed).
-        distances: each robot's distance to its target now (a deadlock recovers on progress;
-            without it, on a move).
     """
 
     def __init__(
@@ -655,7 +650,6 @@ class IncidentHost:
         set_forbidden: Callable[[list[Cell]], None] | None = None,
         emit: Callable[..., None] | None = None,
         wake: Callable[[], None] | None = None,
-        distances: Callable[[], NDArray[np.int64]] | None = None,
     ) -> None:
         if config.mode == "llm" and worker is None:
             raise ConfigError("desk llm: no desk worker given")
@@ -666,7 +660,6 @@ class IncidentHost:
         self._set_forbidden = set_forbidden
         self._emit = emit or (lambda kind, **f: None)
         self._wake = wake or (lambda: None)
-        self._distances = distances
         self.fault_zones: dict[str, frozenset[Cell]] = {}
         self.zone_until: dict[str, int] = {}
         self.desk_zone: frozenset[Cell] = frozenset()
@@ -889,22 +882,12 @@ class IncidentHost:
             return
         self._last_deadlock = t
         orders = tuple(o.id for r in new if (o := w.task_of(w.robot_index(r))) is not None)
-        # Where each stuck robot stood from its target: its order recovers on progress.
-        dist = self._distances() if self._distances is not None else None
-        start = {}
-        if dist is not None:
-            for r in new:
-                i = w.robot_index(r)
-                o = w.task_of(i)
-                if o is not None:
-                    start[o.id] = ((int(w.goal[i, 0]), int(w.goal[i, 1])), int(dist[i]))
         self._open(
             "deadlock",
             f"the deadlock monitor reports {', '.join(new)} stuck"
             + (f" (orders {', '.join(orders)})" if orders else ""),
             robots=new,
             orders=orders,
-            start=start,
         )
 
     # ------------------------------------------------------------------ acting
@@ -1068,7 +1051,6 @@ class IncidentHost:
         w = self.world
         t = w.tick
         moved = res.moved
-        dist: NDArray[np.int64] | None = None
         for inc in self.incidents:
             if inc.recovered_tick is not None:
                 continue
@@ -1080,15 +1062,8 @@ class IncidentHost:
                     inc.moved.add(oid)
                     continue
                 r = rec.robot
-                if r < 0 or int(w.order_of[r]) != w.index[oid] or not moved[r] or w.frozen[r]:
-                    continue
-                if oid in inc.start and self._distances is not None:
-                    goal, before = inc.start[oid]
-                    dist = self._distances() if dist is None else dist
-                    here = (int(w.goal[r, 0]), int(w.goal[r, 1]))
-                    if here == goal and int(dist[r]) >= before:
-                        continue  # moved, but no nearer its target: not out of the jam yet
-                inc.moved.add(oid)
+                if r >= 0 and int(w.order_of[r]) == w.index[oid] and moved[r] and not w.frozen[r]:
+                    inc.moved.add(oid)
             done = len(inc.moved) == len(set(inc.orders))
             if inc.kind == "battery" and inc.robots:
                 r = w.robot_index(inc.robots[0])

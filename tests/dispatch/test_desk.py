@@ -739,3 +739,24 @@ def test_a_decision_the_world_overtook_goes_to_review_without_an_executor_round(
     # Model calls: decide, review and the executor's one call (its finish is implied); none
     # was spent on the reassign.
     assert client.calls == 3
+
+
+def test_a_low_robot_gets_no_new_work_while_the_desk_decides() -> None:
+    w = _world()
+    (oid,) = w.inject([w.stream.make(0)])
+    w.assign("robot_0", oid)
+    inbox = _Inbox()
+    host = IncidentHost(w, DeskConfig(mode="llm"), worker=inbox)
+    host.inject(parse_fault("battery:robot_0@0"), "robot_0")
+    (inc,) = host.incidents
+    assert host.reserved_robots() == {"robot_0"}
+    # The coordinator's options name a helper: the low robot stays held beside it.
+    inbox.out.append(("reserve", inc.id, {"robots": ["robot_1"]}, None))
+    host.tick_start()
+    assert host.reserved_robots() == {"robot_0", "robot_1"}
+    inc.closed = True  # the desk decided (or the rules took over): the planner may use it
+    assert host.reserved_robots() == frozenset()
+    # With the rules there is no talk to wait for, and no hold.
+    rules = IncidentHost(_world(), DeskConfig(mode="rules"))
+    rules.inject(parse_fault("battery:robot_0@0"), "robot_0")
+    assert rules.reserved_robots() == frozenset()

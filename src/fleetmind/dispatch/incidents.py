@@ -709,7 +709,7 @@ class IncidentHost:
         still on its way to an unloaded order is held too: that order is gated (the robot waits
         at its pickup instead of loading), since once loaded it can take no other load (in a
         bench run of 2026-12-03, two breakdowns went to the rules that way and a battery stayed
-        open).
+        open). A battery incident's low robot is held until the desk has decided.
         """
         t = self.world.tick
         freed = [
@@ -762,6 +762,12 @@ class IncidentHost:
         elif self.config.mode == "llm":
             assert self.worker is not None
             inc.handler = "desk"
+            if kind == "battery":
+                # A low robot gets no new work while the desk talks: one that delivered its load
+                # meanwhile was given another (the bench's seed 0 at tick 400: two loads in a row,
+                # each making the decision moot), and ran flat instead of charging.
+                for rid in inc.robots:
+                    self.reserved[rid] = (inc.id, self.world.tick + self.config.deadline_ticks)
             self.worker.submit(inc)
         return inc
 
@@ -1015,7 +1021,8 @@ class IncidentHost:
                     continue
                 # The incident's robots are now exactly these (a decision frees the others).
                 for rid in [r for r, (i, _) in self.reserved.items() if i == inc.id]:
-                    self._unhold(rid)
+                    if not (inc.kind == "battery" and rid in inc.robots):
+                        self._unhold(rid)
                 self._wake()
                 for rid in payload.get("robots", ()):
                     if rid in self.world.robot_ids and rid not in self.reserved:

@@ -331,14 +331,8 @@ def test_a_late_order_grows_no_costlier_while_it_waits() -> None:
     assert seen[2][0] < seen[0][0]  # and its age makes it cheaper
 
 
-def test_an_order_passed_over_past_the_wait_limit_goes_before_fresh_work(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """No order waits for good: past WAIT_LIMIT ticks its age outweighs a fresh, nearer order."""
-    import dataclasses
-
-    from fleetmind.dispatch import planners as pl
-    from fleetmind.dispatch.plans import Snapshot
+def _lone_robot() -> tuple[Any, Warehouse, tuple[int, int], Any]:
+    """warehouse-small with one robot and no orders of its own: grid, world, its cell, distances."""
     from fleetmind.sim.distances import DistanceOracle
     from fleetmind.sim.orders import OrderConfig
 
@@ -351,7 +345,19 @@ def test_an_order_passed_over_past_the_wait_limit_goes_before_fresh_work(
         seed=0,
     )
     here = (int(world.pos[0, 0]), int(world.pos[0, 1]))
-    oracle = DistanceOracle(grid)
+    return grid, world, here, DistanceOracle(grid)
+
+
+def test_an_order_passed_over_past_the_wait_limit_goes_before_fresh_work(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No order waits for good: past WAIT_LIMIT ticks its age outweighs a fresh, nearer order."""
+    import dataclasses
+
+    from fleetmind.dispatch import planners as pl
+    from fleetmind.dispatch.plans import Snapshot
+
+    grid, world, here, oracle = _lone_robot()
     by_reach = sorted(grid.pickup_cells(), key=lambda c: int(oracle.to(c)[here]))
     station = grid.station_cells()[0]
     base = dataclasses.replace(world.stream.make(0), station=station, capability=None)
@@ -381,19 +387,8 @@ def test_an_order_a_handler_held_goes_before_fresh_work_once_released() -> None:
 
     from fleetmind.dispatch import planners as pl
     from fleetmind.dispatch.plans import Snapshot
-    from fleetmind.sim.distances import DistanceOracle
-    from fleetmind.sim.orders import OrderConfig
 
-    grid = resolve_map("warehouse-small")
-    world = Warehouse(
-        grid,
-        WarehouseConfig(
-            n_robots=1, max_steps=1000, orders=OrderConfig(rate=1e-9), auto_assign=False
-        ),
-        seed=0,
-    )
-    here = (int(world.pos[0, 0]), int(world.pos[0, 1]))
-    oracle = DistanceOracle(grid)
+    grid, world, here, oracle = _lone_robot()
     station = grid.station_cells()[0]
     trip = {c: int(oracle.to(c)[here]) + int(oracle.to(c)[station]) for c in grid.pickup_cells()}
     near = min(trip, key=lambda c: trip[c])

@@ -200,6 +200,42 @@ def test_a_robot_shut_out_by_a_closed_zone_is_the_blocks_not_a_deadlock() -> Non
     assert inc.orders == (other,)
 
 
+def test_the_ticks_a_closed_zone_shut_an_order_out_count_as_held_whoever_handled_it() -> None:
+    """Unheld, held for part of the block, or held throughout: each tick shut out counts once."""
+    w = _world()
+    for _ in range(5):
+        w.step(np.zeros(4, dtype=np.int64))
+    unheld, late, held = w.inject([w.stream.make(5), w.stream.make(5), w.stream.make(5)])
+    zone = frozenset(w.order(o).order.pickup for o in (unheld, late, held))
+    host = IncidentHost(w, DeskConfig(mode="off"))
+    fault = dataclasses.replace(parse_fault("block:1,1-1,1@10+30"), zone=tuple(sorted(zone)))
+    for _ in range(5):
+        w.step(np.zeros(4, dtype=np.int64))
+    host.inject(fault)  # tick 10
+    w.park(held, 10**6)
+    for _ in range(10):
+        w.step(np.zeros(4, dtype=np.int64))
+    w.park(late, 10**6)  # tick 20: a decision that came late
+    for _ in range(20):
+        w.step(np.zeros(4, dtype=np.int64))
+    host.lift(fault)  # tick 40
+    for oid in (late, held):
+        assert w.unpark(oid)
+    ticks = {w.records[i].order.id: t for i, t in w.held_ticks.items()}
+    assert ticks == {unheld: 30, late: 30, held: 30}
+    # An order that arrives once the zone is closed counts from its arrival.
+    w2 = _world()
+    host2 = IncidentHost(w2, DeskConfig(mode="off"))
+    host2.inject(fault)
+    for _ in range(12):
+        w2.step(np.zeros(4, dtype=np.int64))
+    (newcomer,) = w2.inject([dataclasses.replace(w2.stream.make(12), pickup=min(zone))])
+    for _ in range(8):
+        w2.step(np.zeros(4, dtype=np.int64))
+    host2.lift(fault)
+    assert w2.held_ticks == {w2.index[newcomer]: 8}
+
+
 class _Inbox(DeskWorker):
     """A desk worker whose messages the test writes (the host's side of the queue)."""
 

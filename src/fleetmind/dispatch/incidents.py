@@ -662,6 +662,8 @@ class IncidentHost:
         self._wake = wake or (lambda: None)
         self.fault_zones: dict[str, frozenset[Cell]] = {}
         self.zone_until: dict[str, int] = {}
+        # Per block fault: the tick it closed and each order's held ticks then (see lift).
+        self.zone_since: dict[str, tuple[int, dict[int, int]]] = {}
         self.desk_zone: frozenset[Cell] = frozenset()
         self.labels = floor_labels(world.grid, self.base)
         self.incidents: list[Incident] = []
@@ -804,6 +806,7 @@ class IncidentHost:
             zone = frozenset(c for c in fault.zone if not w.grid.blocked[c])
             self.fault_zones[fault.spec] = zone
             self.zone_until[fault.spec] = fault.end
+            self.zone_since[fault.spec] = (w.tick, dict(w.held_ticks))
             self._zones_changed()
             affected = []
             for idx, rec in enumerate(w.records):
@@ -840,10 +843,38 @@ class IncidentHost:
             )
 
     def lift(self, fault: Fault) -> None:
-        """A ``block`` fault ends: its cells open again."""
-        if self.fault_zones.pop(fault.spec, None) is not None:
-            self.zone_until.pop(fault.spec, None)
-            self._zones_changed()
+        """A ``block`` fault ends: its cells open again.
+
+        The ticks an open order's pickup sat in the closed zone count as ticks on hold for the
+        planner (``Warehouse.held_ticks``, weighed as waiting past the wait limit), whoever
+        handled the block or whether anyone held the order at all. Before, only a hold counted:
+        when the fallback came as the zone opened, nothing was held, and in a saturated fleet
+        the block's order waited for a robot to the end of the run while fresh ones were served
+        (bench desk, misbehaving model, seed 2: o57 of the block at tick 350).
+        """
+        zone = self.fault_zones.pop(fault.spec, None)
+        if zone is None:
+            return
+        self.zone_until.pop(fault.spec, None)
+        since, held_then = self.zone_since.pop(fault.spec, (self.world.tick, {}))
+        self._credit_blocked(zone, since, held_then)
+        self._zones_changed()
+
+    def _credit_blocked(self, zone: frozenset[Cell], since: int, held_then: dict[int, int]) -> None:
+        """Add to each unloaded order in ``zone`` the ticks it was shut out and not parked."""
+        w = self.world
+        t = w.tick
+        for idx, rec in enumerate(w.records):
+            if rec.picked_tick >= 0 or rec.delivered_tick >= 0 or rec.order.pickup not in zone:
+                continue
+            blocked = t - max(since, rec.order.tick)
+            # Ticks parked in the window are counted already (when it comes back, or were).
+            parked = w.held_ticks.get(idx, 0) - held_then.get(idx, 0)
+            if idx in w.parked:
+                parked += t - max(since, w.parked_at.get(idx, t))
+            extra = blocked - parked
+            if extra > 0:
+                w.held_ticks[idx] = w.held_ticks.get(idx, 0) + extra
 
     def surge(self, ids: list[str]) -> None:
         """A surge injected ``ids``: open its incident."""

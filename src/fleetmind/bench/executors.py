@@ -49,7 +49,7 @@ SIMPLE: tuple[str, ...] = (
     "congestion",
     "guidance",
 )
-LEARNED: tuple[str, ...] = ("rl", "rl-guided")
+LEARNED: tuple[str, ...] = ("rl", "rl-guided", "learned-guidance")
 """The learned executors; each is compared with the best of the simple ones."""
 EXECUTORS: tuple[str, ...] = (*SIMPLE, *LEARNED)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -213,3 +213,92 @@ def nav_learn(
     learned.save(out)
     if not as_json:
         console.print(f"saved {out} after {episodes} runs")
+
+
+def _ints(flag: str, text: str) -> tuple[int, ...]:
+    """Comma-separated integers or ``a-b`` ranges (inclusive) of a flag."""
+    from fleetmind.errors import ConfigError
+
+    out: list[int] = []
+    try:
+        for part in (p.strip() for p in text.split(",")):
+            if not part:
+                continue
+            lo, sep, hi = part.partition("-")
+            out += list(range(int(lo), int(hi) + 1)) if sep else [int(lo)]
+    except ValueError:
+        raise ConfigError(
+            f"{flag}: expected integers or ranges like 100-111, got {text!r}"
+        ) from None
+    if not out:
+        raise ConfigError(f"{flag}: expected at least one value")
+    return tuple(out)
+
+
+@nav_app.command("guide")
+def nav_guide(
+    out: Annotated[Path, typer.Option(help="Where to write the guide model (.json).")],
+    maps: Annotated[
+        str, typer.Option("--maps", help="Comma-separated training maps.")
+    ] = "benchmarks/data/lorr/maps/warehouse_small.map",
+    robots: Annotated[str, typer.Option(help="Comma-separated fleet sizes.")] = "100,200",
+    generations: Annotated[int, typer.Option(min=1, help="CMA-ES generations.")] = 20,
+    popsize: Annotated[
+        int, typer.Option(min=0, help="Candidates a generation (0: CMA-ES's default).")
+    ] = 0,
+    seeds: Annotated[
+        str, typer.Option(help="Training seed pool (never the bench's 0-2).")
+    ] = "100-111",
+    seeds_per_gen: Annotated[
+        int, typer.Option(min=1, help="Seeds every candidate of a generation runs.")
+    ] = 3,
+    validate: Annotated[
+        str, typer.Option(help="Seeds of the final choice (mean or best candidate).")
+    ] = "200-203",
+    steps: Annotated[int, typer.Option(min=1, help="Ticks of each run.")] = 300,
+    sigma: Annotated[float, typer.Option(help="Initial CMA-ES step size.")] = 1.0,
+    seed: Annotated[int, typer.Option(help="Seed of the search's samples.")] = 0,
+    init: Annotated[
+        Path | None, typer.Option(help="Start from this guide model (default: guidance).")
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print every generation as JSON.")
+    ] = False,
+) -> None:
+    """Learn the learned-guidance executor's cost map by CMA-ES on fleet throughput.
+
+    Every candidate runs ``fleetmind run --executor learned-guidance`` (assignment planner,
+    shield on) on each map, fleet size and seed of its generation; its fitness is its tasks over
+    the guidance executor's on the same runs. Regenerates ``src/fleetmind/data/guide.json`` with
+    the defaults (see docs/executors.md).
+    """
+    from fleetmind.eval.guide_train import GuideSearch, search
+    from fleetmind.rl.guide import GuideModel
+
+    cfg = GuideSearch(
+        maps=tuple(m for m in maps.split(",") if m),
+        robots=_ints("--robots", robots),
+        seeds=_ints("--seeds", seeds),
+        seeds_per_gen=seeds_per_gen,
+        validate=_ints("--validate", validate),
+        steps=steps,
+        generations=generations,
+        popsize=popsize,
+        sigma=sigma,
+        seed=seed,
+    )
+
+    def report(row: dict[str, Any]) -> None:
+        if as_json:
+            print_json(row)
+        elif "generation" in row:
+            err_console.print(
+                f"generation {row['generation'] + 1}/{generations}: best {row['best']}, "
+                f"mean {row['mean']} x guidance ({row['runs']} runs, {row['wall_s']} s)"
+            )
+        else:
+            err_console.print(f"validation: {row['validation']}, kept the {row['chosen']}")
+
+    model = search(cfg, init=GuideModel.load(init) if init else None, out=out, progress=report)
+    if not as_json:
+        console.print(f"saved {out}: {model.metadata['validation'][model.metadata['chosen']]}")

@@ -65,12 +65,17 @@ def run(
         typer.Option(
             help="rl, shortest-path, shortest-path-random (seeded ties), congestion "
             "(shortest path + traffic costs), guidance (congestion on crisscross highways), "
-            "pibt (PIBT's own order), rl-guided (a learned residual over guidance) or "
+            "pibt (PIBT's own order), rl-guided (a learned residual over guidance), "
+            "learned-guidance (guidance on a learned cost map, `fleetmind nav guide`) or "
             "llm-direct. [default: shortest-path]"
         ),
     ] = None,
     policy: Annotated[
-        str | None, typer.Option(help="RL policy file (default: the shipped navigation policy).")
+        str | None,
+        typer.Option(
+            help="RL policy file (default: the shipped navigation policy); for "
+            "learned-guidance, a guide model file (default: the shipped one)."
+        ),
     ] = None,
     learn_every: Annotated[
         int | None,

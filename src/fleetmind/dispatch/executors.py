@@ -602,13 +602,22 @@ class GuidanceExecutor(CongestionExecutor):
         if highway < 1 or highway != int(highway):
             raise ConfigError(f"highway: expected a whole number >= 1, got {highway}")
         self.highway = float(highway)
-        h, w = self._shape
         n_free = int((~grid.blocked).sum())
         targets = int((grid.pickups | grid.stations | grid.chargers).sum()) + 64
         self._capacity = max(1, min(targets, max_bytes // (2 * (n_free + 1))))
-        self.maps = DistanceMaps(grid, capacity=self._capacity, highway=self.highway)
+        # Map units per step: 1 here; a learned guidance graph counts in tenths of a step.
+        self._unit = 1
+        self.maps: DistanceMaps
+        self._step: NDArray[np.int64]  # (H * W, 5) cost of each action's step from each cell
+        self.maps, self._step = self._guide(grid)
+
+    def _guide(self, grid: GridMap) -> tuple[Any, NDArray[np.int64]]:
+        """The guidance maps of ``grid`` and the ``(H * W, 5)`` step weights they route by."""
+        from fleetmind.safety.lorr import DistanceMaps
+
+        h, w = grid.shape
         rows, cols = np.divmod(np.arange(h * w), w)
-        # (H * W, 5) weight of each action's step from each cell: against the way costs more.
+        # Against the way costs more.
         with_way = np.stack(
             [
                 np.ones(h * w, dtype=bool),
@@ -619,14 +628,13 @@ class GuidanceExecutor(CongestionExecutor):
             ],
             axis=1,
         )
-        self._step = np.where(with_way, 1, int(self.highway)).astype(np.int64)
+        step = np.where(with_way, 1, int(self.highway)).astype(np.int64)
+        return DistanceMaps(grid, capacity=self._capacity, highway=self.highway), step
 
     def reroute(self, closed: list[tuple[int, int]]) -> None:
         """Route around closed cells: plain and guidance maps of the map with them as walls."""
-        from fleetmind.safety.lorr import DistanceMaps
-
         super().reroute(closed)
-        self.maps = DistanceMaps(self.grid, capacity=self._capacity, highway=self.highway)
+        self.maps, self._step = self._guide(self.grid)
 
     def step_costs(self, pos: NDArray[np.int32], goal: NDArray[np.int32]) -> NDArray[np.int64]:
         """``(M, 5)`` step weight plus weighted distance to target after each action."""
@@ -649,7 +657,73 @@ class GuidanceExecutor(CongestionExecutor):
         steps = self._step[here]  # (M, 5)
         cost = np.where(guided < int(BIG), steps + guided, UNREACHABLE)
         # No map for this target (cache full): the plain distance, on the same scale.
-        return np.where((slot >= 0)[:, None], cost, np.where(ok, 1 + plain, UNREACHABLE))
+        fallback = np.where(ok, self._unit * (1 + plain), UNREACHABLE)
+        return np.where((slot >= 0)[:, None], cost, fallback)
+
+
+class LearnedGuidanceExecutor(GuidanceExecutor):
+    """:class:`GuidanceExecutor` on a learned guidance graph (:mod:`fleetmind.rl.guide`).
+
+    The cost of every move on the map, the traffic weights and the cost of waiting come from a
+    :class:`~fleetmind.rl.guide.GuideModel`: a linear model over features any grid map has
+    (direction against the crisscross way, one-wide aisles, walls beside the lane, stations
+    and pickups nearby, the fleet's density), its parameters found by black-box search on fleet
+    throughput through this control loop (``fleetmind nav guide``). The learned part is a cost
+    map, not a per-robot policy: it steers every robot through the same ranking code as
+    ``guidance``, and the neutral model ranks exactly as ``guidance`` does.
+
+    Costs count in ``1 / SCALE`` steps (the distance maps hold whole numbers); the traffic
+    weights are scaled the same way, and stay below the cost of waiting.
+
+    Args:
+        grid: the map.
+        oracle: a distance oracle of the same map.
+        seed: a seed or a generator of the tie-breaking order.
+        model: the guide model; default: the file ``model_path`` or the shipped one.
+        model_path: a guide model file (``GuideModel.save``).
+        robots: the fleet size the weights are set for (the density features); default: one
+            robot per 10 free cells (density 1).
+        max_bytes: memory for the cached guidance maps.
+
+    Raises:
+        ConfigError: given both ``model`` and ``model_path``, or an unreadable file.
+    """
+
+    name = "learned-guidance"
+
+    def __init__(
+        self,
+        grid: GridMap,
+        oracle: DistanceOracle | None = None,
+        *,
+        seed: int | np.random.Generator = 0,
+        model: Any | None = None,
+        model_path: str | Path | None = None,
+        robots: int | None = None,
+        max_bytes: int = 128 << 20,
+    ) -> None:
+        from fleetmind.rl import guide
+
+        if model is not None and model_path is not None:
+            raise ConfigError("learned-guidance: give a model or a model file, not both")
+        if model is None:
+            model = guide.GuideModel.load(model_path or guide.default_guide_path())
+        self.model: guide.GuideModel = model
+        free = int((~grid.blocked).sum())
+        self.robots = robots if robots is not None else max(1, round(guide.DENSITY_UNIT * free))
+        traffic = {k: v * guide.SCALE for k, v in model.traffic_costs().items()}
+        weights = TrafficWeights(**traffic, decay=model.decay)
+        super().__init__(grid, oracle, seed=seed, max_bytes=max_bytes, weights=weights)
+        self._unit = guide.SCALE
+
+    def _guide(self, grid: GridMap) -> tuple[Any, NDArray[np.int64]]:
+        """The learned graph's maps and step weights (in ``1 / SCALE`` steps)."""
+        from fleetmind.safety.lorr import DistanceMaps
+
+        step = self.model.move_weights(grid, self.robots)  # (H * W, 5)
+        # DistanceMaps' headings: east, south, west, north.
+        edge = step[:, [RIGHT, DOWN, LEFT, UP]]
+        return DistanceMaps(grid, capacity=self._capacity, edge_weight=edge), step
 
 
 class GuidedRLExecutor(GuidanceExecutor):

@@ -57,6 +57,7 @@ ExecutorName = Literal[
     "shortest-path-random",
     "congestion",
     "guidance",
+    "learned-guidance",
     "pibt",
     "llm-direct",
 ]
@@ -288,6 +289,13 @@ def make_executor(cfg: RunConfig, grid: GridMap, client: ChatClient | None) -> E
         from fleetmind.dispatch.executors import GuidanceExecutor
 
         return GuidanceExecutor(grid, seed=cfg.seed)
+    if cfg.executor == "learned-guidance":
+        from fleetmind.dispatch.executors import LearnedGuidanceExecutor
+
+        # --policy names a guide model file here (default: the shipped one).
+        return LearnedGuidanceExecutor(
+            grid, seed=cfg.seed, model_path=cfg.policy, robots=cfg.robots
+        )
     if cfg.executor == "pibt":
         from fleetmind.dispatch.executors import PibtOrderExecutor
 

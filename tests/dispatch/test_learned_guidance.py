@@ -1,0 +1,180 @@
+"""The learned-guidance executor: a guidance graph learned by CMA-ES (rl/guide.py)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from fleetmind.dispatch.executors import GuidanceExecutor, LearnedGuidanceExecutor
+from fleetmind.errors import ConfigError
+from fleetmind.rl import guide
+from fleetmind.rl.guide import GuideModel
+from fleetmind.sim.grid import DOWN, LEFT, RIGHT, UP, WAIT
+from fleetmind.sim.maps import load_map, parse_text_map
+
+# A 3x7 map: row 1 is a one-wide corridor between walls, with free cells above and below its ends.
+CORRIDOR = "\n".join([".#####.", "x.....S", ".#####."])
+
+
+@pytest.fixture(scope="module")
+def grid():
+    return load_map("warehouse-small")
+
+
+def _shifted(pos, grid, k):
+    """The scene with every robot moved ``k`` steps along a free direction (traffic counts move)."""
+    h, w = grid.shape
+    out = pos.copy()
+    for i in range(len(out)):
+        r, c = out[i]
+        for dr, dc in ((0, 1), (1, 0), (0, -1), (-1, 0))[(i + k) % 4 :]:
+            rr, cc = r + dr, c + dc
+            if 0 <= rr < h and 0 <= cc < w and not grid.blocked[rr, cc]:
+                out[i] = (rr, cc)
+                break
+    return out
+
+
+def test_the_neutral_model_ranks_exactly_as_guidance(grid, fleet_scene) -> None:
+    pos, goal, active = fleet_scene(grid, n=60, seed=3)
+    plain = GuidanceExecutor(grid, seed=5)
+    learned = LearnedGuidanceExecutor(grid, seed=5, model=GuideModel.neutral(), robots=60)
+    for k in range(12):  # traffic counts build up between calls
+        p = _shifted(pos, grid, k)
+        assert (plain.rank(p, goal, active) == learned.rank(p, goal, active)).all()
+
+
+def test_a_changed_model_ranks_differently(grid, fleet_scene) -> None:
+    pos, goal, active = fleet_scene(grid, n=60, seed=3)
+    plain = GuidanceExecutor(grid, seed=5)
+    model = GuideModel(theta={"against": 0.2, "corridor": 1.5})
+    learned = LearnedGuidanceExecutor(grid, seed=5, model=model, robots=60)
+    assert (plain.rank(pos, goal, active) != learned.rank(pos, goal, active)).any()
+
+
+def test_the_shipped_model_loads_and_a_free_closer_move_leads(grid, fleet_scene) -> None:
+    model = GuideModel.load(guide.default_guide_path())
+    assert model.metadata  # says how it was made
+    ex = LearnedGuidanceExecutor(grid, seed=0, robots=100)
+    assert ex.model == model
+    pos, goal, active = fleet_scene(grid, n=40, seed=1)
+    for _ in range(3):
+        ranking = ex.rank(pos, goal, active)
+        assert (np.sort(ranking, axis=1) == np.arange(5)).all()
+        assert (ranking[~active, 0] == WAIT).all()
+    # Waiting never beats the best move on the executor's own route costs.
+    cost = ex.step_costs(pos, goal)
+    best = np.take_along_axis(cost, ranking[:, :1], axis=1)[:, 0]
+    assert (best[active] <= cost[active, WAIT]).all()
+
+
+def test_features_see_corridors_stations_and_the_way() -> None:
+    g = parse_text_map(CORRIDOR, source="corridor")
+    phi = guide.move_features(g, robots=2).reshape(3, 7, 4, -1)
+    f = {name: k for k, name in enumerate(guide.FEATURES)}
+    right, left = guide.MOVES.index(RIGHT), guide.MOVES.index(LEFT)
+    up, down = guide.MOVES.index(UP), guide.MOVES.index(DOWN)
+    # Row 1 runs west: RIGHT along it is against the way, LEFT with it.
+    assert phi[1, 2, right, f["against"]] == 1.0
+    assert phi[1, 3, left, f["against"]] == 0.0
+    # Inside the corridor both cells across a horizontal move are walls; at its end not.
+    assert phi[1, 2, right, f["corridor"]] == 1.0
+    assert phi[1, 5, right, f["corridor"]] == 0.0  # into (1, 6): open above and below
+    assert phi[1, 5, right, f["station"]] == 1.0
+    assert phi[1, 4, right, f["near_task"]] == 1.0
+    assert phi[0, 0, down, f["pickup"]] == 1.0
+    assert phi[1, 0, up, f["vertical"]] == 1.0
+    assert phi[1, 2, right, f["against_corridor"]] == 1.0
+    # Density features: robots per free cell over 0.1 times the base feature.
+    d = guide.density(g, 2)
+    assert d == pytest.approx(2 / 11 / 0.1)
+    assert phi[1, 2, right, f["density_against_corridor"]] == pytest.approx(d)
+
+
+def test_weights_stay_in_range_and_traffic_under_waiting(grid) -> None:
+    model = GuideModel.from_vector(np.full(len(GuideModel.names()), 5.0))
+    w = model.move_weights(grid, 100)
+    assert w[:, 1:].min() >= guide.W_MIN * guide.SCALE
+    assert w.max() <= guide.W_MAX * guide.SCALE
+    t = model.traffic_costs()
+    total = sum(t.values()) + 2 * t["incoming"]
+    assert total <= guide.TRAFFIC_CAP * model.wait + 1e-9
+
+
+def test_vector_and_file_round_trip(tmp_path) -> None:
+    rng = np.random.default_rng(0)
+    x = GuideModel.neutral().to_vector() + rng.normal(0, 0.1, len(GuideModel.names()))
+    model = GuideModel.from_vector(x, note="test")
+    assert np.allclose(GuideModel.from_vector(model.to_vector()).to_vector(), model.to_vector())
+    model.save(tmp_path / "g.json")
+    back = GuideModel.load(tmp_path / "g.json")
+    assert back == model
+    assert back.metadata == {"note": "test"}
+
+
+def test_bad_files_and_values_are_refused(tmp_path) -> None:
+    (tmp_path / "x.json").write_text(json.dumps({"format": "other"}))
+    with pytest.raises(ConfigError, match="not a guide model"):
+        GuideModel.load(tmp_path / "x.json")
+    with pytest.raises(ConfigError, match="readable"):
+        GuideModel.load(tmp_path / "missing.json")
+    with pytest.raises(ConfigError, match="unknown"):
+        GuideModel(theta={"bogus": 1.0})
+    with pytest.raises(ConfigError, match="not both"):
+        LearnedGuidanceExecutor(
+            load_map("warehouse-small"), model=GuideModel.neutral(), model_path="x.json"
+        )
+
+
+def test_registered_and_a_shielded_run_repeats(grid, tmp_path) -> None:
+    from fleetmind.eval.runner import RunConfig, execute, make_executor
+
+    path = tmp_path / "neutral.json"
+    GuideModel.neutral().save(path)
+    cfg = RunConfig(map="warehouse-small", robots=16, steps=120, seed=2, executor="guidance")
+    learned = cfg.model_copy(update={"executor": "learned-guidance", "policy": str(path)})
+    assert isinstance(make_executor(learned, grid, None), LearnedGuidanceExecutor)
+    a, b = execute(learned, None), execute(learned, None)
+    assert a["tasks_completed"] == b["tasks_completed"] > 0
+    assert a["collisions"] == 0
+    # Neutral parameters: the same run as guidance, move for move.
+    base = execute(cfg, None)
+    assert base["tasks_completed"] == a["tasks_completed"]
+    assert base["shield_interventions"] == a["shield_interventions"]
+
+
+def test_a_tiny_search_writes_a_loadable_model_and_repeats(tmp_path) -> None:
+    from fleetmind.eval.guide_train import GuideSearch, search
+
+    cfg = GuideSearch(
+        maps=("warehouse-small",),
+        robots=(10,),
+        seeds=(100, 101),
+        seeds_per_gen=1,
+        validate=(200,),
+        steps=40,
+        generations=2,
+        popsize=3,
+    )
+    rows = []
+    a = search(cfg, out=tmp_path / "a.json", progress=rows.append)
+    loaded = GuideModel.load(tmp_path / "a.json")
+    assert loaded == a
+    assert [r["generation"] for r in rows if "generation" in r] == [0, 1]
+    assert a.metadata["chosen"] in ("mean", "best")
+    # 2 generations of 3 candidates, guidance on seeds 100, 101 and 200, 2 validated models.
+    assert a.metadata["runs"] == 2 * 3 + 3 + 2
+    b = search(cfg)
+    assert np.array_equal(a.to_vector(), b.to_vector())
+    LearnedGuidanceExecutor(load_map("warehouse-small"), model_path=tmp_path / "a.json")
+
+
+def test_the_search_refuses_the_bench_seeds() -> None:
+    from fleetmind.eval.guide_train import GuideSearch
+
+    with pytest.raises(ConfigError, match="benchmark"):
+        GuideSearch(seeds=(1, 100))
+    with pytest.raises(ConfigError, match="benchmark"):
+        GuideSearch(validate=(0,))

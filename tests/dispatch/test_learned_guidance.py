@@ -93,6 +93,22 @@ def test_features_see_corridors_stations_and_the_way() -> None:
     assert phi[1, 2, right, f["density_against_corridor"]] == pytest.approx(d)
 
 
+def test_lanes_alternate_by_rank_where_parity_does_not() -> None:
+    # Racks two rows apart: the one-wide aisles (rows 1, 3, 5) all have odd parity.
+    rows_text = ["#######", "x.....S", "#######", "......S", "#######", "......S", "#######"]
+    text = "\n".join([*rows_text, ".......", "......."])
+    g = parse_text_map(text, source="racks")
+    rows, _ = guide.lane_ranks(g)
+    assert list(np.flatnonzero(rows >= 0)) == [1, 3, 5]
+    f = {name: k for k, name in enumerate(guide.FEATURES)}
+    phi = guide.move_features(g, robots=2).reshape(9, 7, 4, -1)
+    right = guide.MOVES.index(RIGHT)
+    # Parity: all three rows run west. Lanes: row 1 east, row 3 west, row 5 east.
+    assert [phi[r, 2, right, f["against"]] for r in (1, 3, 5)] == [1.0, 1.0, 1.0]
+    assert [phi[r, 2, right, f["lane_against"]] for r in (1, 3, 5)] == [0.0, 1.0, 0.0]
+    assert phi[7, 2, right, f["lane_against"]] == 0.0  # not a lane row
+
+
 def test_weights_stay_in_range_and_traffic_under_waiting(grid) -> None:
     model = GuideModel.from_vector(np.full(len(GuideModel.names()), 5.0))
     w = model.move_weights(grid, 100)

@@ -259,7 +259,11 @@ def nav_guide(
     sigma: Annotated[float, typer.Option(help="Initial CMA-ES step size.")] = 1.0,
     seed: Annotated[int, typer.Option(help="Seed of the search's samples.")] = 0,
     init: Annotated[
-        Path | None, typer.Option(help="Start from this guide model (default: guidance).")
+        str | None,
+        typer.Option(
+            help="Start from this guide model file, or 'lanes' for the hand-set lane prior "
+            "(default: the neutral model, guidance itself)."
+        ),
     ] = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print every generation as JSON.")
@@ -269,8 +273,8 @@ def nav_guide(
 
     Every candidate runs ``fleetmind run --executor learned-guidance`` (assignment planner,
     shield on) on each map, fleet size and seed of its generation; its fitness is its tasks over
-    the guidance executor's on the same runs. Regenerates ``src/fleetmind/data/guide.json`` with
-    the defaults (see docs/executors.md).
+    the guidance executor's on the same runs. docs/executors.md gives the command that wrote
+    the shipped ``src/fleetmind/data/guide.json``.
     """
     from fleetmind.eval.guide_train import GuideSearch, search
     from fleetmind.rl.guide import GuideModel
@@ -299,6 +303,11 @@ def nav_guide(
         else:
             err_console.print(f"validation: {row['validation']}, kept the {row['chosen']}")
 
-    model = search(cfg, init=GuideModel.load(init) if init else None, out=out, progress=report)
+    start = None
+    if init == "lanes":
+        start = GuideModel.lanes()
+    elif init:
+        start = GuideModel.load(init)
+    model = search(cfg, init=start, out=out, progress=report)
     if not as_json:
         console.print(f"saved {out}: {model.metadata['validation'][model.metadata['chosen']]}")

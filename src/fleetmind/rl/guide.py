@@ -16,9 +16,16 @@ maps it was never trained on:
 - ``station`` / ``pickup`` / ``near_task``: the destination is a station, a pickup, or beside one;
 - ``far``: the destination's distance to the nearest station or pickup, capped at 10, over 10;
 - ``against_corridor``, ``against_vertical``: the products of those;
+- ``lane_against``: the move runs along a lane line (a row holding a one-wide horizontal aisle
+  cell, a column holding a one-wide vertical one) against that line's way, where the ways
+  alternate with the line's rank among the lane lines of its orientation, not with its parity.
+  Parity fails on racks spaced an even number of cells apart: on LoRR ``sortation_large`` every
+  aisle row between racks is odd (all run west) and every connector column odd (all north), and
+  on ``warehouse_small`` the one-wide columns between racks are 4 apart (all north);
+  ``lane_against_corridor`` is its product with ``corridor``;
 - ``density_*``: fleet density (robots per free cell over 0.1, capped at 3) times ``against``,
-  ``corridor`` and ``against_corridor``, so that one model can route sparse and jammed fleets
-  differently.
+  ``corridor``, ``against_corridor`` and ``lane_against``, so that one model can route sparse
+  and jammed fleets differently.
 
 The model also sets the executor's traffic terms (:data:`TRAFFIC`, in steps, scaled so that
 together they stay below the cost of waiting: a free move along the route always beats
@@ -71,8 +78,10 @@ BASE_FEATURES: Final = (
     "far",
     "against_corridor",
     "against_vertical",
+    "lane_against",
+    "lane_against_corridor",
 )
-DENSITY_FEATURES: Final = ("against", "corridor", "against_corridor")
+DENSITY_FEATURES: Final = ("against", "corridor", "against_corridor", "lane_against")
 FEATURES: Final = (*BASE_FEATURES, *(f"density_{f}" for f in DENSITY_FEATURES))
 TRAFFIC: Final = ("occupied", "stayer", "head_on", "incoming", "traffic", "against")
 """The traffic terms of ``dispatch.executors.TrafficWeights`` (``decay`` apart)."""
@@ -128,6 +137,23 @@ def _task_distance(grid: GridMap, cap: int) -> NDArray[np.float64]:
     return dist
 
 
+def lane_ranks(grid: GridMap) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """``(H,)`` and ``(W,)`` rank of each row and column among the lane lines; -1 if none.
+
+    A lane row holds a free cell with walls (or the edge) above and below: a one-wide
+    horizontal aisle. Lane columns likewise with walls left and right.
+    """
+    free = ~grid.blocked
+    horizontal = free & _shift(grid.blocked, -1, 0, True) & _shift(grid.blocked, 1, 0, True)
+    vertical = free & _shift(grid.blocked, 0, -1, True) & _shift(grid.blocked, 0, 1, True)
+    out = []
+    for lines in (horizontal.any(axis=1), vertical.any(axis=0)):
+        rank = np.full(len(lines), -1, dtype=np.int64)
+        rank[lines] = np.arange(int(lines.sum()))
+        out.append(rank)
+    return out[0], out[1]
+
+
 def move_features(grid: GridMap, robots: int) -> NDArray[np.float64]:
     """``(H * W, 4, F)`` features of the moves up, down, left, right from every cell.
 
@@ -144,6 +170,15 @@ def move_features(grid: GridMap, robots: int) -> NDArray[np.float64]:
     near &= ~task
     far = _task_distance(grid, 10) / 10.0
     dens = density(grid, robots)
+    row_rank, col_rank = lane_ranks(grid)
+    lane_row, lane_col = row_rank[rows], col_rank[cols]  # (H * W,) -1 off lane lines
+    # Lane ways, as the crisscross: even-ranked rows east, odd west; even columns south, odd north.
+    lane_with = {
+        UP: lane_col % 2 == 1,
+        DOWN: lane_col % 2 == 0,
+        LEFT: lane_row % 2 == 1,
+        RIGHT: lane_row % 2 == 0,
+    }
     out = np.zeros((h * w, len(MOVES), len(FEATURES)))
     for j, action in enumerate(MOVES):
         dr, dc = (int(x) for x in DELTAS[action])
@@ -160,6 +195,8 @@ def move_features(grid: GridMap, robots: int) -> NDArray[np.float64]:
         }[action]
         against = (~with_way).astype(np.float64)
         corridor = (side_a & side_b).ravel().astype(np.float64)
+        on_lane = (lane_col if vertical else lane_row) >= 0
+        lane_against = (on_lane & ~lane_with[action]).astype(np.float64)
         dest = {
             "station": _shift(grid.stations, dr, dc, False),
             "pickup": _shift(grid.pickups, dr, dc, False),
@@ -174,6 +211,8 @@ def move_features(grid: GridMap, robots: int) -> NDArray[np.float64]:
             "far": _shift_float(far, dr, dc).ravel(),
             "against_corridor": against * corridor,
             "against_vertical": against * float(vertical),
+            "lane_against": lane_against,
+            "lane_against_corridor": lane_against * corridor,
         }
         for k, name in enumerate(BASE_FEATURES):
             out[:, j, k] = base[name]
@@ -225,6 +264,16 @@ class GuideModel:
     def neutral(cls) -> Self:
         """The guidance executor's own costs: highway weight 2, its traffic weights."""
         return cls(theta={"against": 1.0})
+
+    @classmethod
+    def lanes(cls) -> Self:
+        """The hand-set lane prior the shipped search starts from.
+
+        Crisscross parity off lane lines (``against`` 1), and on them the alternating lane ways
+        instead of parity inside one-wide aisles (``against_corridor`` -1, ``lane_against`` 1);
+        the guidance executor's traffic weights.
+        """
+        return cls(theta={"against": 1.0, "against_corridor": -1.0, "lane_against": 1.0})
 
     # ------------------------------------------------------------------ costs
 

@@ -147,8 +147,9 @@ def lane_ranks(grid: GridMap) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
     horizontal = free & _shift(grid.blocked, -1, 0, True) & _shift(grid.blocked, 1, 0, True)
     vertical = free & _shift(grid.blocked, 0, -1, True) & _shift(grid.blocked, 0, 1, True)
     out = []
-    for lines in (horizontal.any(axis=1), vertical.any(axis=0)):
-        rank = np.full(len(lines), -1, dtype=np.int64)
+    for any_line in (horizontal.any(axis=1), vertical.any(axis=0)):
+        lines: NDArray[np.bool_] = np.asarray(any_line, dtype=bool)
+        rank = np.full(lines.shape[0], -1, dtype=np.int64)
         rank[lines] = np.arange(int(lines.sum()))
         out.append(rank)
     return out[0], out[1]

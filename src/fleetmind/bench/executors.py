@@ -12,8 +12,10 @@ no pickup cells, so no order can be served on it.
 Executors: ``shortest-path`` (ties in a fixed action order), ``shortest-path-random`` (seeded
 ties), ``pibt`` (PIBT's own order: distance, then a free cell before an occupied one, then
 random), ``congestion`` (shortest path plus costs for occupied cells, head-on meetings and
-recent traffic), ``guidance`` (congestion costs over LoRR's crisscross highway maps) and
-``rl`` (the shipped navigation policy, heuristic fallbacks). For each case and executor: tasks
+recent traffic), ``guidance`` (congestion costs over LoRR's crisscross highway maps), and the
+learned ones: ``rl`` (the shipped navigation policy, heuristic fallbacks), ``rl-guided`` (a PPO
+residual over guidance) and ``learned-guidance`` (guidance on a cost map learned by CMA-ES,
+``fleetmind nav guide``). For each case and executor: tasks
 delivered (mean and the value of every seed), the delivered share of all orders that arrived,
 executed collisions (0 with the shield), the ratio to the best simple executor of the case,
 and the executor's own time per tick (p50 / p99 of ``tier_latency_ms.executor``, the mean over

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 from typing import Annotated, Any
@@ -308,6 +309,7 @@ def nav_guide(
         start = GuideModel.lanes()
     elif init:
         start = GuideModel.load(init)
-    model = search(cfg, init=start, out=out, progress=report)
+    note = {"init": init or "neutral", "command": "fleetmind " + " ".join(sys.argv[1:])}
+    model = search(cfg, init=start, out=out, progress=report, note=note)
     if not as_json:
         console.print(f"saved {out}: {model.metadata['validation'][model.metadata['chosen']]}")

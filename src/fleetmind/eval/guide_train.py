@@ -162,6 +162,7 @@ def search(
     init: GuideModel | None = None,
     out: str | Path | None = None,
     progress: Callable[[dict[str, Any]], None] | None = None,
+    note: dict[str, Any] | None = None,
 ) -> GuideModel:
     """Run the search; returns the chosen model (also written to ``out`` if given).
 
@@ -170,6 +171,7 @@ def search(
         init: the starting point (default: the neutral model, ``guidance`` itself).
         out: where to write the model; written after every generation too (the search so far).
         progress: called with each generation's record.
+        note: more metadata to save with the model (where it started, the command).
     """
     import cma
 
@@ -231,7 +233,8 @@ def search(
             }
         pick = max(choices, key=lambda n: val[n]["fitness"])
         model = GuideModel.from_vector(
-            choices[pick], **_metadata(cfg, log, t0, scorer.runs, chosen=pick, validation=val)
+            choices[pick],
+            **_metadata(cfg, log, t0, scorer.runs, chosen=pick, validation=val, **(note or {})),
         )
         if progress:
             progress({"validation": val, "chosen": pick})

@@ -194,3 +194,21 @@ def test_the_search_refuses_the_bench_seeds() -> None:
         GuideSearch(seeds=(1, 100))
     with pytest.raises(ConfigError, match="benchmark"):
         GuideSearch(validate=(0,))
+
+
+def test_the_nav_guide_command_writes_a_model(tmp_path) -> None:
+    from typer.testing import CliRunner
+
+    from fleetmind.cli import app
+
+    out = tmp_path / "g.json"
+    args = ["nav", "guide", "--out", str(out), "--maps", "warehouse-small", "--robots", "10"]
+    args += ["--steps", "30", "--generations", "1", "--popsize", "3", "--seeds", "100-101"]
+    args += ["--seeds-per-gen", "2", "--validate", "200", "--init", "lanes", "--json"]
+    result = CliRunner().invoke(app, args, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    model = GuideModel.load(out)
+    assert model.metadata["init"] == "lanes"
+    assert model.metadata["search"]["seeds"] == [100, 101]
+    bad = CliRunner().invoke(app, [*args[:4], "--seeds", "1,100"])
+    assert bad.exit_code != 0

@@ -285,6 +285,32 @@ def test_a_helper_on_its_way_to_a_pickup_waits_to_load_while_the_desk_decides() 
     assert host.reserved_robots() == frozenset()
 
 
+def test_the_desk_thread_is_woken_when_the_tick_is_done_not_during_it() -> None:
+    """A view served or an action applied wakes the desk only at the tick's end (tick_done)."""
+    w = _world()
+    (oid,) = w.inject([w.stream.make(0)])
+    inbox = _Inbox()
+    host = IncidentHost(w, DeskConfig(mode="llm"), worker=inbox)
+    host.inject(parse_fault("breakdown:robot_0@0+50"), "robot_0")
+    (inc,) = host.incidents
+    replies: list[str] = []
+    inbox.out.append(
+        ("action", inc.id, {"tool": "hold", "args": {"order": oid, "until": 9}}, replies.append)
+    )
+    host.view_wanted = True
+    host.tick_start()
+    # Served and applied on the loop's thread, in the tick...
+    assert host.view is not None
+    assert w.index[oid] in w.parked
+    # ...but nobody told yet: the desk thread would take the interpreter lock mid-tick.
+    assert not host.view_served.is_set()
+    assert replies == []
+    host.tick_done()
+    assert host.view_served.is_set()
+    assert len(replies) == 1
+    assert replies[0].startswith("applied")
+
+
 def test_a_released_helper_may_load_its_order_again() -> None:
     w = _world()
     (en_route,) = w.inject([w.stream.make(0)])

@@ -622,6 +622,7 @@ class ControlLoop:
             self._emit("delivered", ids=list(res.delivered))
         if res.idle:
             self._pending.add("idle")
+        self.desk.tick_done()  # last: the desk thread wakes as the loop goes to sleep
         s.executor_ms.append((t2 - t1) * 1e3)
         s.shield_ms.append((t3 - t2) * 1e3)
         s.sim_ms.append((t4 - t3) * 1e3)

@@ -331,11 +331,9 @@ class LLMDesk(DeskWorker):
         host = self.host
         if host is None:
             return None
-        old = host.view
+        host.view_served.clear()
         host.view_wanted = True
-        end = time.perf_counter() + wait_s
-        while host.view is old and time.perf_counter() < end and not self._closed:
-            time.sleep(0.002)
+        host.view_served.wait(wait_s)
         return host.view
 
     def _context(self, inc: Incident, role: str, phase: str) -> CallContext:

@@ -38,7 +38,6 @@ from typing import Any, Literal, Protocol
 import numpy as np
 from numpy.typing import NDArray
 
-from fleetmind.dispatch.cores import LoopCores, loop_cpus
 from fleetmind.dispatch.executors import Executor
 from fleetmind.dispatch.faults import Fault, resolve_robot, resolve_zone
 from fleetmind.dispatch.incidents import DeskConfig, DeskWorker, IncidentHost
@@ -633,13 +632,10 @@ class ControlLoop:
     def run(self, steps: int, *, progress: Callable[[int], None] | None = None) -> dict[str, Any]:
         """Run ``steps`` ticks; returns the metrics (see :meth:`metrics`)."""
         try:
-            # With an embedded model server beside it, the loop's thread keeps a core of its own.
-            with LoopCores(loop_cpus()) as cores:
-                for k in range(steps):
-                    self.step()
-                    cores.check()
-                    if progress is not None:
-                        progress(k + 1)
+            for k in range(steps):
+                self.step()
+                if progress is not None:
+                    progress(k + 1)
             self._finish()
         finally:
             self.close()

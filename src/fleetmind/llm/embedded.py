@@ -60,11 +60,6 @@ before it could stop the server). Without it a killed run left the server holdin
 few hundred MB until someone found it."""
 
 
-_RUNNING: dict[int, frozenset[int]] = {}
-"""The CPUs of each running server that was given some (by ``id``), for :meth:`cpus_in_use`."""
-_RUNNING_LOCK = threading.Lock()
-
-
 def find_model_path(dist: str = MODEL_DIST) -> Path:
     """Locate the GGUF file shipped in an installed wheel.
 
@@ -173,12 +168,6 @@ class EmbeddedServer(LocalServer):
                 )
 
     @classmethod
-    def cpus_in_use(cls) -> frozenset[int]:
-        """The CPUs that running servers of this process are kept on (empty: none is)."""
-        with _RUNNING_LOCK:
-            return frozenset().union(*_RUNNING.values()) if _RUNNING else frozenset()
-
-    @classmethod
     def beside_loop(
         cls, model_path: str | Path | None = None, *, spare_cores: int = 1, **kwargs: Any
     ) -> EmbeddedServer:
@@ -285,10 +274,6 @@ class EmbeddedServer(LocalServer):
                     break
                 continue
             self.startup_s = time.monotonic() - t0
-            if self.cpus:
-                # The control loop keeps its thread off these (fleetmind.dispatch.cores).
-                with _RUNNING_LOCK:
-                    _RUNNING[id(self)] = frozenset(self.cpus)
             log.info("embedded LLM server ready on %s in %.1fs", self.base_url, self.startup_s)
             return self
         raise LLMConnectionError(f"embedded LLM server failed to start: {last_error}")
@@ -322,8 +307,6 @@ class EmbeddedServer(LocalServer):
 
     def stop(self, timeout_s: float = 10.0) -> None:
         """Terminate the subprocess (kill it if it does not exit in time)."""
-        with _RUNNING_LOCK:
-            _RUNNING.pop(id(self), None)
         proc, self._proc = self._proc, None
         if proc is not None and proc.poll() is None:
             proc.terminate()

@@ -32,9 +32,16 @@ def test_quick_desk_bench_without_the_embedded_model(tmp_path: Path) -> None:
     assert all(":" not in k and "(" not in k for k in reasons)
     assert not modes["rules"]["fallback_reasons"]
     assert "step_p99_vs_off" in hostile
+    # The suite's own incidents are the injected ones (deadlock reports come up by themselves).
+    for mode in ("rules", "hostile"):
+        log = [i for m in [load_metrics(tmp_path / f"{mode}-s0")] for i in m["incident_log"]]
+        assert modes[mode]["suite_incidents"] == sum(i["kind"] != "deadlock" for i in log) >= 3
+    assert hostile["suite_resolved_by_desk"] == 0
+    assert hostile["desk_rate_suite"] == 0.0
     table = desk.format_table(result)
     assert "hostile" in table
     assert "target collisions == 0: 0" in table
+    assert "hostile  the suite's injected incidents (no deadlock reports): 0 of" in table
     assert "hostile  fallbacks: " in table
     # Every run's folder is kept; the step p99 is over all of a mode's ticks.
     assert sorted(p.name for p in tmp_path.iterdir()) == ["hostile-s0", "off-s0", "rules-s0"]

@@ -174,3 +174,105 @@ def test_guidance_routes_around_closed_cells(room) -> None:
     assert after[UP] >= UNREACHABLE  # a move into the closed cell
     assert after[WAIT] > before[WAIT]  # the way round is longer
     assert ex.rank(pos, goal, np.array([True]))[0, 0] in (LEFT, RIGHT)
+
+
+class _ReferenceTraffic:
+    """The congestion costs as plain numpy, every cell decayed every tick (the first version).
+
+    The executors compute the same costs in one compiled pass with counts decayed lazily
+    (``dispatch/traffic.py``); this is what they are checked against.
+    """
+
+    opposite = np.array([WAIT, DOWN, UP, RIGHT, LEFT])
+
+    def __init__(self, shape, weights: TrafficWeights) -> None:
+        h, w = shape
+        self.w, self.cells, self.wt = w, h * w, weights
+        self.heat = np.zeros(h * w)
+        self.flow = np.zeros((h * w, 5))
+        self.last = np.zeros(0, dtype=np.int64)
+
+    def keys(self, blocked, pos, idx, dist, ties):
+        from fleetmind.sim.grid import DELTAS
+
+        w, wt, d = self.w, self.wt, self.wt.decay
+        h = self.cells // w
+        here = pos[:, 0].astype(np.int64) * w + pos[:, 1]
+        self.heat = self.heat * d + np.bincount(here, minlength=self.cells)
+        self.flow *= d
+        if self.last.shape == here.shape:
+            step = here - self.last
+            move = np.select(
+                [step == -w, step == w, step == -1, step == 1], [UP, DOWN, LEFT, RIGHT], WAIT
+            )
+            np.add.at(self.flow, (here, move), 1.0)
+        self.last = here
+        nxt = pos[idx, None, :].astype(np.int64) + DELTAS[None, :, :]
+        padded = np.pad(blocked, 1, constant_values=True)
+        ok = ~padded[nxt[..., 0] + 1, nxt[..., 1] + 1]
+        flat = np.where(ok, np.clip(nxt[..., 0], 0, h - 1) * w + np.clip(nxt[..., 1], 0, w - 1), 0)
+        first = np.lexsort((ties, dist), axis=1)[:, 0]
+        rows = np.arange(len(idx))
+        intent = np.full(len(pos), -1, dtype=np.int64)
+        moving = first != WAIT
+        intent[idx[moving]] = flat[rows[moving], first[moving]]
+        occupant = np.full(self.cells, -1, dtype=np.int64)
+        occupant[here] = np.arange(len(pos))
+        incoming = np.bincount(intent[intent >= 0], minlength=self.cells).astype(float)
+        holder = occupant[flat]
+        held = (holder >= 0) & ok
+        holder_intent = np.where(held, intent[np.maximum(holder, 0)], -1)
+        head_on = held & (holder_intent == here[idx, None])
+        stays = held & ((holder_intent < 0) | head_on)
+        own = intent[idx, None] == flat
+        cost = (
+            wt.occupied * held
+            + wt.stayer * stays
+            + wt.head_on * head_on
+            + wt.incoming * (incoming[flat] - own)
+            + wt.traffic * (1.0 - d) * self.heat[flat]
+            + wt.against * (1.0 - d) * self.flow[flat, self.opposite[None, :]]
+        )
+        key = np.where(ok, dist + cost, np.inf)
+        key[:, WAIT] = dist[:, WAIT]
+        return key
+
+
+@pytest.mark.parametrize("decay", [0.0, 0.5, 0.9])
+def test_the_compiled_traffic_pass_equals_the_numpy_reference(grid, fleet_scene, decay) -> None:
+    from fleetmind.dispatch.traffic import order
+
+    # Every term on, so that each one is checked; robots move between calls (traffic flows).
+    weights = TrafficWeights(
+        occupied=0.3, stayer=0.2, head_on=0.25, incoming=0.1, traffic=0.4, against=0.3, decay=decay
+    )
+    pos, goal, active = fleet_scene(grid, n=80, seed=2)
+    ex = CongestionExecutor(grid, seed=4, weights=weights)
+    ref = _ReferenceTraffic(grid.shape, weights)
+    rng = np.random.default_rng(0)
+    for tick in range(40):
+        idx = np.flatnonzero(active)
+        state = ex.rng.bit_generator.state
+        key, ties = ex.costs(pos, goal, idx)
+        ex.rng.bit_generator.state = state  # the reference draws the same tie-breakers
+        dist = ex.step_costs(pos[idx], goal[idx])
+        want = ref.keys(grid.blocked, pos, idx, dist, ex.rng.random(dist.shape))
+        assert np.array_equal(np.isinf(key), np.isinf(want))
+        np.testing.assert_allclose(key[np.isfinite(key)], want[np.isfinite(want)], rtol=1e-12)
+        assert (order(key, ties) == np.lexsort((ties, key), axis=1)).all()
+        # Each robot takes its best free move, half the time (so some wait, some meet).
+        ranking = ex.rank(pos, goal, active)  # advances the executor's traffic a second time
+        ref.keys(grid.blocked, pos, idx, dist, ties)  # and the reference's
+        go = rng.random(len(pos)) < 0.5
+        step = np.array([[0, 0], [-1, 0], [1, 0], [0, -1], [0, 1]])[ranking[:, 0]]
+        nxt = pos + np.where(go[:, None], step, 0)
+        taken = set()
+        for i in range(len(pos)):  # one robot a cell: a robot whose cell is taken stays
+            cell = (int(nxt[i, 0]), int(nxt[i, 1]))
+            if cell in taken or grid.blocked[cell]:
+                cell = (int(pos[i, 0]), int(pos[i, 1]))
+            taken.add(cell)
+            nxt[i] = cell
+        if len(taken) == len(pos):
+            pos = nxt.astype(np.int32)
+        active = active if tick % 7 else ~active | (rng.random(len(pos)) < 0.7)

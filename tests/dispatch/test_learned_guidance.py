@@ -212,3 +212,32 @@ def test_the_nav_guide_command_writes_a_model(tmp_path) -> None:
     assert model.metadata["search"]["seeds"] == [100, 101]
     bad = CliRunner().invoke(app, [*args[:4], "--seeds", "1,100"])
     assert bad.exit_code != 0
+
+
+def test_the_loop_has_guidance_maps_made_ahead_and_room_kept_for_the_fleet() -> None:
+    from fleetmind.dispatch.control import ControlLoop, LoopConfig
+    from fleetmind.eval.runner import RunConfig, make_planner, prepare
+
+    lorr = "benchmarks/data/lorr/maps/warehouse_small.map"
+    cfg = RunConfig(map=lorr, robots=30, steps=60, executor="learned-guidance", seed=3)
+    ready = prepare(cfg)
+    ex = ready.executor
+    assert isinstance(ex, LearnedGuidanceExecutor)
+    pickups = int(ready.grid.pickups.sum())
+    assert ex.guide.cached == pickups  # the pickups' maps, made before any tick
+    loop = ControlLoop(
+        ready.world,
+        make_planner(cfg, ready.grid, None),
+        ex,
+        config=LoopConfig(planner_mode="sync"),
+    )
+    assert ex.guide.max_cached >= 2 * 30 + pickups + 64  # room for the fleet's maps
+    assert loop.run(60)["tasks_completed"] > 0
+    # Stations asked for at assignment were searched by the worker, most before a tick
+    # needed them (``computed`` counts the pickups' maps made at the start and any made
+    # inside a tick); the maps equal fresh ones.
+    assert ex.guide.computed_ahead > ex.guide.computed - pickups
+    w = ready.world
+    pos, goal = w.pos.astype(np.int32), w.goal.astype(np.int32)
+    fresh = LearnedGuidanceExecutor(ready.grid, seed=0, robots=30)
+    assert (ex.step_costs(pos, goal) == fresh.step_costs(pos, goal)).all()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from numpy.typing import NDArray
@@ -16,8 +17,9 @@ from fleetmind.sim.distances import (
     adjacency,
     bfs_distances,
     grid_bfs,
+    grid_dial,
 )
-from fleetmind.sim.grid import GridMap
+from fleetmind.sim.grid import DELTAS, GridMap
 
 
 def _grid(blocked: NDArray[np.bool_]) -> GridMap:
@@ -132,3 +134,100 @@ def test_a_long_map_keeps_exact_distances_past_the_uint16_range_check() -> None:
     oracle = DistanceOracle(grid, max_cached=2)
     assert int(oracle.lookup(np.array([0]), np.array([[69_999]]))[0, 0]) == 69_999
     assert oracle.between((0, 5), (0, 69_000)) == 68_995
+
+
+def _weighted_reference(grid: GridMap, weights: NDArray[np.int64], flat: int) -> NDArray[np.int64]:
+    """scipy's Dijkstra to ``flat`` over the moves between free cells, each at its weight."""
+    from scipy.sparse import coo_matrix
+
+    h, w = grid.shape
+    src, dst, cost = [], [], []
+    for v in np.flatnonzero(~grid.blocked.ravel()).tolist():
+        r, c = divmod(v, w)
+        for a in range(1, 5):
+            rr, cc = r + int(DELTAS[a, 0]), c + int(DELTAS[a, 1])
+            if 0 <= rr < h and 0 <= cc < w and not grid.blocked[rr, cc]:
+                # Reversed edges: the search runs from the target.
+                src.append(rr * w + cc)
+                dst.append(v)
+                cost.append(float(weights[v, a]))
+    graph = coo_matrix((cost, (src, dst)), shape=(h * w, h * w)).tocsr()
+    d = shortest_path(graph, method="D", indices=[flat])[0]
+    return np.where(np.isinf(d), UNREACHABLE, d).astype(np.int64)
+
+
+@settings(max_examples=80, deadline=None)
+@given(grids(), st.data(), st.sampled_from([np.uint16, np.int32]), st.integers(1, 40))
+def test_the_weighted_search_equals_scipy_dijkstra(
+    grid: GridMap, data: st.DataObject, dtype: type, top: int
+) -> None:
+    cells = grid.shape[0] * grid.shape[1]
+    flat = data.draw(st.integers(0, cells - 1))
+    seed = data.draw(st.integers(0, 2**31 - 1))
+    weights = np.random.default_rng(seed).integers(1, top + 1, size=(cells, 5), dtype=np.uint16)
+    none = np.iinfo(np.uint16).max if dtype is np.uint16 else UNREACHABLE
+    out = np.zeros(cells, dtype=dtype)
+    blocked = grid.blocked.reshape(-1)
+    node, nxt = np.empty(4 * cells + 1, dtype=np.int32), np.empty(4 * cells + 1, dtype=np.int32)
+    grid_dial(blocked, grid.shape[1], weights, top, flat, out, none, node, nxt)
+    got = np.where(out == none, UNREACHABLE, out.astype(np.int64))
+    want = _weighted_reference(grid, weights, flat)
+    if grid.blocked.reshape(-1)[flat]:
+        want[:] = UNREACHABLE  # a blocked source reaches only itself, as the BFS
+        want[flat] = 0
+    assert np.array_equal(got, want)
+    # Unit weights are the breadth-first search.
+    grid_dial(blocked, grid.shape[1], np.ones_like(weights), 1, flat, out, none, node, nxt)
+    plain = np.zeros(cells, dtype=dtype)
+    grid_bfs(blocked, grid.shape[1], flat, plain, none)
+    assert np.array_equal(out, plain)
+
+
+def test_a_weighted_oracle_costs_moves_against_the_way_and_reads_them_in_one_gather() -> None:
+    # One row of 6 free cells: moving right costs 1, moving left costs 3.
+    grid = _grid(np.zeros((1, 6), dtype=bool))
+    weights = np.ones((6, 5), dtype=np.int64)
+    weights[:, 3] = 3  # LEFT
+    oracle = DistanceOracle(grid, weights=weights)
+    got = oracle.lookup(np.array([5, 0]), np.array([[0, 3], [5, 2]]))
+    assert got.tolist() == [[5, 2], [15, 6]]
+    assert oracle.between((0, 0), (0, 5)) == 5
+    assert oracle.between((0, 5), (0, 0)) == 15
+    with pytest.raises(ValueError, match="weights"):
+        DistanceOracle(grid, weights=np.zeros((6, 5), dtype=np.int64))
+
+
+def test_weighted_maps_store_uint16_only_when_every_route_cost_fits() -> None:
+    # 1 x 3,000 corridor at weight 20: 59,980 fits under 65,535, weight 30 (89,970) does not.
+    grid = _grid(np.zeros((1, 3_000), dtype=bool))
+    for top, dtype in ((20, np.uint16), (30, np.int32)):
+        oracle = DistanceOracle(grid, max_cached=2, weights=np.full((3_000, 5), top))
+        assert oracle.to((0, 0)).max() == 2_999 * top
+        assert oracle._dtype == np.dtype(dtype)
+
+
+@settings(max_examples=40, deadline=None)
+@given(grids(), st.data(), st.booleans())
+def test_after_moves_reads_each_actions_cell_plus_its_weight(
+    grid: GridMap, data: st.DataObject, weighted: bool
+) -> None:
+    h, w = grid.shape
+    cells = h * w
+    seed = data.draw(st.integers(0, 2**31 - 1))
+    weights = np.random.default_rng(seed).integers(1, 9, size=(cells, 5)) if weighted else None
+    oracle = DistanceOracle(grid, weights=weights)
+    m = data.draw(st.integers(1, 12))
+    targets = np.array(data.draw(st.lists(st.integers(0, cells - 1), min_size=m, max_size=m)))
+    here = np.array(data.draw(st.lists(st.integers(0, cells - 1), min_size=m, max_size=m)))
+    got = oracle.after_moves(targets, here)
+    for j in range(m):
+        r, c = divmod(int(here[j]), w)
+        for a in range(5):
+            rr, cc = r + int(DELTAS[a, 0]), c + int(DELTAS[a, 1])
+            if not (0 <= rr < h and 0 <= cc < w) or grid.blocked[rr, cc]:
+                assert got[j, a] == UNREACHABLE
+                continue
+            t = int(targets[j])
+            rest = oracle.between((rr, cc), (t // w, t % w))
+            step = int(weights[here[j], a]) if weights is not None else 0
+            assert got[j, a] == (UNREACHABLE if rest >= UNREACHABLE else rest + step)

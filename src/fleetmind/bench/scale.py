@@ -91,7 +91,8 @@ def reference_distances(
     h, w = ex.grid.shape
     out = np.full((len(pos), N_ACTIONS), UNREACHABLE, dtype=np.int64)
     nxt = pos[:, None, :] + DELTAS[None, :, :]
-    ok = ~ex._padded_blocked[nxt[..., 0] + 1, nxt[..., 1] + 1]
+    padded = np.pad(ex.grid.blocked, 1, constant_values=True)
+    ok = ~padded[nxt[..., 0] + 1, nxt[..., 1] + 1]
     rr = np.clip(nxt[..., 0], 0, h - 1)
     cc = np.clip(nxt[..., 1], 0, w - 1)
     for i in range(len(pos)):

@@ -216,6 +216,9 @@ class ControlLoop:
         # Room for a map per robot target, and the pickup maps made before the first tick (a
         # new robot target is then a station, asked for in the background at assignment).
         self._oracle.reserve(n + int(g.pickups.sum()) + 64, touch=True)
+        reserve = getattr(executor, "reserve", None)  # an executor with maps of its own
+        if callable(reserve):
+            reserve(n)
         if g.pickups.sum() <= self._oracle.max_cached // 2:
             self._oracle.prefetch((int(r), int(c)) for r, c in np.argwhere(g.pickups))
         self.desk = IncidentHost(
@@ -337,6 +340,10 @@ class ControlLoop:
             self._emit("assign", robot=a.robot, order=a.order, snapshot_tick=plan.tick)
         if stations:
             self._oracle.request(stations)
+            # An executor with maps of its own (guidance graphs) has them made ahead too.
+            request = getattr(self.executor, "request", None)
+            if callable(request):
+                request(stations)
         self._boosts = dict(plan.boosts)
         if plan.wake_at is not None:
             self._wake_at = (

@@ -10,23 +10,19 @@ import json
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Final, Literal, Protocol
+from typing import Any, ClassVar, Literal, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
 
+from fleetmind.dispatch.traffic import TrafficState
+from fleetmind.dispatch.traffic import order as traffic_order
 from fleetmind.errors import ConfigError, FleetmindError
 from fleetmind.llm.chat import CallContext, ChatClient, Message
 from fleetmind.sim.distances import UNREACHABLE, DistanceOracle
 from fleetmind.sim.grid import (
     ACTION_NAMES,
-    DELTAS,
-    DOWN,
-    LEFT,
     N_ACTIONS,
-    RIGHT,
-    UP,
-    WAIT,
     GridMap,
 )
 from fleetmind.sim.observe import N_HEURISTIC, LocalObserver
@@ -125,7 +121,6 @@ class ShortestPathExecutor(RankingExecutor):
         self.grid = grid
         self.oracle = oracle or DistanceOracle(grid)
         h, w = grid.shape
-        self._padded_blocked = np.pad(grid.blocked, 1, constant_values=True)
         self._shape = (h, w)
 
     def reroute(self, closed: list[tuple[int, int]]) -> None:
@@ -143,17 +138,14 @@ class ShortestPathExecutor(RankingExecutor):
         grid = dataclasses.replace(base, blocked=blocked) if closed else base
         self.grid = grid
         self.oracle = DistanceOracle(grid)
-        self._padded_blocked = np.pad(grid.blocked, 1, constant_values=True)
 
     def distances(self, pos: NDArray[np.int32], goal: NDArray[np.int32]) -> NDArray[np.int64]:
         """``(N, 5)`` distance to target after each action (UNREACHABLE for blocked moves)."""
         w = self._shape[1]
-        nxt = pos[:, None, :].astype(np.int64) + DELTAS[None, :, :]  # (N, 5, 2)
-        ok = ~self._padded_blocked[nxt[..., 0] + 1, nxt[..., 1] + 1]
-        # One gather over the oracle's maps for the whole fleet; blocked moves read -1.
-        cells = np.where(ok, nxt[..., 0] * w + nxt[..., 1], -1)  # (N, 5)
+        here = pos[:, 0].astype(np.int64) * w + pos[:, 1]
         goal = np.asarray(goal, dtype=np.int64)
-        return self.oracle.lookup(goal[:, 0] * w + goal[:, 1], cells)
+        # One compiled gather over the oracle's maps for the whole fleet.
+        return self.oracle.after_moves(goal[:, 0] * w + goal[:, 1], here)
 
     def rank_active(
         self, fleet: FleetTick, ranking: NDArray[np.int64], idx: NDArray[np.intp]
@@ -398,10 +390,6 @@ def _moves_schema(robot_ids: list[str]) -> dict[str, Any]:
     }
 
 
-# The action moving the other way (WAIT for WAIT).
-_OPPOSITE: Final[NDArray[np.int64]] = np.array([WAIT, DOWN, UP, RIGHT, LEFT], dtype=np.int64)
-
-
 @dataclass(frozen=True)
 class TrafficWeights:
     """The cost weights of :class:`CongestionExecutor` (what each term means: see there).
@@ -468,10 +456,9 @@ class CongestionExecutor(ShortestPathRandomExecutor):
         super().__init__(grid, oracle, seed=seed)
         self.weights = weights or self.default_weights
         self.decay = float(self.weights.decay)
-        h, w = self._shape
-        self._heat = np.zeros(h * w, dtype=np.float64)  # (H * W,) decayed robot count
-        self._flow = np.zeros((h * w, N_ACTIONS), dtype=np.float64)  # (H * W, 5) entries by move
-        self._last = np.zeros(0, dtype=np.int64)  # (N,) flat cells at the previous call
+        wt = self.weights
+        terms = [wt.occupied, wt.stayer, wt.head_on, wt.incoming, wt.traffic, wt.against]
+        self.traffic = TrafficState(grid.blocked, self.decay, np.array(terms, dtype=np.float64))
 
     def step_costs(self, pos: NDArray[np.int32], goal: NDArray[np.int32]) -> NDArray[np.int64]:
         """``(M, 5)`` route cost of each action before traffic: here the distance after it."""
@@ -483,7 +470,7 @@ class CongestionExecutor(ShortestPathRandomExecutor):
         """Rank actions by distance plus congestion cost."""
         key, ties = self.costs(fleet.pos, fleet.goal, idx)  # every call: it advances traffic
         if len(idx):
-            ranking[idx] = np.lexsort((ties, key), axis=1)
+            ranking[idx] = traffic_order(key, ties)
 
     def costs(
         self, pos: NDArray[np.int32], goal: NDArray[np.int32], idx: NDArray[np.intp]
@@ -492,58 +479,17 @@ class CongestionExecutor(ShortestPathRandomExecutor):
 
         Advances the traffic counts by one tick (every robot's cell counts, idle or not), so
         call it once per tick. Moves into walls cost ``inf``; waiting costs the current route
-        cost; the ranking is ``lexsort((ties, cost))``.
+        cost; the ranking is ``lexsort((ties, cost))``. The pass itself is compiled
+        (:class:`~fleetmind.dispatch.traffic.TrafficState`).
         """
-        h, w = self._shape
-        cells = h * w
+        w = self._shape[1]
         here = pos[:, 0].astype(np.int64) * w + pos[:, 1]  # (N,) flat cells
-        occupancy = np.bincount(here, minlength=cells)  # (H * W,) 0 or 1
-        self._heat *= self.decay
-        self._heat += occupancy
-        self._flow *= self.decay
-        if self._last.shape == here.shape:
-            # The moves executed since the last call, read off the cells: +-1 a column, +-w a row.
-            step = here - self._last
-            move = np.select(
-                [step == -w, step == w, step == -1, step == 1], [UP, DOWN, LEFT, RIGHT], WAIT
-            )
-            np.add.at(self._flow, (here, move), 1.0)
-        self._last = here
+        self.traffic.advance(here)
         if len(idx) == 0:
             return np.zeros((0, N_ACTIONS)), np.zeros((0, N_ACTIONS))
         dist = self.step_costs(pos[idx], goal[idx])  # (M, 5)
-        nxt = pos[idx, None, :].astype(np.int64) + DELTAS[None, :, :]  # (M, 5, 2)
-        ok = ~self._padded_blocked[nxt[..., 0] + 1, nxt[..., 1] + 1]  # (M, 5)
-        flat = np.where(ok, np.clip(nxt[..., 0], 0, h - 1) * w + np.clip(nxt[..., 1], 0, w - 1), 0)
-        # Every robot's plain shortest-path choice (ties at random): where traffic is heading.
         ties = self.rng.random(dist.shape)  # (M, 5)
-        first = np.lexsort((ties, dist), axis=1)[:, 0]  # (M,)
-        rows = np.arange(len(idx))
-        intent = np.full(len(pos), -1, dtype=np.int64)  # (N,) flat cell wanted, -1 idle/wait
-        moving = first != WAIT
-        intent[idx[moving]] = flat[rows[moving], first[moving]]
-        occupant = np.full(cells, -1, dtype=np.int64)  # (H * W,) robot index in each cell
-        occupant[here] = np.arange(len(pos))
-        incoming = np.bincount(intent[intent >= 0], minlength=cells).astype(np.float64)
-        holder = occupant[flat]  # (M, 5) robot in the target cell, -1 if none
-        held = (holder >= 0) & ok
-        holder_intent = np.where(held, intent[np.maximum(holder, 0)], -1)
-        head_on = held & (holder_intent == here[idx, None])
-        stays = held & ((holder_intent < 0) | head_on)
-        own = intent[idx, None] == flat  # the robot's own choice is not traffic against it
-        wt = self.weights
-        cost = (
-            wt.occupied * held
-            + wt.stayer * stays
-            + wt.head_on * head_on
-            + wt.incoming * (incoming[flat] - own)
-            + wt.traffic * (1.0 - self.decay) * self._heat[flat]
-            + wt.against * (1.0 - self.decay) * self._flow[flat, _OPPOSITE[None, :]]
-        )
-        cost[:, WAIT] = 0.0  # the robot's own cell: waiting costs its current distance only
-        key = np.where(ok, dist + cost, np.inf)
-        key[:, WAIT] = dist[:, WAIT]
-        return key, ties
+        return self.traffic.keys(here, idx, dist, ties), ties
 
 
 class PibtOrderExecutor(CongestionExecutor):
@@ -564,17 +510,21 @@ class PibtOrderExecutor(CongestionExecutor):
 class GuidanceExecutor(CongestionExecutor):
     """Congestion-aware shortest path on a crisscross highway map (LoRR's ``highway`` lever).
 
-    Routes follow the guidance of :class:`fleetmind.safety.lorr.DistanceMaps`: even rows run
-    east, odd rows west, even columns south, odd columns north, and a move against its row's or
-    column's way costs ``highway`` steps instead of 1, so that opposite flows in an aisle use
-    neighbouring lanes instead of meeting head-on. An action's route cost is the step's weight
-    plus the weighted distance to target after it; waiting costs one step plus the distance from
-    where the robot stands. The traffic terms of :class:`CongestionExecutor` come on top. A
-    target whose map does not fit the cache (``max_bytes``) is ranked by the plain distance.
+    Routes follow a guidance graph: even rows run east, odd rows west, even columns south, odd
+    columns north, and a move against its row's or column's way costs ``highway`` steps instead
+    of 1, so that opposite flows in an aisle use neighbouring lanes instead of meeting head-on.
+    An action's route cost is the step's weight plus the weighted cost to target after it;
+    waiting costs one step plus the cost from where the robot stands. The traffic terms of
+    :class:`CongestionExecutor` come on top.
+
+    The weighted maps live in a :class:`~fleetmind.sim.distances.DistanceOracle` of their own
+    (compiled bucket-queue Dijkstra, cached per target): the pickups' maps are made when the
+    executor is built, and :meth:`request` has the maps of targets to come (an order's station
+    when a robot is given it) made by a background thread, so that the tick only reads them.
 
     Args:
         grid: the map.
-        oracle: a distance oracle of the same map (for targets without a guidance map).
+        oracle: a distance oracle of the same map (plain distances, shared with the loop).
         seed: a seed or a generator of the tie-breaking order (default 0).
         highway: the cost of a move against the way, a whole number >= 1 (1: no guidance).
         max_bytes: memory for the cached guidance maps.
@@ -593,31 +543,23 @@ class GuidanceExecutor(CongestionExecutor):
         *,
         seed: int | np.random.Generator = 0,
         highway: float = 2.0,
-        max_bytes: int = 128 << 20,
+        max_bytes: int = 768 << 20,
         weights: TrafficWeights | None = None,
     ) -> None:
-        from fleetmind.safety.lorr import DistanceMaps
-
         super().__init__(grid, oracle, seed=seed, weights=weights)
         if highway < 1 or highway != int(highway):
             raise ConfigError(f"highway: expected a whole number >= 1, got {highway}")
         self.highway = float(highway)
-        n_free = int((~grid.blocked).sum())
-        targets = int((grid.pickups | grid.stations | grid.chargers).sum()) + 64
-        self._capacity = max(1, min(targets, max_bytes // (2 * (n_free + 1))))
-        # Map units per step: 1 here; a learned guidance graph counts in tenths of a step.
-        self._unit = 1
-        self.maps: DistanceMaps
+        self._max_bytes = max_bytes
+        self._fleet = 0  # robots the maps have room for (:meth:`reserve`)
         self._step: NDArray[np.int64]  # (H * W, 5) cost of each action's step from each cell
-        self.maps, self._step = self._guide(grid)
+        self.guide: DistanceOracle
+        self._build(grid)
 
-    def _guide(self, grid: GridMap) -> tuple[Any, NDArray[np.int64]]:
-        """The guidance maps of ``grid`` and the ``(H * W, 5)`` step weights they route by."""
-        from fleetmind.safety.lorr import DistanceMaps
-
+    def step_weights(self, grid: GridMap) -> NDArray[np.int64]:
+        """``(H * W, 5)`` cost of each action from each cell: the crisscross highways."""
         h, w = grid.shape
         rows, cols = np.divmod(np.arange(h * w), w)
-        # Against the way costs more.
         with_way = np.stack(
             [
                 np.ones(h * w, dtype=bool),
@@ -628,37 +570,49 @@ class GuidanceExecutor(CongestionExecutor):
             ],
             axis=1,
         )
-        step = np.where(with_way, 1, int(self.highway)).astype(np.int64)
-        return DistanceMaps(grid, capacity=self._capacity, highway=self.highway), step
+        return np.where(with_way, 1, int(self.highway)).astype(np.int64)
+
+    def _build(self, grid: GridMap) -> None:
+        """The step weights of ``grid`` and a guidance oracle on them, pickups' maps made."""
+        self._step = self.step_weights(grid)
+        # Room for the pickups' maps and as many more; :meth:`reserve` makes room for a fleet.
+        # A small cache whose rows are reused stays in warm memory, where storing a map into
+        # a row never written costs a page fault per page inside the tick.
+        pickups = int(grid.pickups.sum())
+        per_map = grid.blocked.size * 4
+        most = max(16, self._max_bytes // per_map)
+        self.guide = DistanceOracle(
+            grid, weights=self._step, max_cached=min(most, 2 * pickups + 64)
+        )
+        if self._fleet:
+            self.reserve(self._fleet)
+        if pickups <= self.guide.max_cached // 2:
+            self.guide.prefetch((int(r), int(c)) for r, c in np.argwhere(grid.pickups))
+
+    def request(self, targets: list[tuple[int, int]]) -> None:
+        """Have the guidance maps of ``targets`` made in the background (needed soon)."""
+        self.guide.request(targets)
+
+    def reserve(self, robots: int) -> None:
+        """Room for the guidance maps of a fleet of ``robots``, written now.
+
+        A robot needs the map of its target and of the one asked for ahead, beside the
+        pickups' maps. Fresh memory costs a page fault per page when first written: paid here,
+        before the first tick, not in the tick that first stores a map.
+        """
+        self._fleet = robots
+        self.guide.reserve(2 * robots + int(self.grid.pickups.sum()) + 64, touch=True)
 
     def reroute(self, closed: list[tuple[int, int]]) -> None:
         """Route around closed cells: plain and guidance maps of the map with them as walls."""
         super().reroute(closed)
-        self.maps, self._step = self._guide(self.grid)
+        self._build(self.grid)
 
     def step_costs(self, pos: NDArray[np.int32], goal: NDArray[np.int32]) -> NDArray[np.int64]:
-        """``(M, 5)`` step weight plus weighted distance to target after each action."""
-        from fleetmind.safety.lorr import BIG
-
+        """``(M, 5)`` step weight plus weighted cost to target after each action."""
         w = self._shape[1]
-        dm = self.maps
-        plain = self.distances(pos, goal)  # (M, 5), UNREACHABLE for blocked moves
         here = pos[:, 0].astype(np.int64) * w + pos[:, 1]
-        target = dm.cell_of[goal[:, 0].astype(np.int64) * w + goal[:, 1]]  # (M,) free-cell ids
-        wanted = np.unique(target[target >= 0])
-        dm.compute(wanted.tolist(), pinned=set(wanted.tolist()))
-        slot = np.where(target >= 0, dm.slots(np.maximum(target, 0)), -1)  # (M,)
-        nxt = pos[:, None, :].astype(np.int64) + DELTAS[None, :, :]  # (M, 5, 2)
-        ok = plain < UNREACHABLE
-        flat = np.where(ok, nxt[..., 0] * w + nxt[..., 1], 0)
-        nb = np.where(ok, dm.cell_of[flat], dm.n_free)  # (M, 5), the sentinel where blocked
-        nb[:, WAIT] = dm.cell_of[here]
-        guided = dm.maps[np.maximum(slot, 0)[:, None], nb].astype(np.int64)  # (M, 5)
-        steps = self._step[here]  # (M, 5)
-        cost = np.where(guided < int(BIG), steps + guided, UNREACHABLE)
-        # No map for this target (cache full): the plain distance, on the same scale.
-        fallback = np.where(ok, self._unit * (1 + plain), UNREACHABLE)
-        return np.where((slot >= 0)[:, None], cost, fallback)
+        return self.guide.after_moves(goal[:, 0].astype(np.int64) * w + goal[:, 1], here)
 
 
 class LearnedGuidanceExecutor(GuidanceExecutor):
@@ -700,7 +654,7 @@ class LearnedGuidanceExecutor(GuidanceExecutor):
         model: Any | None = None,
         model_path: str | Path | None = None,
         robots: int | None = None,
-        max_bytes: int = 128 << 20,
+        max_bytes: int = 768 << 20,
     ) -> None:
         from fleetmind.rl import guide
 
@@ -714,16 +668,10 @@ class LearnedGuidanceExecutor(GuidanceExecutor):
         traffic = {k: v * guide.SCALE for k, v in model.traffic_costs().items()}
         weights = TrafficWeights(**traffic, decay=model.decay)
         super().__init__(grid, oracle, seed=seed, max_bytes=max_bytes, weights=weights)
-        self._unit = guide.SCALE
 
-    def _guide(self, grid: GridMap) -> tuple[Any, NDArray[np.int64]]:
-        """The learned graph's maps and step weights (in ``1 / SCALE`` steps)."""
-        from fleetmind.safety.lorr import DistanceMaps
-
-        step = self.model.move_weights(grid, self.robots)  # (H * W, 5)
-        # DistanceMaps' headings: east, south, west, north.
-        edge = step[:, [RIGHT, DOWN, LEFT, UP]]
-        return DistanceMaps(grid, capacity=self._capacity, edge_weight=edge), step
+    def step_weights(self, grid: GridMap) -> NDArray[np.int64]:
+        """The learned graph's step weights, in ``1 / SCALE`` steps."""
+        return self.model.move_weights(grid, self.robots)
 
 
 class GuidedRLExecutor(GuidanceExecutor):

@@ -61,8 +61,6 @@ class DistanceMaps:
         grid: the map.
         capacity: most maps kept (each ``(free cells + 1)`` int16).
         highway: cost of a move against the crisscross way (0: every move costs 1).
-        edge_weight: ``(H * W, 4)`` cost of the move from each cell in each heading (``HEADING``
-            order), whole numbers >= 1, instead of ``highway`` (a learned guidance graph).
     """
 
     def __init__(
@@ -71,7 +69,6 @@ class DistanceMaps:
         *,
         capacity: int,
         highway: float = 0.0,
-        edge_weight: NDArray[np.int64] | None = None,
     ) -> None:
         h, w = grid.shape
         free = ~grid.blocked.ravel()
@@ -102,11 +99,6 @@ class DistanceMaps:
         )
         weight = np.where(with_way | (highway <= 0), 1.0, max(highway, 1.0))
         self.weighted = highway > 0
-        if edge_weight is not None:
-            if edge_weight.shape != (h * w, 4) or int(edge_weight.min()) < 1:
-                raise ConfigError("edge_weight: expected (H * W, 4) whole numbers >= 1")
-            weight = edge_weight[self.loc_of].ravel().astype(np.float64)
-            self.weighted = True
         # Distances *to* a goal: search from the goal over the reversed edges.
         self.graph: csr_matrix = coo_matrix(
             (weight[keep], (dst[keep], src[keep])), shape=(self.n_free, self.n_free)

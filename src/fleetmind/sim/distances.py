@@ -14,6 +14,11 @@ one numpy gather (:meth:`DistanceOracle.lookup`): nothing per robot runs in Pyth
 asked for ahead of need (:meth:`DistanceOracle.request`, e.g. an order's station when a robot is
 given it): a background thread computes them while the control thread goes on. A map that is not
 there when needed is computed on the spot, to the same values, so results never depend on timing.
+
+An oracle can also hold the maps of a weighted guidance graph (``weights``: the cost of each
+move from each cell, whole numbers): each map is then one compiled bucket-queue Dijkstra search
+(:func:`grid_dial`), stored and read the same way. :meth:`DistanceOracle.after_moves` reads the
+route cost after each of a robot's five actions for a whole fleet in one compiled pass.
 """
 
 from __future__ import annotations
@@ -135,26 +140,248 @@ def grid_bfs(
             tail += 1
 
 
+@numba.njit(inline="always", nogil=True)
+def _relax(
+    v: int,
+    nd: int,
+    blocked: NDArray[np.bool_],
+    out: NDArray[np.integer],
+    node: NDArray[np.int32],
+    nxt: NDArray[np.int32],
+    head: NDArray[np.int32],
+    used: int,
+) -> int:
+    """Reach free cell ``v`` at cost ``nd`` if that is cheaper; the entries used after."""
+    if blocked[v] or nd >= out[v]:
+        return used
+    out[v] = nd
+    mask = head.shape[0] - 1
+    node[used] = v
+    nxt[used] = head[nd & mask]
+    head[nd & mask] = used
+    return used + 1
+
+
+_GRID_DIAL_SIG = [
+    numba.void(
+        numba.boolean[::1],
+        numba.int64,
+        numba.uint16[:, ::1],
+        numba.int64,
+        numba.int64,
+        out[::1],
+        numba.int64,
+        numba.int32[::1],
+        numba.int32[::1],
+    )
+    for out in (numba.uint16, numba.int32)
+]
+
+
+@numba.njit(_GRID_DIAL_SIG, cache=True, nogil=True)
+def grid_dial(
+    blocked: NDArray[np.bool_],
+    width: int,
+    weights: NDArray[np.uint16],
+    top: int,
+    source: int,
+    out: NDArray[np.integer],
+    none: int,
+    node: NDArray[np.int32],
+    nxt: NDArray[np.int32],
+) -> None:
+    """Weighted cost from every cell to ``source`` (Dial's bucket queue), written into ``out``.
+
+    The move from cell ``v`` by action ``a`` costs ``weights[v, a]`` (a whole number in
+    ``[1, top]``; column ``WAIT`` unread), so a cell's value is the cheapest sum of move costs
+    to the target: a guidance graph's distance. Whole weights no larger than ``top`` make a
+    circular queue of ``top + 1`` buckets (or the next power of two) exact, with no heap. Same
+    conventions as :func:`grid_bfs`: ``none`` where there is no path, a blocked source reaches
+    only itself. Every finite cost must be below ``none`` (``out`` holds the search's
+    tentative costs; the caller's storage type is chosen so).
+
+    Args:
+        blocked: ``(H * W,)`` flat blocked mask.
+        width: the grid's width ``W``.
+        weights: ``(H * W, 5)`` cost of each action from each cell (``sim.grid`` action ids).
+        top: the largest move weight (or more).
+        source: the flat target cell.
+        out: ``(H * W,)`` written: the costs.
+        none: the value for cells without a path.
+        node: ``(4 * H * W + 1,)`` scratch: each queue entry's cell.
+        nxt: ``(4 * H * W + 1,)`` scratch: the entry after each in its bucket.
+    """
+    n = blocked.shape[0]
+    for i in range(n):
+        out[i] = none
+    out[source] = 0
+    if blocked[source]:
+        return
+    nb = 1
+    while nb <= top:
+        nb *= 2
+    mask = nb - 1
+    head = np.full(nb, -1, dtype=np.int32)
+    # An entry is pushed on each improvement (at most one per edge), popped in cost order.
+    node[0], nxt[0], head[0] = source, -1, 0
+    used, pending, d = 1, 1, 0
+    before = used
+    while pending > 0:
+        while head[d & mask] < 0:
+            d += 1
+        e = head[d & mask]
+        head[d & mask] = nxt[e]
+        pending -= 1
+        u = node[e]
+        if out[u] != d:
+            continue  # a stale entry: ``u`` was reached cheaper since
+        c = u % width
+        # The four cells that step into ``u``, and the action each steps with: from above
+        # DOWN (2), from below UP (1), from the left RIGHT (4), from the right LEFT (3).
+        if u >= width:
+            used = _relax(u - width, d + weights[u - width, 2], blocked, out, node, nxt, head, used)
+        if u + width < n:
+            used = _relax(u + width, d + weights[u + width, 1], blocked, out, node, nxt, head, used)
+        if c > 0:
+            used = _relax(u - 1, d + weights[u - 1, 4], blocked, out, node, nxt, head, used)
+        if c < width - 1:
+            used = _relax(u + 1, d + weights[u + 1, 3], blocked, out, node, nxt, head, used)
+        pending += used - before
+        before = used
+
+
+_AFTER_MOVES_SIG = [
+    numba.void(
+        slab[:, ::1],
+        numba.int64[::1],
+        numba.int64,
+        numba.int64[::1],
+        numba.boolean[::1],
+        numba.int64,
+        numba.uint16[:, ::1],
+        numba.boolean,
+        numba.int64[:, ::1],
+    )
+    for slab in (numba.uint16, numba.int32)
+]
+
+
+@numba.njit(_AFTER_MOVES_SIG, cache=True, nogil=True)
+def _after_moves(
+    slab: NDArray[np.integer],
+    slots: NDArray[np.int64],
+    none: int,
+    here: NDArray[np.int64],
+    blocked: NDArray[np.bool_],
+    width: int,
+    step: NDArray[np.uint16],
+    stepped: bool,
+    out: NDArray[np.int64],
+) -> None:
+    """``out[j, a]``: the map value of ``slots[j]`` where action ``a`` takes ``here[j]``.
+
+    Plus the action's own weight ``step[here[j], a]`` when ``stepped``. Moves off the grid or
+    into walls, and cells without a path, read :data:`UNREACHABLE`.
+    """
+    n = blocked.shape[0]
+    for j in range(here.shape[0]):
+        v = here[j]
+        c = v % width
+        for a in range(5):
+            if a == 0:
+                u = v
+            elif a == 1:
+                u = v - width
+            elif a == 2:
+                u = v + width
+            elif a == 3:
+                u = v - 1 if c > 0 else -1
+            else:
+                u = v + 1 if c < width - 1 else -1
+            if u < 0 or u >= n or blocked[u]:
+                out[j, a] = UNREACHABLE
+                continue
+            raw = slab[slots[j], u]
+            if raw == none:
+                out[j, a] = UNREACHABLE
+            elif stepped:
+                out[j, a] = raw + step[v, a]
+            else:
+                out[j, a] = raw
+
+
+def _route_bound(blocked: NDArray[np.bool_], top: int) -> int:
+    """An upper bound on any finite route cost with move weights at most ``top``.
+
+    The cheapest route costs at most its fewest-moves route, so at most ``top`` times the
+    diameter in moves; a component's diameter is at most twice any cell's eccentricity (one
+    search from a cell of each component of more than one cell), and never more than its cells.
+    """
+    free = ~blocked.ravel()
+    n_free = int(free.sum())
+    if n_free * top < _U16_NONE:
+        return n_free * top
+    h, w = blocked.shape
+    flat = np.ascontiguousarray(blocked.ravel(), dtype=np.bool_)
+    seen = ~free
+    out = np.empty(h * w, dtype=np.int32)
+    worst = 0
+    for start in np.flatnonzero(free).tolist():
+        if seen[start]:
+            continue
+        grid_bfs(flat, w, start, out, UNREACHABLE)
+        reached = out < UNREACHABLE
+        seen |= reached
+        worst = max(worst, min(2 * int(out[reached].max()), int(reached.sum())))
+    return worst * top
+
+
 class DistanceOracle:
-    """Cached distance maps for one grid.
+    """Cached distance maps for one grid: moves, or the costs of a weighted guidance graph.
 
     Args:
         grid: the map.
         max_cached: the most distance maps kept; default: as many as fit in ``memory_mb``, at
             most 4096. :meth:`reserve` raises it (a fleet needs one map per robot target).
         memory_mb: the cache's memory budget when ``max_cached`` is not given.
+        weights: ``(H * W, 5)`` whole cost >= 1 of each action from each cell (``sim.grid``
+            action ids; the ``WAIT`` column is unread): maps then hold the cheapest route cost
+            (:func:`grid_dial`) instead of moves. None: every move costs 1.
+
+    Raises:
+        ValueError: ``weights`` of the wrong shape, or a move weight below 1.
     """
 
     def __init__(
-        self, grid: GridMap, *, max_cached: int | None = None, memory_mb: int = 768
+        self,
+        grid: GridMap,
+        *,
+        max_cached: int | None = None,
+        memory_mb: int = 768,
+        weights: NDArray[np.integer] | None = None,
     ) -> None:
         self.grid = grid
         self.shape = grid.shape
         h, w = grid.shape
         self._blocked = np.ascontiguousarray(grid.blocked, dtype=np.bool_).reshape(-1)
         self._cells = h * w
-        # A path never has more moves than there are free cells.
-        small = int((~grid.blocked).sum()) < _U16_NONE
+        self._weights: NDArray[np.uint16] | None = None
+        self._top = 1
+        if weights is None:
+            # A path never has more moves than there are free cells.
+            small = int((~grid.blocked).sum()) < _U16_NONE
+        else:
+            wt = np.asarray(weights)
+            if wt.shape != (h * w, 5) or (h * w and int(wt[:, 1:].min()) < 1):
+                raise ValueError("weights: expected (H * W, 5) whole numbers >= 1")
+            self._top = max(1, int(wt[:, 1:].max()))
+            bound = _route_bound(grid.blocked, self._top)
+            if self._top > _U16_NONE or bound >= UNREACHABLE:
+                raise ValueError(f"weights: up to {self._top} a move is too costly for this map")
+            self._weights = np.ascontiguousarray(wt, dtype=np.uint16)
+            small = bound < _U16_NONE
+        # Scratch of the weighted search, one per thread (the caller's and the worker).
+        self._scratch = threading.local()
         self._dtype = np.dtype(np.uint16 if small else np.int32)
         self._none = _U16_NONE if small else UNREACHABLE
         per_map = self._cells * self._dtype.itemsize
@@ -214,8 +441,22 @@ class DistanceOracle:
         """The map of ``flat`` in the slab's type (into ``out`` when given)."""
         if out is None:
             out = np.empty(self._cells, dtype=self._dtype)
-        grid_bfs(self._blocked, self.shape[1], flat, out, self._none)
+        self._search(flat, out, self._none)
         return out
+
+    def _search(self, flat: int, out: NDArray[np.integer], none: int) -> None:
+        """One map into ``out``: moves (BFS), or route costs on the weighted graph."""
+        if self._weights is None:
+            grid_bfs(self._blocked, self.shape[1], flat, out, none)
+        else:
+            node = getattr(self._scratch, "node", None)
+            if node is None:
+                node = self._scratch.node = np.empty(4 * self._cells + 1, dtype=np.int32)
+                self._scratch.nxt = np.empty(4 * self._cells + 1, dtype=np.int32)
+            w = self.shape[1]
+            grid_dial(
+                self._blocked, w, self._weights, self._top, flat, out, none, node, self._scratch.nxt
+            )
 
     def _slot(self, flat: int) -> int:
         """A slot for the map of ``flat``: a free one, or the least recently used."""
@@ -350,6 +591,30 @@ class DistanceOracle:
             self._slab = np.empty((self.max_cached, self._cells), dtype=self._dtype)
         return self._slab, self._slot_of[tgt], self._none
 
+    def after_moves(self, targets: ArrayLike, here: ArrayLike) -> NDArray[np.int64]:
+        """``(M, 5)`` route cost to ``targets[j]`` after each action from ``here[j]``.
+
+        The map value of the cell each action (``sim.grid`` ids, waiting first) leads to; on a
+        weighted oracle plus that action's own weight, so that a move's cost is its step and
+        the rest of the route, and waiting's the wait plus the route from where it stands.
+        Moves off the grid or into walls read :data:`UNREACHABLE`. One compiled pass.
+
+        Args:
+            targets: ``(M,)`` flat target cells.
+            here: ``(M,)`` flat cells the robots stand on.
+        """
+        tgt = np.asarray(targets, dtype=np.int64).reshape(-1)
+        at = np.ascontiguousarray(here, dtype=np.int64).reshape(-1)
+        out = np.empty((len(tgt), 5), dtype=np.int64)
+        if not len(tgt):
+            return out
+        slab, slots, none = self.maps(tgt)
+        step = self._weights if self._weights is not None else np.ones((1, 5), dtype=np.uint16)
+        w = self.shape[1]
+        args = (slab, slots, none, at, self._blocked, w, step, self._weights is not None, out)
+        _after_moves(*args)
+        return out
+
     def to(self, target: Cell) -> NDArray[np.int32]:
         """``(H, W)`` moves from every cell to ``target`` (a fresh array)."""
         flat = self._flat(target)
@@ -380,7 +645,7 @@ class DistanceOracle:
             return None
         dist = np.empty((len(flat), self._cells), dtype=np.int32)
         for k, f in enumerate(flat.tolist()):
-            grid_bfs(self._blocked, self.shape[1], f, dist[k], UNREACHABLE)
+            self._search(f, dist[k], UNREACHABLE)
         row_of = np.full(self._cells, -1, dtype=np.int64)
         row_of[flat] = np.arange(len(flat))
         self._table = (key, row_of, dist)

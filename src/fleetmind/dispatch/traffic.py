@@ -35,9 +35,7 @@ def _aged(age: int, table: NDArray[np.float64], decay: float) -> float:
 _I1, _I2 = numba.int64[::1], numba.int64[:, ::1]
 _F1, _F2 = numba.float64[::1], numba.float64[:, ::1]
 # Compiled when the module is imported, not in a first tick.
-_ADVANCE_SIG = numba.void(
-    _I1, _I1, numba.int64, _F1, _I1, _F2, _I1, _F1, numba.float64, numba.int64
-)
+_ADVANCE_SIG = numba.void(_I1, _I1, numba.int64, _F2, _F1, numba.float64, numba.int64)
 _KEYS_SIG = _F2(
     _I1,
     _I1,
@@ -48,17 +46,17 @@ _KEYS_SIG = _F2(
     numba.int32[:, ::1],
     _F2,
     numba.int64,
-    _F1,
-    _I1,
     _F2,
-    _I1,
     _F1,
     numba.float64,
     _F1,
-    _I1,
-    _I1,
+    _I2,
     _I1,
 )
+# Columns of a cell's row of counts (8 float64: one cache line): the decayed robot count, the
+# tick it was written, the tick the entry counts were written, and the entries by move in
+# column ``_FLOW + action`` (actions 1-4).
+_HEAT, _HEAT_T, _FLOW_T, _FLOW = 0, 1, 2, 2
 
 
 @numba.njit(_ADVANCE_SIG, cache=True, nogil=True)
@@ -66,10 +64,7 @@ def _advance(
     here: NDArray[np.int64],
     last: NDArray[np.int64],
     tick: int,
-    heat: NDArray[np.float64],
-    heat_t: NDArray[np.int64],
-    flow: NDArray[np.float64],
-    flow_t: NDArray[np.int64],
+    counts: NDArray[np.float64],
     table: NDArray[np.float64],
     decay: float,
     width: int,
@@ -77,8 +72,9 @@ def _advance(
     """One tick of traffic: every robot's cell counts once, every move made into its cell."""
     for i in range(here.shape[0]):
         c = here[i]
-        heat[c] = heat[c] * _aged(tick - heat_t[c], table, decay) + 1.0
-        heat_t[c] = tick
+        age = tick - int(counts[c, _HEAT_T])
+        counts[c, _HEAT] = counts[c, _HEAT] * _aged(age, table, decay) + 1.0
+        counts[c, _HEAT_T] = tick
     if last.shape[0] != here.shape[0]:
         return
     for i in range(here.shape[0]):
@@ -94,12 +90,12 @@ def _advance(
         else:
             continue
         c = here[i]
-        f = _aged(tick - flow_t[c], table, decay)
+        f = _aged(tick - int(counts[c, _FLOW_T]), table, decay)
         if f != 1.0:
-            for k in range(5):
-                flow[c, k] *= f
-        flow_t[c] = tick
-        flow[c, a] += 1.0
+            for k in range(1, 5):
+                counts[c, _FLOW + k] *= f
+        counts[c, _FLOW_T] = tick
+        counts[c, _FLOW + a] += 1.0
 
 
 @numba.njit(_KEYS_SIG, cache=True, nogil=True)
@@ -113,21 +109,17 @@ def _keys(
     deltas: NDArray[np.int32],
     ties: NDArray[np.float64],
     tick: int,
-    heat: NDArray[np.float64],
-    heat_t: NDArray[np.int64],
-    flow: NDArray[np.float64],
-    flow_t: NDArray[np.int64],
+    counts: NDArray[np.float64],
     table: NDArray[np.float64],
     decay: float,
     wt: NDArray[np.float64],
-    occupant: NDArray[np.int64],
-    incoming: NDArray[np.int64],
+    claims: NDArray[np.int64],
     intent: NDArray[np.int64],
 ) -> NDArray[np.float64]:
     """``(M, 5)`` action costs of the robots ``idx`` (see ``CongestionExecutor.costs``).
 
-    ``occupant`` and ``incoming`` (per cell) come in as all -1 and all 0 and leave so;
-    ``intent`` (per robot) is scratch.
+    ``claims`` (per cell: the robot in it, the robots heading into it) comes in as -1 and 0
+    and leaves so; ``intent`` (per robot) is scratch.
     """
     n = here.shape[0]
     m = idx.shape[0]
@@ -140,7 +132,7 @@ def _keys(
             if 0 <= rr < height and 0 <= cc < width and not blocked[rr * width + cc]:
                 nxt[j, a] = rr * width + cc
     for i in range(n):
-        occupant[here[i]] = i
+        claims[here[i], 0] = i
         intent[i] = -1
     # Every robot's plain choice (lowest route cost, ties at random): where traffic is heading.
     for j in range(m):
@@ -152,7 +144,7 @@ def _keys(
                 best = a
         if best != 0:
             intent[idx[j]] = nxt[j, best] if nxt[j, best] >= 0 else 0
-            incoming[intent[idx[j]]] += 1
+            claims[intent[idx[j]], 1] += 1
     key = np.empty((m, 5), dtype=np.float64)
     share = 1.0 - decay
     for j in range(m):
@@ -163,7 +155,7 @@ def _keys(
             if cell < 0:
                 key[j, a] = np.inf
                 continue
-            holder = occupant[cell]
+            holder = claims[cell, 0]
             cost = 0.0
             if holder >= 0:
                 h_intent = intent[holder]
@@ -174,15 +166,16 @@ def _keys(
                 if head_on:
                     cost += wt[2]
             own = 1 if intent[me] == cell else 0
-            cost += wt[3] * (incoming[cell] - own)
-            cost += wt[4] * share * heat[cell] * _aged(tick - heat_t[cell], table, decay)
-            f = flow[cell, opposite[a]] * _aged(tick - flow_t[cell], table, decay)
-            cost += wt[5] * share * f
+            cost += wt[3] * (claims[cell, 1] - own)
+            heat = counts[cell, _HEAT] * _aged(tick - int(counts[cell, _HEAT_T]), table, decay)
+            cost += wt[4] * share * heat
+            age = tick - int(counts[cell, _FLOW_T])
+            cost += wt[5] * share * counts[cell, _FLOW + opposite[a]] * _aged(age, table, decay)
             key[j, a] = dist[j, a] + cost
     for i in range(n):
-        occupant[here[i]] = -1
+        claims[here[i], 0] = -1
         if intent[i] >= 0:
-            incoming[intent[i]] = 0
+            claims[intent[i], 1] = 0
     return key
 
 
@@ -223,24 +216,17 @@ class TrafficState:
         self.blocked = np.ascontiguousarray(blocked.ravel(), dtype=np.bool_)
         self.tick = 0
         self.table = self.decay ** np.arange(_POW_TABLE, dtype=np.float64)
-        self.heat = np.zeros(h * w, dtype=np.float64)
-        self.heat_t = np.zeros(h * w, dtype=np.int64)
-        self.flow = np.zeros((h * w, 5), dtype=np.float64)
-        self.flow_t = np.zeros(h * w, dtype=np.int64)
+        # (H * W, 8) per cell, a cache line each: see ``_HEAT`` and the columns after it.
+        self.counts = np.zeros((h * w, 8), dtype=np.float64)
         self.last = np.zeros(0, dtype=np.int64)
-        self.occupant = np.full(h * w, -1, dtype=np.int64)
-        self.incoming = np.zeros(h * w, dtype=np.int64)
+        self.claims = np.zeros((h * w, 2), dtype=np.int64)
+        self.claims[:, 0] = -1
 
     def advance(self, here: NDArray[np.int64]) -> None:
         """Count one tick: the robots at flat cells ``here`` and the moves since the last."""
         self.tick += 1
-        args = (self.heat, self.heat_t, self.flow, self.flow_t, self.table, self.decay)
-        _advance(here, self.last, self.tick, *args, self.shape[1])
+        _advance(here, self.last, self.tick, self.counts, self.table, self.decay, self.shape[1])
         self.last = here.copy()
-
-    def heat_now(self) -> NDArray[np.float64]:
-        """``(H * W,)`` the decayed robot count of every cell now."""
-        return np.asarray(self.heat * self.decay ** (self.tick - self.heat_t))
 
     def keys(
         self,
@@ -269,15 +255,11 @@ class TrafficState:
                 DELTAS,
                 ties,
                 self.tick,
-                self.heat,
-                self.heat_t,
-                self.flow,
-                self.flow_t,
+                self.counts,
                 self.table,
                 self.decay,
                 self.weights,
-                self.occupant,
-                self.incoming,
+                self.claims,
                 np.empty(len(here), dtype=np.int64),
             )
         )

@@ -77,16 +77,26 @@ def test_scale_row_reuses_a_case_of_its_map_and_size() -> None:
     )
 
 
-def test_learning_bench_compares_learning_with_the_same_runs_without_updates() -> None:
-    res = CliRunner().invoke(app, ["bench", "executors", "--learn", "--quick", "--json"])
+@pytest.mark.parametrize("learner", ["learned-guidance", "rl-guided"])
+def test_learning_bench_compares_learning_with_the_same_runs_without_updates(learner) -> None:
+    args = ["bench", "executors", "--learn", "--quick", "--learn-executor", learner]
+    res = CliRunner().invoke(app, [*args, "--json"])
     assert res.exit_code == 0, res.output
     result = json.loads(res.stdout)
     runs = result["runs"]
-    assert set(runs) == {"learning", "sampled, no updates", "rl-guided greedy", "guidance"}
-    learn, control = runs["learning"], runs["sampled, no updates"]
-    # Ten 30-tick windows in 300 ticks: the last closes one tick after the run, so nine.
-    assert [len(c) for c in learn["curve"]] == [9] == [len(c) for c in control["curve"]]
-    assert learn["tasks"] != control["tasks"] or learn["curve"] != control["curve"]
+    greedy = {"rl-guided greedy"} if learner == "rl-guided" else set()
+    assert set(runs) == {"learning", "no updates", "guidance"} | greedy
+    learn, control = runs["learning"], runs["no updates"]
+    # Ten 30-tick windows in 300 ticks: rl-guided closes a window at the tick after it (the
+    # last one after the run), learned-guidance as its last tick is done.
+    windows = 9 if learner == "rl-guided" else 10
+    assert [len(c) for c in learn["curve"]] == [windows] == [len(c) for c in control["curve"]]
+    # An update at the end of each window (the run's last tick aside) but one rolled back.
+    assert learn["updates"][0] + learn["rollbacks"][0] == 9
+    if learner == "rl-guided":  # sampled actions and new weights: the runs part
+        assert learn["tasks"] != control["tasks"] or learn["curve"] != control["curve"]
+    else:  # the control only watches (rl-guided's makes updates at learning rate 0)
+        assert control["updates"] == [0]
     assert learn["last_vs_first"][0] == learn["last_20"][0] / learn["first_20"][0]
     f = result["figures"]
     assert f["collisions"] == 0
@@ -94,7 +104,7 @@ def test_learning_bench_compares_learning_with_the_same_runs_without_updates() -
     assert f["last_20/learning_vs_no_updates"] == pytest.approx(
         learn["last_20"][0] / control["last_20"][0]
     )
-    table = CliRunner().invoke(app, ["bench", "executors", "--learn", "--quick"])
+    table = CliRunner().invoke(app, args)
     assert "the same run without updates" in " ".join(table.stdout.split())  # rich wraps lines
 
 

@@ -423,10 +423,14 @@ def bench_executors(
         bool,
         typer.Option(
             "--learn",
-            help="Instead: continuous improvement on a held-out map (rl-guided learning "
-            "while it runs, against the same runs without updates, greedy, and guidance).",
+            help="Instead: continuous improvement on a held-out map (an executor learning "
+            "while it runs, against the same runs without updates, and guidance).",
         ),
     ] = False,
+    learn_executor: Annotated[
+        str,
+        typer.Option(help="--learn: the executor that learns (learned-guidance or rl-guided)."),
+    ] = "learned-guidance",
     learn_steps: Annotated[int, typer.Option(min=10, help="--learn: ticks of each run.")] = 5000,
     learn_robots: Annotated[int, typer.Option(min=1, help="--learn: robots.")] = 150,
     as_json: JsonFlag = False,
@@ -443,6 +447,7 @@ def bench_executors(
         small = {"map_name": "warehouse-small", "robots": 12, "steps": 300, "every": 30}
         sizes = small if quick else {"robots": learn_robots, "steps": learn_steps}
         found = bench.learning(
+            executor=learn_executor,
             **sizes,
             seeds=tuple(seed_list[:1] if quick else seed_list),
             workers=workers,

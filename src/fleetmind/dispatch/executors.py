@@ -456,9 +456,13 @@ class CongestionExecutor(ShortestPathRandomExecutor):
         super().__init__(grid, oracle, seed=seed)
         self.weights = weights or self.default_weights
         self.decay = float(self.weights.decay)
-        wt = self.weights
+        self.traffic = TrafficState(grid.blocked, self.decay, self._terms(self.weights))
+
+    @staticmethod
+    def _terms(wt: TrafficWeights) -> NDArray[np.float64]:
+        """The traffic weights in the order of :class:`~fleetmind.dispatch.traffic.TrafficState`."""
         terms = [wt.occupied, wt.stayer, wt.head_on, wt.incoming, wt.traffic, wt.against]
-        self.traffic = TrafficState(grid.blocked, self.decay, np.array(terms, dtype=np.float64))
+        return np.array(terms, dtype=np.float64)
 
     def step_costs(self, pos: NDArray[np.int32], goal: NDArray[np.int32]) -> NDArray[np.int64]:
         """``(M, 5)`` route cost of each action before traffic: here the distance after it."""
@@ -665,13 +669,32 @@ class LearnedGuidanceExecutor(GuidanceExecutor):
         self.model: guide.GuideModel = model
         free = int((~grid.blocked).sum())
         self.robots = robots if robots is not None else max(1, round(guide.DENSITY_UNIT * free))
-        traffic = {k: v * guide.SCALE for k, v in model.traffic_costs().items()}
-        weights = TrafficWeights(**traffic, decay=model.decay)
+        weights = self._traffic_weights(model)
         super().__init__(grid, oracle, seed=seed, max_bytes=max_bytes, weights=weights)
+
+    @staticmethod
+    def _traffic_weights(model: Any) -> TrafficWeights:
+        """The model's traffic terms in ``1 / SCALE`` steps, and its decay."""
+        from fleetmind.rl import guide
+
+        traffic = {k: v * guide.SCALE for k, v in model.traffic_costs().items()}
+        return TrafficWeights(**traffic, decay=model.decay)
 
     def step_weights(self, grid: GridMap) -> NDArray[np.int64]:
         """The learned graph's step weights, in ``1 / SCALE`` steps."""
         return self.model.move_weights(grid, self.robots)
+
+    def set_model(self, model: Any) -> None:
+        """Run on ``model`` from the next tick (a live learner's update or rollback).
+
+        The guidance maps are rebuilt on the new weights (the pickups' now, the rest as
+        targets come); the traffic counts so far are kept under the new weights and decay.
+        """
+        self.model = model
+        self.weights = self._traffic_weights(model)
+        self.decay = float(self.weights.decay)
+        self.traffic.retune(self.decay, self._terms(self.weights))
+        self._build(self.grid)
 
 
 class GuidedRLExecutor(GuidanceExecutor):

@@ -222,6 +222,12 @@ class TrafficState:
         self.claims = np.zeros((h * w, 2), dtype=np.int64)
         self.claims[:, 0] = -1
 
+    def retune(self, decay: float, weights: NDArray[np.float64]) -> None:
+        """New weights and decay from the next tick; the counts so far are kept."""
+        self.decay = float(decay)
+        self.weights = np.ascontiguousarray(weights, dtype=np.float64)
+        self.table = self.decay ** np.arange(_POW_TABLE, dtype=np.float64)
+
     def advance(self, here: NDArray[np.int64]) -> None:
         """Count one tick: the robots at flat cells ``here`` and the moves since the last."""
         self.tick += 1

@@ -93,7 +93,7 @@ class GuideSearch:
             raise ConfigError("guide search: seeds_per_gen, generations, steps must be >= 1")
 
 
-def _stds() -> NDArray[np.float64]:
+def search_scales() -> NDArray[np.float64]:
     """Each parameter's search scale: move weights in steps, traffic terms, decay, wait."""
     return np.array([0.5] * len(FEATURES) + [0.15] * len(TRAFFIC) + [0.03, 0.3])
 
@@ -177,7 +177,7 @@ def search(
 
     t0 = time.perf_counter()
     start = init or GuideModel.neutral()
-    stds = _stds()
+    stds = search_scales()
     opts: dict[str, Any] = {
         "seed": cfg.seed + 1,  # cma reads 0 as "seed from the clock"
         "CMA_stds": stds.tolist(),

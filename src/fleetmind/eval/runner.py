@@ -12,7 +12,7 @@ import contextlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -49,6 +49,9 @@ from fleetmind.sim.notewriter import NoteConfig
 from fleetmind.sim.orders import CAPABILITIES, OrderConfig, load_task_file
 from fleetmind.sim.warehouse import Warehouse, WarehouseConfig, default_capabilities
 
+if TYPE_CHECKING:
+    from fleetmind.eval.guide_live import LiveGuideLearner
+
 PlannerName = Literal["assignment", "greedy", "llm", "llm-notes", "oracle"]
 ExecutorName = Literal[
     "rl",
@@ -79,9 +82,13 @@ class RunConfig(BaseModel):
     seed: int = Field(0, ge=0)
     shield: bool = True
     policy: str | None = None
-    # rl-guided: learn while running (one update every learn_every ticks; with learn_lag, beside
-    # the loop, applied that many ticks later), start from an untrained residual (the guidance
-    # order), write the policy at the end.
+    # rl-guided and learned-guidance: learn while running (one update every learn_every ticks;
+    # with learn_lag, beside the loop, applied that many ticks later; an update that lowers
+    # throughput by more than learn_guard rolled back), start from an untrained policy (the
+    # guidance order; for learned-guidance the neutral model, guidance itself), write the
+    # policy or model at the end. learn_lr: rl-guided's learning rate; for either, 0 records
+    # the per-window curve and never updates (learned-guidance: CMA-ES on the run's own
+    # orders, eval/guide_live.py).
     learn_every: int | None = Field(None, ge=1)
     learn_lag: int = Field(0, ge=0)
     learn_guard: float | None = Field(0.03, ge=0, lt=1)
@@ -122,8 +129,8 @@ class RunConfig(BaseModel):
     @field_validator("learn_every", "learn_lag", "fresh_policy", "save_policy")
     @classmethod
     def _guided_only(cls, value: Any, info: ValidationInfo) -> Any:
-        if value and info.data.get("executor") != "rl-guided":
-            raise ValueError("needs --executor rl-guided (the only executor that learns)")
+        if value and info.data.get("executor") not in ("rl-guided", "learned-guidance"):
+            raise ValueError("needs --executor rl-guided or learned-guidance (those that learn)")
         return value
 
     @model_validator(mode="after")
@@ -293,6 +300,14 @@ def make_executor(cfg: RunConfig, grid: GridMap, client: ChatClient | None) -> E
         from fleetmind.dispatch.executors import LearnedGuidanceExecutor
 
         # --policy names a guide model file here (default: the shipped one).
+        if cfg.fresh_policy:
+            from fleetmind.rl.guide import GuideModel
+
+            if cfg.policy is not None:
+                raise ConfigError("--fresh-policy: give a model file or fresh, not both")
+            return LearnedGuidanceExecutor(
+                grid, seed=cfg.seed, model=GuideModel.neutral(), robots=cfg.robots
+            )
         return LearnedGuidanceExecutor(
             grid, seed=cfg.seed, model_path=cfg.policy, robots=cfg.robots
         )
@@ -316,6 +331,24 @@ def make_executor(cfg: RunConfig, grid: GridMap, client: ChatClient | None) -> E
         )
     assert client is not None
     return LLMDirectExecutor(client, grid)
+
+
+def live_learner(cfg: RunConfig, world: Warehouse, executor: Executor) -> LiveGuideLearner | None:
+    """The learner of a learned-guidance run given ``--learn-every`` (None otherwise)."""
+    from fleetmind.dispatch.executors import LearnedGuidanceExecutor
+
+    if cfg.learn_every is None or not isinstance(executor, LearnedGuidanceExecutor):
+        return None
+    from fleetmind.eval.guide_live import LiveGuideLearner, LiveLearnConfig
+
+    config = LiveLearnConfig(
+        every=cfg.learn_every,
+        lag=cfg.learn_lag,
+        guard=cfg.learn_guard,
+        seed=cfg.seed,
+        updates=cfg.learn_lr > 0,
+    )
+    return LiveGuideLearner(cfg, world, executor, config)
 
 
 def make_world(cfg: RunConfig, grid: GridMap) -> Warehouse:
@@ -491,13 +524,26 @@ def execute(
         )
         if recorder is not None:
             recorder.attach(world, faults=faults, stats=loop.stats, metrics=loop.metrics)
+        learner = live_learner(cfg, world, executor)
+        tick_done = progress
+        if learner is not None:
+            stack.callback(learner.close)
+
+            def tick_done(k: int) -> None:
+                learner.after_tick(k)
+                if progress is not None:
+                    progress(k)
+
         try:
-            metrics = loop.run(cfg.steps, progress=progress)
+            metrics = loop.run(cfg.steps, progress=tick_done)
         finally:
             if recorder is not None:
                 recorder.close(loop.metrics())
+        if learner is not None:
+            metrics["executor_stats"] = learner.stats()
     if cfg.save_policy is not None:
-        policy = getattr(executor, "policy", None)
+        # rl-guided's network, or learned-guidance's guide model.
+        policy = getattr(executor, "policy", None) or getattr(executor, "model", None)
         if not hasattr(policy, "save"):
             raise ConfigError(f"--save-policy: executor {cfg.executor!r} has no policy to save")
         policy.save(cfg.save_policy)  # type: ignore[union-attr]

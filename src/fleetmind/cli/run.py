@@ -80,27 +80,30 @@ def run(
     learn_every: Annotated[
         int | None,
         typer.Option(
-            help="rl-guided: keep learning from the run's own moves, one PPO update every N "
-            "ticks (actions sampled; the curve goes to metrics.json). [default: off]"
+            help="rl-guided, learned-guidance: keep learning while the fleet runs, an update every "
+            "N ticks (rl-guided: PPO on the run's own moves, actions sampled; learned-guidance: "
+            "a CMA-ES generation scored by replaying the run's own orders). The curve goes to "
+            "metrics.json. [default: off]"
         ),
     ] = None,
     learn_guard: Annotated[
         float | None,
         typer.Option(
-            help="rl-guided learning: roll back an update when the next window's deliveries "
+            help="Learning: roll back an update when the next window's deliveries "
             "fall by more than this share. [default: 0.03]"
         ),
     ] = None,
     learn_lr: Annotated[
         float | None,
         typer.Option(
-            help="rl-guided learning: Adam step size (0: sample, never update). [default: 0.002]"
+            help="Learning: rl-guided's Adam step size; 0 for either: record the curve, never "
+            "update. [default: 0.002]"
         ),
     ] = None,
     learn_lag: Annotated[
         int | None,
         typer.Option(
-            help="rl-guided learning: run each update beside the loop and apply its weights N "
+            help="Learning: run each update beside the loop and apply its result N "
             "ticks after its window (0 < N < --learn-every; the loop never stalls on an "
             "update). [default: 0, inside the tick]"
         ),
@@ -108,11 +111,14 @@ def run(
     fresh_policy: Annotated[
         bool,
         typer.Option(
-            "--fresh-policy", help="rl-guided: start from an untrained residual (guidance itself)."
+            "--fresh-policy",
+            help="rl-guided: start from an untrained residual; learned-guidance: from the "
+            "neutral model (both: guidance itself).",
         ),
     ] = False,
     save_policy: Annotated[
-        str | None, typer.Option(help="rl-guided: write the policy here at the end of the run.")
+        str | None,
+        typer.Option(help="rl-guided, learned-guidance: write the policy or model at the end."),
     ] = None,
     seed: Annotated[int | None, typer.Option(help="Root seed. [default: 0]")] = None,
     out: Annotated[

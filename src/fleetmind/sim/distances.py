@@ -84,6 +84,15 @@ def bfs_distances(graph: csr_matrix, source: int) -> NDArray[np.int32]:
     return out
 
 
+@numba.njit(inline="always", nogil=True)
+def _reset(blocked: NDArray[np.bool_], source: int, out: NDArray[np.integer], none: int) -> bool:
+    """``out`` all ``none`` but the source (0); whether a search runs (a free source)."""
+    for i in range(out.shape[0]):
+        out[i] = none
+    out[source] = 0
+    return not blocked[source]
+
+
 # Compiled when the module is imported (each storage type), not on a first call in a tick.
 _GRID_BFS_SIG = [
     numba.void(numba.boolean[:], numba.int64, numba.int64, out[:], numba.int64)
@@ -108,10 +117,7 @@ def grid_bfs(
         none: the value for cells without a path.
     """
     n = blocked.shape[0]
-    for i in range(n):
-        out[i] = none
-    out[source] = 0
-    if blocked[source]:
+    if not _reset(blocked, source, out, none):
         return
     queue = np.empty(n, dtype=np.int64)
     queue[0] = source
@@ -212,10 +218,7 @@ def grid_dial(
         nxt: ``(4 * H * W + 1,)`` scratch: the entry after each in its bucket.
     """
     n = blocked.shape[0]
-    for i in range(n):
-        out[i] = none
-    out[source] = 0
-    if blocked[source]:
+    if not _reset(blocked, source, out, none):
         return
     nb = 1
     while nb <= top:

@@ -174,6 +174,10 @@ def test_guidance_routes_around_closed_cells(room) -> None:
     assert after[UP] >= UNREACHABLE  # a move into the closed cell
     assert after[WAIT] > before[WAIT]  # the way round is longer
     assert ex.rank(pos, goal, np.array([True]))[0, 0] in (LEFT, RIGHT)
+    # The traffic pass sees the closed cell as a wall too: that move costs infinitely much.
+    key, _ = ex.costs(pos, goal, np.array([0]))
+    assert np.isinf(key[0, UP])
+    assert np.isfinite(key[0, [WAIT, DOWN, LEFT, RIGHT]]).all()
 
 
 class _ReferenceTraffic:

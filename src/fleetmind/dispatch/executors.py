@@ -468,6 +468,11 @@ class CongestionExecutor(ShortestPathRandomExecutor):
         """``(M, 5)`` route cost of each action before traffic: here the distance after it."""
         return self.distances(pos, goal)
 
+    def reroute(self, closed: list[tuple[int, int]]) -> None:
+        """Route around closed cells; the traffic pass takes them as walls too."""
+        super().reroute(closed)
+        self.traffic.blocked = np.ascontiguousarray(self.grid.blocked.ravel(), dtype=np.bool_)
+
     def rank_active(
         self, fleet: FleetTick, ranking: NDArray[np.int64], idx: NDArray[np.intp]
     ) -> None:

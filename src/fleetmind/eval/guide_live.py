@@ -297,8 +297,15 @@ class LiveGuideLearner:
         # 1.07x guidance and validated at 1.00x, the mean 1.02x).
         if total[1] > total[0]:
             self._backup = self.model
-            self._use(GuideModel.from_vector(np.asarray(pending.vectors[1])))
             self.version += 1
+            note = {
+                "trained_by": "live learning on the run's own orders (eval/guide_live.py)",
+                "map": self.run["map"],
+                "robots": self.run["robots"],
+                "version": self.version,
+                "tick": tick,
+            }
+            self._use(GuideModel.from_vector(np.asarray(pending.vectors[1]), **note))
             row["applied_tick"] = tick
 
     def _use(self, model: GuideModel) -> None:

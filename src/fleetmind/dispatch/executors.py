@@ -455,8 +455,12 @@ class CongestionExecutor(ShortestPathRandomExecutor):
     ) -> None:
         super().__init__(grid, oracle, seed=seed)
         self.weights = weights or self.default_weights
-        self.decay = float(self.weights.decay)
-        self.traffic = TrafficState(grid.blocked, self.decay, self._terms(self.weights))
+        self.traffic = TrafficState(grid.blocked, self.weights.decay, self._terms(self.weights))
+
+    @property
+    def decay(self) -> float:
+        """Per-tick decay of the traffic counts (the weights')."""
+        return float(self.weights.decay)
 
     @staticmethod
     def _terms(wt: TrafficWeights) -> NDArray[np.float64]:
@@ -697,8 +701,7 @@ class LearnedGuidanceExecutor(GuidanceExecutor):
         """
         self.model = model
         self.weights = self._traffic_weights(model)
-        self.decay = float(self.weights.decay)
-        self.traffic.retune(self.decay, self._terms(self.weights))
+        self.traffic.retune(self.weights.decay, self._terms(self.weights))
         self._build(self.grid)
 
 
@@ -783,7 +786,7 @@ class GuidedRLExecutor(GuidanceExecutor):
             )
         else:
             best = np.argmax(self.policy.greedy(obs, prior), axis=1)
-        order = np.lexsort((ties, key), axis=1)
+        order = traffic_order(key, ties)
         rest = order[order != best[:, None]].reshape(len(idx), N_ACTIONS - 1)
         ranking[idx] = np.concatenate([best[:, None], rest], axis=1)
 

@@ -1137,6 +1137,8 @@ class IncidentHost:
                 if inc.handler in ("desk", "rules") and inc.calls == 0:
                     inc.calls, inc.tokens, inc.tokens_prompt = self.worker.spent(inc.id)
             self.worker.close()
+            # A desk thread waiting for a view stops waiting: no tick will serve one now.
+            self.view_served.set()
 
     def lost_orders(self) -> int:
         """Orders in no state at all (neither open, parked, assigned nor delivered): must be 0."""

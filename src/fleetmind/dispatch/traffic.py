@@ -211,16 +211,18 @@ class TrafficState:
     def __init__(self, blocked: NDArray[np.bool_], decay: float, weights: NDArray[np.float64]):
         h, w = blocked.shape
         self.shape = (h, w)
-        self.decay = float(decay)
-        self.weights = np.ascontiguousarray(weights, dtype=np.float64)
+        self.decay = 0.0
+        self.weights = np.zeros(6, dtype=np.float64)
+        self.table = np.zeros(_POW_TABLE, dtype=np.float64)
+        self.retune(decay, weights)
         self.blocked = np.ascontiguousarray(blocked.ravel(), dtype=np.bool_)
         self.tick = 0
-        self.table = self.decay ** np.arange(_POW_TABLE, dtype=np.float64)
         # (H * W, 8) per cell, a cache line each: see ``_HEAT`` and the columns after it.
         self.counts = np.zeros((h * w, 8), dtype=np.float64)
         self.last = np.zeros(0, dtype=np.int64)
         self.claims = np.zeros((h * w, 2), dtype=np.int64)
         self.claims[:, 0] = -1
+        self._intent = np.zeros(0, dtype=np.int64)  # (N,) scratch of the cost pass
 
     def retune(self, decay: float, weights: NDArray[np.float64]) -> None:
         """New weights and decay from the next tick; the counts so far are kept."""
@@ -250,6 +252,8 @@ class TrafficState:
             ties: ``(M, 5)`` their random tie-breakers.
         """
         h, w = self.shape
+        if len(self._intent) != len(here):
+            self._intent = np.empty(len(here), dtype=np.int64)
         return np.asarray(
             _keys(
                 here,
@@ -266,6 +270,6 @@ class TrafficState:
                 self.decay,
                 self.weights,
                 self.claims,
-                np.empty(len(here), dtype=np.int64),
+                self._intent,
             )
         )

@@ -270,16 +270,15 @@ class LiveGuideLearner:
         run = {**self.run, "steps": min(cfg.replay, tick)}
         args = (run, self._recorded(tick), vectors, seeds)
         pending = _Pending(due=tick + cfg.lag, xs=xs, vectors=vectors, row=row)
-        if cfg.lag:
-            if self._pool is None:
-                # A fresh interpreter: the loop's threads (map workers, the planner) stay out.
-                self._pool = ProcessPoolExecutor(max_workers=1, mp_context=get_context("spawn"))
-            pending.future = self._pool.submit(replay_scores, *args)
-        else:
-            pending.scores = replay_scores(*args)
-        self._pending = pending
         if not cfg.lag:
+            pending.scores = replay_scores(*args)
             self._finish(pending, tick)
+            return
+        if self._pool is None:
+            # A fresh interpreter: the loop's threads (map workers, the planner) stay out.
+            self._pool = ProcessPoolExecutor(max_workers=1, mp_context=get_context("spawn"))
+        pending.future = self._pool.submit(replay_scores, *args)
+        self._pending = pending
 
     def _finish(self, pending: _Pending, tick: int) -> None:
         """Tell the search the scores; its mean takes over if it replays better than the fleet's."""

@@ -8,6 +8,7 @@ import pytest
 from fleetmind.dispatch.executors import (
     CongestionExecutor,
     GuidanceExecutor,
+    LearnedGuidanceExecutor,
     PibtOrderExecutor,
     ShortestPathExecutor,
     ShortestPathRandomExecutor,
@@ -280,3 +281,28 @@ def test_the_compiled_traffic_pass_equals_the_numpy_reference(grid, fleet_scene,
         if len(taken) == len(pos):
             pos = nxt.astype(np.int32)
         active = active if tick % 7 else ~active | (rng.random(len(pos)) < 0.7)
+
+
+@pytest.mark.parametrize("cls", [*EXECUTORS, LearnedGuidanceExecutor])
+def test_the_one_call_ranking_equals_ordering_the_costs(grid, cls) -> None:
+    # ``rank`` runs a tick in one compiled call; ``costs`` then ``order`` are the same steps one
+    # by one. Random scenes every tick, some robots idle, goals off the pickups, then a reroute.
+    from fleetmind.dispatch.traffic import order
+
+    fused, stepwise = cls(grid, seed=3), cls(grid, seed=3)
+    rng = np.random.default_rng(1)
+    free = np.argwhere(~grid.blocked)
+    for tick in range(30):
+        if tick == 15:
+            closed = [tuple(int(v) for v in free[k]) for k in rng.choice(len(free), 5)]
+            fused.reroute(closed)
+            stepwise.reroute(closed)
+        pos = free[rng.choice(len(free), 60, replace=False)].astype(np.int32)
+        goal = free[rng.choice(len(free), 60)].astype(np.int32)
+        active = rng.random(60) < 0.8
+        got = fused.rank(pos, goal, active, None, tick)
+        idx = np.flatnonzero(active)
+        key, ties = stepwise.costs(pos, goal, idx)
+        want = np.tile(np.arange(5), (60, 1))
+        want[idx] = order(key, ties)
+        assert np.array_equal(got, want), tick

@@ -468,9 +468,16 @@ class CongestionExecutor(ShortestPathRandomExecutor):
         terms = [wt.occupied, wt.stayer, wt.head_on, wt.incoming, wt.traffic, wt.against]
         return np.array(terms, dtype=np.float64)
 
+    @property
+    def routes(self) -> DistanceOracle:
+        """The maps route costs come from: here the plain distances (the loop's own)."""
+        return self.oracle
+
     def step_costs(self, pos: NDArray[np.int32], goal: NDArray[np.int32]) -> NDArray[np.int64]:
-        """``(M, 5)`` route cost of each action before traffic: here the distance after it."""
-        return self.distances(pos, goal)
+        """``(M, 5)`` route cost of each action before traffic, read in :attr:`routes`."""
+        w = self._shape[1]
+        here = pos[:, 0].astype(np.int64) * w + pos[:, 1]
+        return self.routes.after_moves(goal[:, 0].astype(np.int64) * w + goal[:, 1], here)
 
     def reroute(self, closed: list[tuple[int, int]]) -> None:
         """Route around closed cells; the traffic pass takes them as walls too."""
@@ -480,10 +487,18 @@ class CongestionExecutor(ShortestPathRandomExecutor):
     def rank_active(
         self, fleet: FleetTick, ranking: NDArray[np.int64], idx: NDArray[np.intp]
     ) -> None:
-        """Rank actions by distance plus congestion cost."""
-        key, ties = self.costs(fleet.pos, fleet.goal, idx)  # every call: it advances traffic
-        if len(idx):
-            ranking[idx] = traffic_order(key, ties)
+        """Rank actions by route cost plus congestion cost: :meth:`costs`, then the order.
+
+        One compiled call per tick (``TrafficState.rank``): the same rankings as ordering the
+        costs of :meth:`costs`, with no trip through Python per step.
+        """
+        pos, goal = fleet.pos, fleet.goal
+        w = self._shape[1]
+        here = pos[:, 0].astype(np.int64) * w + pos[:, 1]  # (N,) flat cells
+        tgt = goal[idx, 0].astype(np.int64) * w + goal[idx, 1]  # (M,) flat targets
+        routes = self.routes.reader(tgt)
+        ties = self.rng.random((len(idx), N_ACTIONS)) if len(idx) else np.zeros((0, N_ACTIONS))
+        self.traffic.rank(here, idx, routes, ties, ranking)  # every call: it advances traffic
 
     def costs(
         self, pos: NDArray[np.int32], goal: NDArray[np.int32], idx: NDArray[np.intp]
@@ -621,11 +636,10 @@ class GuidanceExecutor(CongestionExecutor):
         super().reroute(closed)
         self._build(self.grid)
 
-    def step_costs(self, pos: NDArray[np.int32], goal: NDArray[np.int32]) -> NDArray[np.int64]:
-        """``(M, 5)`` step weight plus weighted cost to target after each action."""
-        w = self._shape[1]
-        here = pos[:, 0].astype(np.int64) * w + pos[:, 1]
-        return self.guide.after_moves(goal[:, 0].astype(np.int64) * w + goal[:, 1], here)
+    @property
+    def routes(self) -> DistanceOracle:
+        """The maps route costs come from: the guidance graph's (step weight plus the rest)."""
+        return self.guide
 
 
 class LearnedGuidanceExecutor(GuidanceExecutor):

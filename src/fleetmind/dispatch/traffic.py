@@ -18,6 +18,7 @@ import numba
 import numpy as np
 from numpy.typing import NDArray
 
+from fleetmind.sim.distances import RouteReader, gather_after_moves
 from fleetmind.sim.grid import DELTAS
 
 _POW_TABLE = 4096
@@ -199,6 +200,96 @@ def order(key: NDArray[np.float64], ties: NDArray[np.float64]) -> NDArray[np.int
     return out
 
 
+_RANK_SIG = [
+    numba.void(
+        _I1,
+        _I1,
+        _I1,
+        slab[:, ::1],
+        _I1,
+        numba.int64,
+        numba.boolean[::1],
+        numba.int64,
+        numba.uint16[:, ::1],
+        numba.boolean,
+        numba.int64,
+        numba.int32[:, ::1],
+        _F2,
+        numba.int64,
+        _F2,
+        _F1,
+        numba.float64,
+        _F1,
+        _I2,
+        _I1,
+        _I2,
+    )
+    for slab in (numba.uint16, numba.int32)
+]
+
+
+@numba.njit(_RANK_SIG, cache=True, nogil=True)
+def _rank(
+    here: NDArray[np.int64],
+    last: NDArray[np.int64],
+    idx: NDArray[np.int64],
+    slab: NDArray[np.integer],
+    slots: NDArray[np.int64],
+    none: int,
+    route_blocked: NDArray[np.bool_],
+    width: int,
+    step: NDArray[np.uint16],
+    stepped: bool,
+    height: int,
+    deltas: NDArray[np.int32],
+    ties: NDArray[np.float64],
+    tick: int,
+    counts: NDArray[np.float64],
+    table: NDArray[np.float64],
+    decay: float,
+    wt: NDArray[np.float64],
+    claims: NDArray[np.int64],
+    intent: NDArray[np.int64],
+    ranking: NDArray[np.int64],
+) -> None:
+    """A whole tick in one call: count it, read route costs, add traffic, order the rows ``idx``.
+
+    The same steps as :func:`_advance`, ``DistanceOracle.after_moves``, :func:`_keys` and
+    :func:`order` called one by one, without a trip through Python between them.
+    """
+    _advance(here, last, tick, counts, table, decay, width)
+    m = idx.shape[0]
+    if m == 0:
+        return
+    at = np.empty(m, dtype=np.int64)
+    for j in range(m):
+        at[j] = here[idx[j]]
+    dist = np.empty((m, 5), dtype=np.int64)
+    gather_after_moves(slab, slots, none, at, route_blocked, width, step, stepped, dist)
+    # The route maps' walls (the traffic pass's own, after any reroute), in cache from the gather.
+    key = _keys(
+        here,
+        idx,
+        dist,
+        route_blocked,
+        height,
+        width,
+        deltas,
+        ties,
+        tick,
+        counts,
+        table,
+        decay,
+        wt,
+        claims,
+        intent,
+    )
+    best = order(key, ties)
+    for j in range(m):
+        for a in range(5):
+            ranking[idx[j], a] = best[j, a]
+
+
 class TrafficState:
     """Decayed traffic counts of one map and the compiled cost pass over them.
 
@@ -273,3 +364,52 @@ class TrafficState:
                 self._intent,
             )
         )
+
+    def rank(
+        self,
+        here: NDArray[np.int64],
+        idx: NDArray[np.intp],
+        routes: RouteReader,
+        ties: NDArray[np.float64],
+        ranking: NDArray[np.int64],
+    ) -> None:
+        """Count one tick and write the rows ``idx`` of ``ranking``, all in one compiled call.
+
+        The same as :meth:`advance`, the route costs ``routes`` give, :meth:`keys` and
+        :func:`order`, one after the other.
+
+        Args:
+            here: ``(N,)`` flat cells of every robot.
+            idx: ``(M,)`` the robots to rank.
+            routes: the route costs to the targets of ``idx`` (``DistanceOracle.reader``).
+            ties: ``(M, 5)`` their random tie-breakers.
+            ranking: ``(N, 5)`` rankings; rows ``idx`` are written.
+        """
+        if len(self._intent) != len(here):
+            self._intent = np.empty(len(here), dtype=np.int64)
+        at = np.ascontiguousarray(here, dtype=np.int64)
+        self.tick += 1
+        _rank(
+            at,
+            self.last,
+            np.asarray(idx, dtype=np.int64),
+            routes.slab,
+            routes.slots,
+            routes.none,
+            routes.blocked,
+            routes.width,
+            routes.step,
+            routes.stepped,
+            self.shape[0],
+            DELTAS,
+            ties,
+            self.tick,
+            self.counts,
+            self.table,
+            self.decay,
+            self.weights,
+            self.claims,
+            self._intent,
+            ranking,
+        )
+        self.last = at.copy()

@@ -26,6 +26,7 @@ from __future__ import annotations
 import queue
 import threading
 from collections.abc import Iterable
+from typing import NamedTuple
 
 import numba
 import numpy as np
@@ -253,7 +254,7 @@ def grid_dial(
         before = used
 
 
-_AFTER_MOVES_SIG = [
+_GATHER_SIG = [
     numba.void(
         slab[:, ::1],
         numba.int64[::1],
@@ -269,8 +270,8 @@ _AFTER_MOVES_SIG = [
 ]
 
 
-@numba.njit(_AFTER_MOVES_SIG, cache=True, nogil=True)
-def _after_moves(
+@numba.njit(_GATHER_SIG, cache=True, nogil=True)
+def gather_after_moves(
     slab: NDArray[np.integer],
     slots: NDArray[np.int64],
     none: int,
@@ -313,6 +314,45 @@ def _after_moves(
                 out[j, a] = raw
 
 
+_PAIR = numba.types.UniTuple(numba.int64, 2)  # type: ignore[no-untyped-call]
+
+
+@numba.njit(
+    _PAIR(numba.int64[::1], numba.int64[::1], numba.int64[::1], numba.int64, numba.int64[::1]),
+    cache=True,
+    nogil=True,
+)
+def _touch(
+    targets: NDArray[np.int64],
+    slot_of: NDArray[np.int64],
+    used: NDArray[np.int64],
+    clock: int,
+    missing: NDArray[np.int64],
+) -> tuple[int, int]:
+    """Mark the held maps of ``targets`` used at ``clock``; list the distinct missing ones.
+
+    Returns ``(held, k)``: how many distinct targets have a map, and how many distinct ones do
+    not (written to ``missing[:k]`` in first-seen order). No sort: a tick reads one target per
+    robot, almost all of them held.
+    """
+    held = 0
+    k = 0
+    for t in targets:
+        s = slot_of[t]
+        if s >= 0:
+            if used[s] != clock:
+                used[s] = clock
+                held += 1
+            continue
+        for q in range(k):
+            if missing[q] == t:
+                break
+        else:
+            missing[k] = t
+            k += 1
+    return held, k
+
+
 def _route_bound(blocked: NDArray[np.bool_], top: int) -> int:
     """An upper bound on any finite route cost with move weights at most ``top``.
 
@@ -337,6 +377,28 @@ def _route_bound(blocked: NDArray[np.bool_], top: int) -> int:
         seen |= reached
         worst = max(worst, min(2 * int(out[reached].max()), int(reached.sum())))
     return worst * top
+
+
+class RouteReader(NamedTuple):
+    """What :func:`gather_after_moves` reads for some targets, but for the cells and the output.
+
+    Attributes:
+        slab: the oracle's maps, a row per target.
+        slots: ``(M,)`` the row of each target's map.
+        none: the value of "no path" in ``slab``.
+        blocked: ``(H * W,)`` walls.
+        width: the map's width.
+        step: ``(H * W, 5)`` each action's own weight (weighted oracle; else unread).
+        stepped: whether a move's weight is added to the map value.
+    """
+
+    slab: NDArray[np.integer]
+    slots: NDArray[np.int64]
+    none: int
+    blocked: NDArray[np.bool_]
+    width: int
+    step: NDArray[np.uint16]
+    stepped: bool
 
 
 class DistanceOracle:
@@ -369,6 +431,7 @@ class DistanceOracle:
         self._blocked = np.ascontiguousarray(grid.blocked, dtype=np.bool_).reshape(-1)
         self._cells = h * w
         self._weights: NDArray[np.uint16] | None = None
+        self._unit_step = np.ones((1, 5), dtype=np.uint16)  # unread: plain maps add no step
         self._top = 1
         if weights is None:
             # A path never has more moves than there are free cells.
@@ -498,18 +561,19 @@ class DistanceOracle:
             self._store(flat, dist)
 
     def _ensure(self, flats: NDArray[np.int64], *, keep_all: bool) -> None:
-        """Make sure the maps of the distinct targets ``flats`` are held.
+        """Make sure the maps of the targets ``flats`` (repeats allowed) are held.
 
         With ``keep_all`` the cache grows to hold them all at once (they are read together).
         """
+        flats = np.ascontiguousarray(flats, dtype=np.int64)
         self._absorb()
-        if keep_all:
-            self.reserve(len(flats))
-        have = self._slot_of[flats]
         self._clock += 1
         # Touch what is there first, so that storing the missing maps never evicts them.
-        self._used[have[have >= 0]] = self._clock
-        for flat in flats[have < 0].tolist():
+        missing = np.empty(len(flats), dtype=np.int64)
+        held, k = _touch(flats, self._slot_of, self._used, self._clock, missing)
+        if keep_all:
+            self.reserve(held + k)
+        for flat in sorted(missing[:k].tolist()):
             self._store(flat)
             self.computed += 1
 
@@ -571,7 +635,7 @@ class DistanceOracle:
             raise ValueError(f"cells: expected {len(tgt)} rows, got shape {at.shape}")
         if tgt.size == 0:
             return np.zeros(at.shape, dtype=np.int64)
-        self._ensure(np.unique(tgt), keep_all=True)
+        self._ensure(tgt, keep_all=True)
         assert self._slab is not None
         slots = self._slot_of[tgt].reshape(tgt.shape + (1,) * (at.ndim - 1))
         raw = self._slab[slots, np.maximum(at, 0)]
@@ -589,7 +653,7 @@ class DistanceOracle:
         """
         tgt = np.asarray(targets, dtype=np.int64).reshape(-1)
         if tgt.size:
-            self._ensure(np.unique(tgt), keep_all=True)
+            self._ensure(tgt, keep_all=True)
         if self._slab is None:
             self._slab = np.empty((self.max_cached, self._cells), dtype=self._dtype)
         return self._slab, self._slot_of[tgt], self._none
@@ -611,12 +675,19 @@ class DistanceOracle:
         out = np.empty((len(tgt), 5), dtype=np.int64)
         if not len(tgt):
             return out
-        slab, slots, none = self.maps(tgt)
-        step = self._weights if self._weights is not None else np.ones((1, 5), dtype=np.uint16)
-        w = self.shape[1]
-        args = (slab, slots, none, at, self._blocked, w, step, self._weights is not None, out)
-        _after_moves(*args)
+        slab, slots, none, blocked, width, step, stepped = self.reader(tgt)
+        gather_after_moves(slab, slots, none, at, blocked, width, step, stepped, out)
         return out
+
+    def reader(self, targets: ArrayLike) -> RouteReader:
+        """What a compiled kernel reads for route costs to ``targets`` (a :class:`RouteReader`).
+
+        Stores any missing map first; valid until the next call that may store a map.
+        """
+        slab, slots, none = self.maps(targets)
+        stepped = self._weights is not None
+        step = self._weights if self._weights is not None else self._unit_step
+        return RouteReader(slab, slots, none, self._blocked, self.shape[1], step, stepped)
 
     def to(self, target: Cell) -> NDArray[np.int32]:
         """``(H, W)`` moves from every cell to ``target`` (a fresh array)."""

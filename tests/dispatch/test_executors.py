@@ -10,7 +10,7 @@ from fleetmind.dispatch.executors import (
     ShortestPathExecutor,
     ShortestPathRandomExecutor,
 )
-from fleetmind.sim.distances import DistanceOracle
+from fleetmind.sim.distances import UNREACHABLE, DistanceOracle
 from fleetmind.sim.grid import DELTAS, WAIT
 from fleetmind.sim.maps import load_map
 from fleetmind.sim.observe import N_HEURISTIC
@@ -132,3 +132,38 @@ def test_random_ties_registered_and_a_seeded_run_replays(grid) -> None:
     assert results[0] == results[1]
     assert results[0][0] > 0
     assert results[0][2] == 0
+
+
+ROOM = "\n".join(["x....", ".....", ".....", ".....", "....S"])
+
+
+@pytest.mark.parametrize("name", ["rl", "rl-guided", "shortest-path"])
+def test_a_closed_cell_is_a_wall_to_the_policy_and_its_distances(name) -> None:
+    # (2, 2) to (0, 2): the straight way up column 2 is closed at (1, 2).
+    from fleetmind.dispatch.executors import GuidedRLExecutor
+    from fleetmind.sim.grid import UP
+    from fleetmind.sim.maps import parse_text_map
+
+    room = parse_text_map(ROOM, source="room")
+    make = {"rl": RLExecutor, "rl-guided": GuidedRLExecutor, "shortest-path": ShortestPathExecutor}
+    ex = make[name](room)
+    pos, goal, active = np.array([[2, 2]], np.int32), np.array([[0, 2]], np.int32), np.ones(1, bool)
+    assert ex.oracle.lookup([2], [12])[0] == 2  # two moves before the cell closes
+    ex.reroute([(1, 2)])
+    # The distances the executor (and the loop, which shares them) reads go round the cell.
+    assert ex.oracle.lookup([2], [12])[0] == 4
+    assert ex.oracle.lookup([2], [7])[0] >= UNREACHABLE
+    observer = getattr(ex, "observer", None)
+    if observer is not None:
+        assert observer.oracle is ex.oracle
+        obs = observer(pos[None], goal[None], np.zeros((1, 1), bool), active[None])[0, 0]
+        k = 2 * observer.radius + 1
+        walls = obs[: k * k].reshape(k, k)
+        assert walls[observer.radius - 1, observer.radius] == 1.0  # the closed cell above
+    # Moving into the closed cell is the last resort of the fallback order.
+    ranking = ex.rank(pos, goal, active)[0]
+    assert ranking[0] != UP
+    assert ranking[-1] == UP
+    # Reopened: the straight way is back.
+    ex.reroute([])
+    assert ex.oracle.lookup([2], [12])[0] == 2

@@ -84,8 +84,10 @@ class RankingExecutor(ABC):
 
     :meth:`rank` starts from the identity ranking (WAIT first, as idle robots want) and hands
     :meth:`rank_active` the fleet and the indices of the robots that have a target. Each
-    subclass sets the ``name`` of the :class:`Executor` contract.
+    subclass sets the ``name`` of the :class:`Executor` contract and its map, ``grid``.
     """
+
+    grid: GridMap
 
     def rank(
         self,
@@ -106,6 +108,11 @@ class RankingExecutor(ABC):
         self, fleet: FleetTick, ranking: NDArray[np.int64], idx: NDArray[np.intp]
     ) -> None:
         """Write the rankings of the active robots ``idx`` into the rows of ``ranking``."""
+
+    def _with_walls(self, closed: list[tuple[int, int]]) -> GridMap:
+        """The map the executor was built on, with ``closed`` as walls (its ``grid``, first)."""
+        base: GridMap = self.__dict__.setdefault("_base_grid", self.grid)
+        return base.with_walls(closed)
 
 
 class ShortestPathExecutor(RankingExecutor):
@@ -128,16 +135,8 @@ class ShortestPathExecutor(RankingExecutor):
 
         A robot standing on a closed cell still ranks the moves off it by their distance.
         """
-        import dataclasses
-
-        base = getattr(self, "_base_grid", self.grid)
-        self._base_grid = base
-        blocked = base.blocked.copy()
-        for r, c in closed:
-            blocked[r, c] = True
-        grid = dataclasses.replace(base, blocked=blocked) if closed else base
-        self.grid = grid
-        self.oracle = DistanceOracle(grid)
+        self.grid = self._with_walls(closed)
+        self.oracle = DistanceOracle(self.grid)
 
     def distances(self, pos: NDArray[np.int32], goal: NDArray[np.int32]) -> NDArray[np.int64]:
         """``(N, 5)`` distance to target after each action (UNREACHABLE for blocked moves)."""
@@ -224,6 +223,17 @@ class PolicyExecutor(RankingExecutor):
     def logits(self, obs: NDArray[np.float32]) -> NDArray[np.float32]:
         """``(M, 5)`` action logits for ``(M, D)`` observations."""
 
+    def reroute(self, closed: list[tuple[int, int]]) -> None:
+        """Route around closed cells: the policy sees them as walls.
+
+        Its heuristic channels (and the shortest-path order of its fallbacks) read distances
+        on the map with them.
+        """
+        self.grid = self._with_walls(closed)
+        self.observer = LocalObserver.for_map(
+            self.grid, self.observer.radius, heuristic=self.observer.oracle is not None
+        )
+
     def rank_active(
         self, fleet: FleetTick, ranking: NDArray[np.int64], idx: NDArray[np.intp]
     ) -> None:
@@ -267,6 +277,7 @@ class RLExecutor(PolicyExecutor):
         torch.set_num_threads(1)
         self.policy = NavPolicy.load(policy_path or default_policy_path())
         self.fallback = fallback
+        self.grid = grid
         self.observer = LocalObserver.for_map(grid, self.policy.radius)
 
     def logits(self, obs: NDArray[np.float32]) -> NDArray[np.float32]:
@@ -293,6 +304,7 @@ class LLMDirectExecutor(RankingExecutor):
 
     def __init__(self, client: ChatClient, grid: GridMap, *, max_robots: int = 12) -> None:
         self.client = client
+        self.grid = grid
         self.fallback = ShortestPathExecutor(grid)
         self.max_robots = max_robots
         self.calls = 0
@@ -357,6 +369,16 @@ class LLMDirectExecutor(RankingExecutor):
             if a is not None:
                 row = [a, *[x for x in ranking[i] if x != a]]
                 ranking[i] = row
+
+    def reroute(self, closed: list[tuple[int, int]]) -> None:
+        """Route around closed cells: the shortest-path order behind the model's moves does."""
+        self.fallback.reroute(closed)
+        self.grid = self.fallback.grid
+
+    @property
+    def oracle(self) -> DistanceOracle:
+        """The fallback's distance maps; the control loop shares them."""
+        return self.fallback.oracle
 
     def stats(self) -> dict[str, Any]:
         """LLM calls, failures, tokens and latency of the executor."""
@@ -762,16 +784,22 @@ class GuidedRLExecutor(GuidanceExecutor):
             if fresh
             else nav_guided.GuidedPolicy.load(policy_path or nav_guided.default_guided_path())
         )
-        self.observer = LocalObserver(
-            grid.blocked,
-            grid.pickups,
-            2,
-            oracle=self.oracle,
-            task_cells=grid.pickups | grid.stations,
-        )
+        self.observer = self._observer()
         self.learner = nav_guided.OnlineLearner(self.policy, learn) if learn is not None else None
         self._prev: tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.bool_]] | None = None
         self._nav = nav_guided
+
+    def _observer(self) -> LocalObserver:
+        """The policy's window on the executor's map, its heuristic read in the plain maps."""
+        g = self.grid
+        return LocalObserver(
+            g.blocked, g.pickups, 2, oracle=self.oracle, task_cells=g.pickups | g.stations
+        )
+
+    def reroute(self, closed: list[tuple[int, int]]) -> None:
+        """Route around closed cells: guidance's maps, and the policy's window, with them."""
+        super().reroute(closed)
+        self.observer = self._observer()
 
     def rank_active(
         self, fleet: FleetTick, ranking: NDArray[np.int64], idx: NDArray[np.intp]

@@ -283,6 +283,7 @@ class RLlibExecutor(PolicyExecutor):
         loaded: Any = RLModule.from_checkpoint(str(module_dir))
         loaded.eval()  # a torch module: inference mode for dropout/normalisation layers
         self.module = loaded
+        self.grid = grid
         self.observer = LocalObserver.for_map(grid, radius, heuristic=heuristic)
         space = getattr(self.module, "observation_space", None)
         expected = getattr(space, "shape", None)

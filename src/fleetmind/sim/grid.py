@@ -11,7 +11,7 @@ Actions are integers shared by every tier::
 from __future__ import annotations
 
 from collections.abc import Collection
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Final
 
 import numpy as np
@@ -92,3 +92,12 @@ class GridMap:
         """The free cells next to ``cell`` (up, down, left, right) not in ``taken``."""
         near = [(cell[0] + int(d[0]), cell[1] + int(d[1])) for d in DELTAS[1:]]
         return [c for c in near if self.is_free(c) and c not in taken]
+
+    def with_walls(self, cells: Collection[Cell]) -> GridMap:
+        """This map with ``cells`` blocked too (closed aisles, stopped robots); self if none."""
+        if not cells:
+            return self
+        blocked = self.blocked.copy()
+        for r, c in cells:
+            blocked[r, c] = True
+        return replace(self, blocked=blocked)

@@ -613,6 +613,12 @@ class DistanceOracle:
                         self._worker = None
                         return
                 continue
+            # The caller's thread may have made this map since (it was needed before it was
+            # ready): a worker that made it again would fall further behind the requests.
+            if self._slot_of[flat] >= 0:
+                with self._lock:
+                    self._queued.discard(flat)
+                continue
             dist = self._bfs(flat)
             with self._lock:
                 self._ready[flat] = dist

@@ -82,7 +82,8 @@ def test_learning_bench_compares_learning_with_the_same_runs_without_updates(lea
     args = ["bench", "executors", "--learn", "--quick", "--learn-executor", learner]
     res = CliRunner().invoke(app, [*args, "--json"])
     assert res.exit_code == 0, res.output
-    result = json.loads(res.stdout)
+    (result,) = json.loads(res.stdout)["cases"]
+    assert (result["map"], result["robots"]) == ("warehouse-small", 12)
     runs = result["runs"]
     greedy = {"rl-guided greedy"} if learner == "rl-guided" else set()
     assert set(runs) == {"learning", "no updates", "guidance"} | greedy

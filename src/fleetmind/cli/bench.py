@@ -432,7 +432,17 @@ def bench_executors(
         typer.Option(help="--learn: the executor that learns (learned-guidance or rl-guided)."),
     ] = "learned-guidance",
     learn_steps: Annotated[int, typer.Option(min=10, help="--learn: ticks of each run.")] = 5000,
-    learn_robots: Annotated[int, typer.Option(min=1, help="--learn: robots.")] = 150,
+    learn_map: Annotated[
+        str | None,
+        typer.Option(
+            help="--learn: one held-out map. [default: both of the bench's, warehouse-medium "
+            "at 150 robots and the warehouse-small preset at 80]"
+        ),
+    ] = None,
+    learn_robots: Annotated[
+        int | None,
+        typer.Option(min=1, help="--learn: robots. [default: each map's case, else 150]"),
+    ] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Executors with the shield: RL against shortest path, PIBT order, congestion, guidance."""
@@ -444,16 +454,23 @@ def bench_executors(
 
         raise ConfigError("--seeds: expected at least one seed")
     if learn:
-        small = {"map_name": "warehouse-small", "robots": 12, "steps": 300, "every": 30}
-        sizes = small if quick else {"robots": learn_robots, "steps": learn_steps}
-        found = bench.learning(
+        known = dict(bench.LEARN_CASES)
+        held_out: tuple[tuple[str, int], ...]
+        if quick:
+            held_out, sizes = (("warehouse-small", 12),), {"steps": 300, "every": 30}
+        else:
+            sizes = {"steps": learn_steps}
+            maps = [learn_map] if learn_map else list(known)
+            held_out = tuple((m, learn_robots or known.get(m, 150)) for m in maps)
+        found = bench.learning_cases(
+            held_out,
             executor=learn_executor,
             **sizes,
             seeds=tuple(seed_list[:1] if quick else seed_list),
             workers=workers,
             progress=_progress(as_json),
         )
-        show(found, as_json=as_json, table=bench.format_learning)
+        show(found, as_json=as_json, table=bench.format_learning_cases)
         return
     chosen = bench.select(cases, executors)
     result = bench.run(

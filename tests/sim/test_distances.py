@@ -231,3 +231,71 @@ def test_after_moves_reads_each_actions_cell_plus_its_weight(
             rest = oracle.between((rr, cc), (t // w, t % w))
             step = int(weights[here[j], a]) if weights is not None else 0
             assert got[j, a] == (UNREACHABLE if rest >= UNREACHABLE else rest + step)
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("seed", range(6))
+def test_a_rerouted_oracle_reads_what_a_new_search_gives(weighted: bool, seed: int) -> None:
+    # Walls come and go (a robot stops, an aisle closes, a repair reopens a cell); every map
+    # the rerouted oracle holds or makes equals a new oracle's, whether it was kept or dropped.
+    from fleetmind.sim.maps import load_map
+
+    rng = np.random.default_rng(seed)
+    base = load_map("warehouse-small")
+    h, w = base.shape
+    free = np.flatnonzero(~base.blocked.ravel())
+
+    def weights_of(grid: GridMap) -> NDArray[np.int64] | None:
+        if not weighted:
+            return None
+        if seed % 2 == 0:
+            return rng_weights  # guidance's crisscross: the same whatever the walls
+        # Weights that depend on the walls, as a learned guidance graph's do: dearer beside one.
+        near = np.zeros((h + 2, w + 2), dtype=np.int64)
+        near[1:-1, 1:-1] = grid.blocked
+        beside = near[:-2, 1:-1] + near[2:, 1:-1] + near[1:-1, :-2] + near[1:-1, 2:]
+        wt = np.tile(rng_weights, 1)
+        wt[:, 1:] += beside.reshape(-1, 1)
+        return wt
+
+    rng_weights = rng.integers(1, 3, size=(h * w, 5))
+    picked = rng.choice(free, 30, replace=False)
+    targets = [tuple(int(v) for v in divmod(int(c), w)) for c in picked]
+    grid = base
+    oracle = DistanceOracle(grid, weights=weights_of(grid))
+    closed: set[tuple[int, int]] = set()
+    for _ in range(6):
+        for t in targets:
+            oracle.to(t)  # held before the change
+        cells = [tuple(int(v) for v in divmod(int(c), w)) for c in rng.choice(free, 1)]
+        if closed and rng.random() < 0.5:
+            closed -= {min(closed)}  # a stopped robot moves on
+        closed |= set(cells)
+        grid = base.with_walls(sorted(closed))
+        oracle = oracle.rerouted(grid, weights=weights_of(grid))
+        fresh = DistanceOracle(grid, weights=weights_of(grid))
+        for t in targets:
+            assert np.array_equal(oracle.to(t), fresh.to(t)), t
+    if not weighted or seed % 2 == 0:
+        assert oracle.kept > 0  # the point of it: some maps survive a change
+
+
+def test_an_aisle_closed_and_reopened_keeps_the_maps_it_never_touched() -> None:
+    # A block fault closes four cells in a row and lifts them: reopened cells take their values
+    # from each other, and the maps on the far side of the map never need a new search.
+    from fleetmind.sim.maps import load_map
+
+    base = load_map("warehouse-medium")
+    rows, cols = np.nonzero(~base.blocked)
+    r, c = int(rows[len(rows) // 2]), int(cols[len(cols) // 2])
+    aisle = [(r, c + k) for k in range(4) if not base.blocked[r, c + k]]
+    targets = [(int(a), int(b)) for a, b in zip(rows[::97], cols[::97], strict=True)]
+    oracle = DistanceOracle(base)
+    for grid in (base.with_walls(aisle), base):
+        for t in targets:
+            oracle.to(t)
+        oracle = oracle.rerouted(grid)
+        fresh = DistanceOracle(grid)
+        for t in targets:
+            assert np.array_equal(oracle.to(t), fresh.to(t)), t
+    assert oracle.kept > 0

@@ -116,8 +116,14 @@ class RankingExecutor(ABC):
     ) -> None:
         """Write the rankings of the active robots ``idx`` into the rows of ``ranking``."""
 
+    @property
+    def base_grid(self) -> GridMap:
+        """The map the executor was built on, before any closed cells (``reroute``)."""
+        base: GridMap = self.__dict__.get("_base_grid", self.grid)
+        return base
+
     def _with_walls(self, closed: list[tuple[int, int]]) -> GridMap:
-        """The map the executor was built on, with ``closed`` as walls (its ``grid``, first)."""
+        """The map the executor was built on, with ``closed`` as walls."""
         base: GridMap = self.__dict__.setdefault("_base_grid", self.grid)
         return base.with_walls(closed)
 
@@ -143,7 +149,8 @@ class ShortestPathExecutor(RankingExecutor):
         A robot standing on a closed cell still ranks the moves off it by their distance.
         """
         self.grid = self._with_walls(closed)
-        self.oracle = DistanceOracle(self.grid)
+        # The maps a change of walls leaves exact are kept, the rest made again when read.
+        self.oracle = self.oracle.rerouted(self.grid)
 
     def distances(self, pos: NDArray[np.int32], goal: NDArray[np.int32]) -> NDArray[np.int64]:
         """``(N, 5)`` distance to target after each action (UNREACHABLE for blocked moves)."""
@@ -236,9 +243,14 @@ class PolicyExecutor(RankingExecutor):
         Its heuristic channels (and the shortest-path order of its fallbacks) read distances
         on the map with them.
         """
-        self.grid = self._with_walls(closed)
-        self.observer = LocalObserver.for_map(
-            self.grid, self.observer.radius, heuristic=self.observer.oracle is not None
+        g = self.grid = self._with_walls(closed)
+        oracle = self.observer.oracle
+        self.observer = LocalObserver(
+            g.blocked,
+            g.pickups,
+            self.observer.radius,
+            oracle=oracle.rerouted(g) if oracle is not None else None,
+            task_cells=g.pickups | g.stations,
         )
 
     def rank_active(
@@ -630,8 +642,12 @@ class GuidanceExecutor(CongestionExecutor):
         return np.where(with_way, 1, int(self.highway)).astype(np.int64)
 
     def _build(self, grid: GridMap) -> None:
-        """The step weights of ``grid`` and a guidance oracle on them, pickups' maps made."""
-        self._step = self.step_weights(grid)
+        """Step weights and a guidance oracle on ``grid``'s walls, pickups' maps made.
+
+        The weights are the map's as built (:attr:`base_grid`): a closed cell is a wall to
+        route around, not a change of the map's lanes.
+        """
+        self._step = self.step_weights(self.base_grid)
         # Room for the pickups' maps and as many more; :meth:`reserve` makes room for a fleet.
         # A small cache whose rows are reused stays in warm memory, where storing a map into
         # a row never written costs a page fault per page inside the tick.
@@ -643,8 +659,13 @@ class GuidanceExecutor(CongestionExecutor):
         )
         if self._fleet:
             self.reserve(self._fleet)
-        if pickups <= self.guide.max_cached // 2:
-            self.guide.prefetch((int(r), int(c)) for r, c in np.argwhere(grid.pickups))
+        self._prefetch_pickups()
+
+    def _prefetch_pickups(self) -> None:
+        """Make the pickups' guidance maps now (those not held), when they fit the cache."""
+        pickups = self.grid.pickups
+        if pickups.sum() <= self.guide.max_cached // 2:
+            self.guide.prefetch((int(r), int(c)) for r, c in np.argwhere(pickups))
 
     def request(self, targets: list[tuple[int, int]]) -> None:
         """Have the guidance maps of ``targets`` made in the background (needed soon)."""
@@ -661,9 +682,17 @@ class GuidanceExecutor(CongestionExecutor):
         self.guide.reserve(2 * robots + int(self.grid.pickups.sum()) + 64, touch=True)
 
     def reroute(self, closed: list[tuple[int, int]]) -> None:
-        """Route around closed cells: plain and guidance maps of the map with them as walls."""
+        """Route around closed cells: plain and guidance maps of the map with them as walls.
+
+        The move weights stay the map's as built (a closed cell is a wall to route around, not
+        a change of the lanes), so a guidance map stays exact unless a route it holds ran
+        through a closed cell or can now run through a reopened one: those are kept
+        (``DistanceOracle.rerouted``), the pickups' missing ones made again now, the rest when
+        read.
+        """
         super().reroute(closed)
-        self._build(self.grid)
+        self.guide = self.guide.rerouted(self.grid, weights=self._step)
+        self._prefetch_pickups()
 
     @property
     def routes(self) -> DistanceOracle:

@@ -353,6 +353,135 @@ def _touch(
     return held, k
 
 
+@numba.njit(inline="always", nogil=True)
+def _value(
+    row: NDArray[np.integer], at: NDArray[np.int64], fresh: NDArray[np.int64], v: int
+) -> int:
+    """The map value of ``v``: a reopened cell's new value, else the row's."""
+    k = at[v]
+    return int(fresh[k]) if k >= 0 else int(row[v])
+
+
+@numba.njit(inline="always", nogil=True)
+def _best(
+    row: NDArray[np.integer],
+    at: NDArray[np.int64],
+    fresh: NDArray[np.int64],
+    none: int,
+    target: int,
+    u: int,
+    blocked: NDArray[np.bool_],
+    width: int,
+    n: int,
+    step: NDArray[np.uint16],
+    stepped: bool,
+) -> int:
+    """What a search gives the free cell ``u``: 0 at the target, else the least neighbour."""
+    if u == target:
+        return 0
+    best = none
+    c = u % width
+    for a in range(1, 5):
+        if a == 1:
+            v = u - width
+        elif a == 2:
+            v = u + width
+        elif a == 3:
+            v = u - 1 if c > 0 else -1
+        else:
+            v = u + 1 if c < width - 1 else -1
+        if v < 0 or v >= n or blocked[v]:
+            continue
+        d = _value(row, at, fresh, v)
+        if d == none:
+            continue
+        cost = d + (int(step[u, a]) if stepped else 1)
+        if best == none or cost < best:
+            best = cost
+    return best
+
+
+_STILL_EXACT_SIG = [
+    numba.boolean(
+        slab[::1],
+        numba.int64,
+        numba.int64,
+        numba.boolean[::1],
+        numba.int64,
+        numba.uint16[:, ::1],
+        numba.boolean,
+        numba.int64[::1],
+        numba.int64[::1],
+        numba.int64[::1],
+        numba.int64[::1],
+    )
+    for slab in (numba.uint16, numba.int32)
+]
+
+
+@numba.njit(_STILL_EXACT_SIG, cache=True, nogil=True)
+def _still_exact(
+    row: NDArray[np.integer],
+    none: int,
+    target: int,
+    blocked: NDArray[np.bool_],
+    width: int,
+    step: NDArray[np.uint16],
+    stepped: bool,
+    check: NDArray[np.int64],
+    reopened: NDArray[np.int64],
+    walled: NDArray[np.int64],
+    at: NDArray[np.int64],
+) -> bool:
+    """Whether the map ``row`` of ``target`` holds on the map with changed walls; if so, fix it.
+
+    A map of cheapest route costs (whole move weights >= 1) is exact where every free cell's
+    value is the least ``weight + value`` over its free neighbours (the target's 0; "no path"
+    where no neighbour has one): following the least neighbour then walks a real route down to
+    the target, and no route is cheaper. A change of walls (and of the moves' weights near
+    them) alters that equation only at ``check``: the cells whose walls or weights changed and
+    their neighbours. Reopened cells get their values from their neighbours first. When every
+    equation of ``check`` holds, the row takes the reopened cells' values and "no path" on the
+    new walls, exactly what a new search would write; otherwise it is left as it was.
+
+    Args:
+        row: the map (values, ``none`` for no path).
+        none: "no path" in ``row``.
+        target: the map's flat target cell.
+        blocked: ``(H * W,)`` the new walls.
+        width: the map's width.
+        step: ``(H * W, 5)`` the new move weights when ``stepped``, else unread.
+        stepped: whether moves are weighted.
+        check: flat cells whose equation may have changed (walls, reopened cells, neighbours).
+        reopened: flat cells that were walls and are free now.
+        walled: flat cells that are walls now and were free.
+        at: ``(H * W,)`` each reopened cell's index in ``reopened``, -1 elsewhere.
+    """
+    if blocked[target] or at[target] >= 0:
+        return False  # the target itself is closed, or was
+    n = blocked.shape[0]
+    fresh = np.full(reopened.shape[0], none, dtype=np.int64)
+    # Reopened cells: least weight + value over their neighbours, as often as there are cells
+    # (a reopened aisle takes its values one cell further each round).
+    for _ in range(reopened.shape[0]):
+        for k in range(reopened.shape[0]):
+            r = reopened[k]
+            fresh[k] = _best(row, at, fresh, none, target, r, blocked, width, n, step, stepped)
+    for j in range(check.shape[0]):
+        u = check[j]
+        if blocked[u]:
+            continue
+        if _value(row, at, fresh, u) != _best(
+            row, at, fresh, none, target, u, blocked, width, n, step, stepped
+        ):
+            return False
+    for k in range(reopened.shape[0]):
+        row[reopened[k]] = fresh[k]
+    for k in range(walled.shape[0]):
+        row[walled[k]] = none
+    return True
+
+
 def _route_bound(blocked: NDArray[np.bool_], top: int) -> int:
     """An upper bound on any finite route cost with move weights at most ``top``.
 
@@ -460,6 +589,7 @@ class DistanceOracle:
         self._filled = 0
         self.computed = 0  # maps computed on the caller's thread
         self.computed_ahead = 0  # maps computed by the background worker
+        self.kept = 0  # maps a reroute found still exact (:meth:`rerouted`)
         self._table: tuple[bytes, NDArray[np.int64], NDArray[np.int32]] | None = None
         self._lock = threading.Lock()
         self._ready: dict[int, NDArray[np.integer]] = {}
@@ -533,7 +663,8 @@ class DistanceOracle:
             self._filled += 1
         else:
             slot = int(np.argmin(self._used))
-            self._slot_of[self._target_of[slot]] = -1
+            if self._target_of[slot] >= 0:  # a slot a reroute emptied holds no target
+                self._slot_of[self._target_of[slot]] = -1
         self._target_of[slot] = flat
         self._slot_of[flat] = slot
         self._used[slot] = self._clock
@@ -576,6 +707,72 @@ class DistanceOracle:
         for flat in sorted(missing[:k].tolist()):
             self._store(flat)
             self.computed += 1
+
+    def rerouted(
+        self, grid: GridMap, *, weights: NDArray[np.integer] | None = None
+    ) -> DistanceOracle:
+        """An oracle of ``grid`` (this map with walls added or removed) that keeps what still holds.
+
+        A wall where a robot stopped changes few maps, or none: a map whose values still satisfy
+        the search's equations on the new walls (checked only at the changed cells and their
+        neighbours, ``_still_exact``) is kept, with the reopened cells' values filled in; the
+        others are dropped and made again when read, as a new oracle would. Kept or made again,
+        every map holds what a new search on ``grid`` gives. This oracle hands its maps over
+        and must not be used after.
+
+        Args:
+            grid: the same map with other walls.
+            weights: the move weights on ``grid`` (a weighted oracle's; may differ near walls).
+        """
+        new = DistanceOracle(grid, max_cached=self.max_cached, weights=weights)
+        old_blocked = self._blocked
+        if (
+            self._slab is None
+            or new._dtype != self._dtype
+            or new.shape != self.shape
+            or (weights is None) != (self._weights is None)
+        ):
+            return new
+        changed = old_blocked != new._blocked
+        step = new._weights if new._weights is not None else new._unit_step
+        if self._weights is not None and new._weights is not None:
+            changed_step = (self._weights != new._weights).any(axis=1)
+        else:
+            changed_step = np.zeros_like(changed)
+        h, w = self.shape
+        flat = changed.reshape(h, w)
+        near = flat.copy()
+        near[1:] |= flat[:-1]
+        near[:-1] |= flat[1:]
+        near[:, 1:] |= flat[:, :-1]
+        near[:, :-1] |= flat[:, 1:]
+        check = np.flatnonzero(near.reshape(-1) | changed_step)
+        reopened = np.flatnonzero(old_blocked & ~new._blocked)
+        walled = np.flatnonzero(~old_blocked & new._blocked)
+        at = np.full(self._cells, -1, dtype=np.int64)
+        at[reopened] = np.arange(len(reopened))
+        stepped = new._weights is not None
+        for slot in range(self._filled):
+            target = int(self._target_of[slot])
+            if target < 0:
+                continue
+            row = self._slab[slot]
+            args = (new._none, target, new._blocked, w, step, stepped, check, reopened, walled, at)
+            if _still_exact(row, *args):
+                self.kept += 1
+                continue
+            self._slot_of[target] = -1
+            self._target_of[slot] = -1
+            self._used[slot] = 0  # the first slot a new map takes
+        new._slab, self._slab = self._slab, None
+        new._slot_of, new._target_of, new._used = self._slot_of, self._target_of, self._used
+        new._filled, new._clock = self._filled, self._clock
+        new.kept = self.kept
+        with self._lock:
+            waiting = list(self._queued)
+        if waiting:
+            new.request(divmod(f, w) for f in waiting)
+        return new
 
     # ------------------------------------------------------------------ reading
     def prefetch(self, targets: Iterable[Cell]) -> None:

@@ -276,8 +276,9 @@ def test_a_rerouted_oracle_reads_what_a_new_search_gives(weighted: bool, seed: i
         fresh = DistanceOracle(grid, weights=weights_of(grid))
         for t in targets:
             assert np.array_equal(oracle.to(t), fresh.to(t)), t
-    if not weighted or seed % 2 == 0:
-        assert oracle.kept > 0  # the point of it: some maps survive a change
+    # The point of it: maps are repaired, not searched again (not a closed target's, nor one
+    # where a quarter of the map lost its routes).
+    assert oracle.kept >= 3 * len(targets)  # at least half of the 6 x 30
 
 
 def test_an_aisle_closed_and_reopened_keeps_the_maps_it_never_touched() -> None:

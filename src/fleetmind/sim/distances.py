@@ -23,6 +23,7 @@ route cost after each of a robot's five actions for a whole fleet in one compile
 
 from __future__ import annotations
 
+import heapq
 import queue
 import threading
 from collections.abc import Iterable
@@ -354,21 +355,47 @@ def _touch(
 
 
 @numba.njit(inline="always", nogil=True)
-def _value(
-    row: NDArray[np.integer], at: NDArray[np.int64], fresh: NDArray[np.int64], v: int
-) -> int:
-    """The map value of ``v``: a reopened cell's new value, else the row's."""
-    k = at[v]
-    return int(fresh[k]) if k >= 0 else int(row[v])
+def _next(u: int, a: int, width: int, n: int) -> int:
+    """The cell action ``a`` (1-4) leads to from ``u``, -1 off the grid."""
+    c = u % width
+    if a == 1:
+        v = u - width
+    elif a == 2:
+        v = u + width
+    elif a == 3:
+        v = u - 1 if c > 0 else -1
+    else:
+        v = u + 1 if c < width - 1 else -1
+    return v if 0 <= v < n else -1
 
 
 @numba.njit(inline="always", nogil=True)
-def _best(
+def _supported(
     row: NDArray[np.integer],
-    at: NDArray[np.int64],
-    fresh: NDArray[np.int64],
     none: int,
-    target: int,
+    u: int,
+    blocked: NDArray[np.bool_],
+    width: int,
+    n: int,
+    step: NDArray[np.uint16],
+    stepped: bool,
+    lost: NDArray[np.uint8],
+) -> bool:
+    """Whether a free neighbour still gives ``u`` its value (weight plus its own)."""
+    du = int(row[u])
+    for a in range(1, 5):
+        v = _next(u, a, width, n)
+        if v < 0 or blocked[v] or lost[v] or row[v] == none:
+            continue
+        if int(row[v]) + (int(step[u, a]) if stepped else 1) == du:
+            return True
+    return False
+
+
+@numba.njit(inline="always", nogil=True)
+def _offer(
+    row: NDArray[np.integer],
+    none: int,
     u: int,
     blocked: NDArray[np.bool_],
     width: int,
@@ -376,32 +403,19 @@ def _best(
     step: NDArray[np.uint16],
     stepped: bool,
 ) -> int:
-    """What a search gives the free cell ``u``: 0 at the target, else the least neighbour."""
-    if u == target:
-        return 0
-    best = none
-    c = u % width
+    """The least value ``u``'s free neighbours give it (weight plus their own); else int64 max."""
+    best = np.iinfo(np.int64).max
     for a in range(1, 5):
-        if a == 1:
-            v = u - width
-        elif a == 2:
-            v = u + width
-        elif a == 3:
-            v = u - 1 if c > 0 else -1
-        else:
-            v = u + 1 if c < width - 1 else -1
-        if v < 0 or v >= n or blocked[v]:
+        v = _next(u, a, width, n)
+        if v < 0 or blocked[v] or row[v] == none:
             continue
-        d = _value(row, at, fresh, v)
-        if d == none:
-            continue
-        cost = d + (int(step[u, a]) if stepped else 1)
-        if best == none or cost < best:
-            best = cost
+        c = int(row[v]) + (int(step[u, a]) if stepped else 1)
+        if c < best and c < none:
+            best = c
     return best
 
 
-_STILL_EXACT_SIG = [
+_REPAIR_SIG = [
     numba.boolean(
         slab[::1],
         numba.int64,
@@ -413,14 +427,17 @@ _STILL_EXACT_SIG = [
         numba.int64[::1],
         numba.int64[::1],
         numba.int64[::1],
+        numba.int64,
+        numba.uint8[::1],
+        numba.int64[::1],
         numba.int64[::1],
     )
     for slab in (numba.uint16, numba.int32)
 ]
 
 
-@numba.njit(_STILL_EXACT_SIG, cache=True, nogil=True)
-def _still_exact(
+@numba.njit(_REPAIR_SIG, cache=True, nogil=True)
+def _repair(
     row: NDArray[np.integer],
     none: int,
     target: int,
@@ -431,54 +448,124 @@ def _still_exact(
     check: NDArray[np.int64],
     reopened: NDArray[np.int64],
     walled: NDArray[np.int64],
-    at: NDArray[np.int64],
+    most: int,
+    lost: NDArray[np.uint8],
+    stack: NDArray[np.int64],
+    members: NDArray[np.int64],
 ) -> bool:
-    """Whether the map ``row`` of ``target`` holds on the map with changed walls; if so, fix it.
+    """Bring the map ``row`` of ``target`` onto changed walls, touching only what changed.
 
-    A map of cheapest route costs (whole move weights >= 1) is exact where every free cell's
-    value is the least ``weight + value`` over its free neighbours (the target's 0; "no path"
-    where no neighbour has one): following the least neighbour then walks a real route down to
-    the target, and no route is cheaper. A change of walls (and of the moves' weights near
-    them) alters that equation only at ``check``: the cells whose walls or weights changed and
-    their neighbours. Reopened cells get their values from their neighbours first. When every
-    equation of ``check`` holds, the row takes the reopened cells' values and "no path" on the
-    new walls, exactly what a new search would write; otherwise it is left as it was.
+    The dynamic shortest-path repair of Ramalingam and Reps, on the grid:
+
+    1. *Routes lost.* A cell whose value no free neighbour still supports (a neighbour whose
+       value plus the move's weight gives it) has lost every cheapest route; so has, in turn,
+       each cell that such a cell supported and that has no other support. Those cells are
+       cleared. Every other cell keeps a route that avoids them and the new walls: its value
+       is still the cost of a real route.
+    2. *Routes found.* From every cell that one of its neighbours can now give a lower value
+       (the cleared cells, reopened cells, cells beside them), a Dijkstra search lowers values
+       outward, as far as they fall.
+
+    Every value then is the cost of a real route and no neighbour offers less, which with
+    move weights >= 1 is the cheapest route cost: what a new search writes. Returns False
+    (the row then is to be searched again) when the target itself is or was closed, or more
+    than ``most`` cells lose their routes (a new search is then as quick).
 
     Args:
-        row: the map (values, ``none`` for no path).
+        row: the map (values, ``none`` for no path), changed in place.
         none: "no path" in ``row``.
         target: the map's flat target cell.
         blocked: ``(H * W,)`` the new walls.
         width: the map's width.
         step: ``(H * W, 5)`` the new move weights when ``stepped``, else unread.
         stepped: whether moves are weighted.
-        check: flat cells whose equation may have changed (walls, reopened cells, neighbours).
+        check: flat cells whose own moves changed (walls beside them, weights) and new walls'
+            and reopened cells' neighbours.
         reopened: flat cells that were walls and are free now.
         walled: flat cells that are walls now and were free.
-        at: ``(H * W,)`` each reopened cell's index in ``reopened``, -1 elsewhere.
+        most: the most cells that may lose their routes before the repair gives up.
+        lost: ``(H * W,)`` zeros, scratch (left zero).
+        stack: ``(H * W,)`` scratch.
+        members: ``(H * W,)`` scratch.
     """
-    if blocked[target] or at[target] >= 0:
-        return False  # the target itself is closed, or was
     n = blocked.shape[0]
-    fresh = np.full(reopened.shape[0], none, dtype=np.int64)
-    # Reopened cells: least weight + value over their neighbours, as often as there are cells
-    # (a reopened aisle takes its values one cell further each round).
-    for _ in range(reopened.shape[0]):
-        for k in range(reopened.shape[0]):
-            r = reopened[k]
-            fresh[k] = _best(row, at, fresh, none, target, r, blocked, width, n, step, stepped)
-    for j in range(check.shape[0]):
-        u = check[j]
-        if blocked[u]:
-            continue
-        if _value(row, at, fresh, u) != _best(
-            row, at, fresh, none, target, u, blocked, width, n, step, stepped
-        ):
-            return False
+    if blocked[target]:
+        return False
     for k in range(reopened.shape[0]):
-        row[reopened[k]] = fresh[k]
+        if reopened[k] == target:
+            return False
     for k in range(walled.shape[0]):
         row[walled[k]] = none
+    inf = np.iinfo(np.int64).max
+    # 1. Routes lost.
+    top = 0
+    m = 0
+    for j in range(check.shape[0]):
+        u = check[j]
+        if blocked[u] or u == target or lost[u] or row[u] == none:
+            continue
+        if not _supported(row, none, u, blocked, width, n, step, stepped, lost):
+            lost[u] = 1
+            stack[top] = u
+            top += 1
+            members[m] = u
+            m += 1
+    while top > 0 and m <= most:
+        top -= 1
+        v = stack[top]
+        dv = int(row[v])
+        for a in range(1, 5):
+            u = _next(v, a, width, n)
+            if u < 0 or blocked[u] or u == target or lost[u] or row[u] == none:
+                continue
+            # ``u`` steps into ``v`` with the opposite action; was ``v`` what gave ``u`` its value?
+            back = (0, 2, 1, 4, 3)[a]
+            w = int(step[u, back]) if stepped else 1
+            if int(row[u]) != dv + w:
+                continue
+            if not _supported(row, none, u, blocked, width, n, step, stepped, lost):
+                lost[u] = 1
+                stack[top] = u
+                top += 1
+                members[m] = u
+                m += 1
+    if m > most:
+        for k in range(m):
+            lost[members[k]] = 0
+        return False
+    for k in range(m):
+        row[members[k]] = none
+        lost[members[k]] = 0
+    # 2. Routes found: seeds are the cells a neighbour can now give a lower value.
+    heap = [(np.int64(0), np.int64(0))]
+    heap.pop()
+    for group in range(2):  # ``check`` holds the reopened cells and their neighbours
+        cells = check if group == 0 else members[:m]
+        for j in range(cells.shape[0]):
+            u = cells[j]
+            if blocked[u] or u == target:
+                continue
+            c = _offer(row, none, u, blocked, width, n, step, stepped)
+            cur = inf if row[u] == none else int(row[u])
+            if c < cur:
+                row[u] = c
+                heapq.heappush(heap, (np.int64(c), np.int64(u)))
+    while len(heap) > 0:
+        entry = heapq.heappop(heap)
+        d, v = int(entry[0]), int(entry[1])
+        if row[v] == none or int(row[v]) != d:
+            continue  # a stale entry: ``v`` was lowered further since
+        for a in range(1, 5):
+            u = _next(v, a, width, n)
+            if u < 0 or blocked[u] or u == target:
+                continue
+            back = (0, 2, 1, 4, 3)[a]
+            c = d + (int(step[u, back]) if stepped else 1)
+            if c >= none:
+                continue  # past what the row can hold; a cheaper route reaches it, if any
+            if row[u] == none or c < int(row[u]):
+                row[u] = c
+                heapq.heappush(heap, (np.int64(c), np.int64(u)))
     return True
 
 
@@ -589,7 +676,7 @@ class DistanceOracle:
         self._filled = 0
         self.computed = 0  # maps computed on the caller's thread
         self.computed_ahead = 0  # maps computed by the background worker
-        self.kept = 0  # maps a reroute found still exact (:meth:`rerouted`)
+        self.kept = 0  # maps a reroute repaired instead of dropping (:meth:`rerouted`)
         self._table: tuple[bytes, NDArray[np.int64], NDArray[np.int32]] | None = None
         self._lock = threading.Lock()
         self._ready: dict[int, NDArray[np.integer]] = {}
@@ -713,12 +800,13 @@ class DistanceOracle:
     ) -> DistanceOracle:
         """An oracle of ``grid`` (this map with walls added or removed) that keeps what still holds.
 
-        A wall where a robot stopped changes few maps, or none: a map whose values still satisfy
-        the search's equations on the new walls (checked only at the changed cells and their
-        neighbours, ``_still_exact``) is kept, with the reopened cells' values filled in; the
-        others are dropped and made again when read, as a new oracle would. Kept or made again,
-        every map holds what a new search on ``grid`` gives. This oracle hands its maps over
-        and must not be used after.
+        A wall where a robot stopped changes a map only where routes ran through it: each held
+        map is repaired in place from the changed cells outward (``_repair``: the cells that
+        lost their cheapest routes are found and searched again, reopened cells lower what
+        they can), instead of a whole new search per map. A map whose target closed, or where
+        a quarter of the map lost its routes, is dropped and made again when read. Repaired or
+        made again, every map holds what a new search on ``grid`` gives. This oracle hands its
+        maps over and must not be used after.
 
         Args:
             grid: the same map with other walls.
@@ -749,16 +837,19 @@ class DistanceOracle:
         check = np.flatnonzero(near.reshape(-1) | changed_step)
         reopened = np.flatnonzero(old_blocked & ~new._blocked)
         walled = np.flatnonzero(~old_blocked & new._blocked)
-        at = np.full(self._cells, -1, dtype=np.int64)
-        at[reopened] = np.arange(len(reopened))
         stepped = new._weights is not None
+        # Past a quarter of the free cells losing their routes, a new search is as quick.
+        most = max(16, int((~new._blocked).sum()) // 4)
+        lost = np.zeros(self._cells, dtype=np.uint8)
+        stack = np.empty(self._cells, dtype=np.int64)
+        members = np.empty(self._cells, dtype=np.int64)
         for slot in range(self._filled):
             target = int(self._target_of[slot])
             if target < 0:
                 continue
             row = self._slab[slot]
-            args = (new._none, target, new._blocked, w, step, stepped, check, reopened, walled, at)
-            if _still_exact(row, *args):
+            args = (new._none, target, new._blocked, w, step, stepped, check, reopened, walled)
+            if _repair(row, *args, most, lost, stack, members):
                 self.kept += 1
                 continue
             self._slot_of[target] = -1

@@ -19,6 +19,10 @@ An oracle can also hold the maps of a weighted guidance graph (``weights``: the 
 move from each cell, whole numbers): each map is then one compiled bucket-queue Dijkstra search
 (:func:`grid_dial`), stored and read the same way. :meth:`DistanceOracle.after_moves` reads the
 route cost after each of a robot's five actions for a whole fleet in one compiled pass.
+
+When walls change (a robot stops, an aisle closes or reopens), :meth:`DistanceOracle.rerouted`
+repairs the held maps in place from the changed cells outward (``_repair``) rather than
+searching each again: what a new search would give, at a fraction of the cost.
 """
 
 from __future__ import annotations

@@ -167,3 +167,36 @@ def test_a_closed_cell_is_a_wall_to_the_policy_and_its_distances(name) -> None:
     # Reopened: the straight way is back.
     ex.reroute([])
     assert ex.oracle.lookup([2], [12])[0] == 2
+
+
+@pytest.mark.parametrize("executor", ["shortest-path", "learned-guidance", "rl"])
+def test_a_run_with_repaired_maps_is_the_run_with_maps_searched_again(
+    monkeypatch, executor
+) -> None:
+    # Breakdowns and a closed aisle reroute the fleet several times; repairing the held maps
+    # in place must give the very run that searching every map again gives.
+    from fleetmind.eval.runner import RunConfig, execute
+
+    cfg = RunConfig(
+        map="warehouse-small",
+        robots=20,
+        steps=250,
+        seed=3,
+        executor=executor,
+        planner="assignment",
+        faults=["breakdown:busy@40+60", "breakdown:busy@70+30", "block:busy@90+80"],
+    )
+    repaired = execute(cfg, None)
+    kept = DistanceOracle.rerouted
+    calls = []
+
+    def searched_again(self, grid, *, weights=None):
+        calls.append(self.kept)
+        return DistanceOracle(grid, max_cached=self.max_cached, weights=weights)
+
+    monkeypatch.setattr(DistanceOracle, "rerouted", searched_again)
+    again = execute(cfg, None)
+    monkeypatch.setattr(DistanceOracle, "rerouted", kept)
+    assert calls  # the run did reroute
+    for key in ("tasks_completed", "collisions", "shield_interventions", "conflicts_commanded"):
+        assert repaired[key] == again[key], key

@@ -259,6 +259,21 @@ def grid_dial(
         before = used
 
 
+@numba.njit(inline="always", nogil=True)
+def _next(u: int, a: int, width: int, n: int) -> int:
+    """The cell action ``a`` (1-4) leads to from ``u``, -1 off the grid."""
+    c = u % width
+    if a == 1:
+        v = u - width
+    elif a == 2:
+        v = u + width
+    elif a == 3:
+        v = u - 1 if c > 0 else -1
+    else:
+        v = u + 1 if c < width - 1 else -1
+    return v if 0 <= v < n else -1
+
+
 _GATHER_SIG = [
     numba.void(
         slab[:, ::1],
@@ -295,19 +310,9 @@ def gather_after_moves(
     n = blocked.shape[0]
     for j in range(here.shape[0]):
         v = here[j]
-        c = v % width
         for a in range(5):
-            if a == 0:
-                u = v
-            elif a == 1:
-                u = v - width
-            elif a == 2:
-                u = v + width
-            elif a == 3:
-                u = v - 1 if c > 0 else -1
-            else:
-                u = v + 1 if c < width - 1 else -1
-            if u < 0 or u >= n or blocked[u]:
+            u = v if a == 0 else _next(v, a, width, n)
+            if u < 0 or blocked[u]:
                 out[j, a] = UNREACHABLE
                 continue
             raw = slab[slots[j], u]
@@ -356,21 +361,6 @@ def _touch(
             missing[k] = t
             k += 1
     return held, k
-
-
-@numba.njit(inline="always", nogil=True)
-def _next(u: int, a: int, width: int, n: int) -> int:
-    """The cell action ``a`` (1-4) leads to from ``u``, -1 off the grid."""
-    c = u % width
-    if a == 1:
-        v = u - width
-    elif a == 2:
-        v = u + width
-    elif a == 3:
-        v = u - 1 if c > 0 else -1
-    else:
-        v = u + 1 if c < width - 1 else -1
-    return v if 0 <= v < n else -1
 
 
 @numba.njit(inline="always", nogil=True)

@@ -105,8 +105,10 @@ def test_learning_bench_compares_learning_with_the_same_runs_without_updates(lea
     assert f["last_20/learning_vs_no_updates"] == pytest.approx(
         learn["last_20"][0] / control["last_20"][0]
     )
-    table = CliRunner().invoke(app, args)
-    assert "the same run without updates" in " ".join(table.stdout.split())  # rich wraps lines
+    table = " ".join(CliRunner().invoke(app, args).stdout.split())  # rich wraps lines
+    assert "the same run without updates" in table
+    verdict = "met" if f["target/last_vs_first"]["met"] else "MISSED"
+    assert f"(target 1.05 {verdict};" in table
 
 
 def test_cases_and_executors_can_be_chosen_and_bad_names_are_refused() -> None:

@@ -551,7 +551,8 @@ def format_learning(result: dict[str, Any]) -> str:
     f = result["figures"]
     lines += [
         "",
-        f"  learning, last 20% over first 20%: {f['last_vs_first/learning']:.3f} (target 1.05; "
+        f"  learning, last 20% over first 20%: {f['last_vs_first/learning']:.3f} (target 1.05 "
+        f"{'met' if f['target/last_vs_first']['met'] else 'MISSED'}; "
         f"the same run without updates: {f['last_vs_first/no updates']:.3f})",
         f"  learning over no updates, last 20%: {f['last_20/learning_vs_no_updates']:.3f}",
         f"  learning over guidance, all tasks: {f['tasks/learning_vs_guidance']:.3f}",

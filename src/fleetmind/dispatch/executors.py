@@ -124,8 +124,8 @@ class RankingExecutor(ABC):
 
     def _with_walls(self, closed: list[tuple[int, int]]) -> GridMap:
         """The map the executor was built on, with ``closed`` as walls."""
-        base: GridMap = self.__dict__.setdefault("_base_grid", self.grid)
-        return base.with_walls(closed)
+        self._base_grid = self.base_grid
+        return self._base_grid.with_walls(closed)
 
 
 class ShortestPathExecutor(RankingExecutor):
@@ -152,13 +152,14 @@ class ShortestPathExecutor(RankingExecutor):
         # The maps a change of walls leaves exact are kept, the rest made again when read.
         self.oracle = self.oracle.rerouted(self.grid)
 
+    def _flat(self, cells: NDArray[np.integer]) -> NDArray[np.int64]:
+        """``(M,)`` flat indices ``row * W + col`` of ``(M, 2)`` cells."""
+        return cells[:, 0].astype(np.int64) * self._shape[1] + cells[:, 1]
+
     def distances(self, pos: NDArray[np.int32], goal: NDArray[np.int32]) -> NDArray[np.int64]:
         """``(N, 5)`` distance to target after each action (UNREACHABLE for blocked moves)."""
-        w = self._shape[1]
-        here = pos[:, 0].astype(np.int64) * w + pos[:, 1]
-        goal = np.asarray(goal, dtype=np.int64)
         # One compiled gather over the oracle's maps for the whole fleet.
-        return self.oracle.after_moves(goal[:, 0] * w + goal[:, 1], here)
+        return self.oracle.after_moves(self._flat(np.asarray(goal)), self._flat(pos))
 
     def rank_active(
         self, fleet: FleetTick, ranking: NDArray[np.int64], idx: NDArray[np.intp]
@@ -243,14 +244,13 @@ class PolicyExecutor(RankingExecutor):
         Its heuristic channels (and the shortest-path order of its fallbacks) read distances
         on the map with them.
         """
-        g = self.grid = self._with_walls(closed)
+        self.grid = self._with_walls(closed)
         oracle = self.observer.oracle
-        self.observer = LocalObserver(
-            g.blocked,
-            g.pickups,
+        self.observer = LocalObserver.for_map(
+            self.grid,
             self.observer.radius,
-            oracle=oracle.rerouted(g) if oracle is not None else None,
-            task_cells=g.pickups | g.stations,
+            heuristic=oracle is not None,
+            oracle=oracle.rerouted(self.grid) if oracle is not None else None,
         )
 
     def rank_active(
@@ -516,9 +516,7 @@ class CongestionExecutor(ShortestPathRandomExecutor):
 
     def step_costs(self, pos: NDArray[np.int32], goal: NDArray[np.int32]) -> NDArray[np.int64]:
         """``(M, 5)`` route cost of each action before traffic, read in :attr:`routes`."""
-        w = self._shape[1]
-        here = pos[:, 0].astype(np.int64) * w + pos[:, 1]
-        return self.routes.after_moves(goal[:, 0].astype(np.int64) * w + goal[:, 1], here)
+        return self.routes.after_moves(self._flat(goal), self._flat(pos))
 
     def reroute(self, closed: list[tuple[int, int]]) -> None:
         """Route around closed cells; the traffic pass takes them as walls too."""
@@ -533,11 +531,8 @@ class CongestionExecutor(ShortestPathRandomExecutor):
         One compiled call per tick (``TrafficState.rank``): the same rankings as ordering the
         costs of :meth:`costs`, with no trip through Python per step.
         """
-        pos, goal = fleet.pos, fleet.goal
-        w = self._shape[1]
-        here = pos[:, 0].astype(np.int64) * w + pos[:, 1]  # (N,) flat cells
-        tgt = goal[idx, 0].astype(np.int64) * w + goal[idx, 1]  # (M,) flat targets
-        routes = self.routes.reader(tgt)
+        here = self._flat(fleet.pos)  # (N,) flat cells
+        routes = self.routes.reader(self._flat(fleet.goal[idx]))  # the (M,) targets' maps
         ties = self.rng.random((len(idx), N_ACTIONS)) if len(idx) else np.zeros((0, N_ACTIONS))
         self.traffic.rank(here, idx, routes, ties, ranking)  # every call: it advances traffic
 
@@ -551,8 +546,7 @@ class CongestionExecutor(ShortestPathRandomExecutor):
         cost; the ranking is ``lexsort((ties, cost))``. The pass itself is compiled
         (:class:`~fleetmind.dispatch.traffic.TrafficState`).
         """
-        w = self._shape[1]
-        here = pos[:, 0].astype(np.int64) * w + pos[:, 1]  # (N,) flat cells
+        here = self._flat(pos)  # (N,) flat cells
         self.traffic.advance(here)
         if len(idx) == 0:
             return np.zeros((0, N_ACTIONS)), np.zeros((0, N_ACTIONS))
@@ -827,10 +821,7 @@ class GuidedRLExecutor(GuidanceExecutor):
 
     def _observer(self) -> LocalObserver:
         """The policy's window on the executor's map, its heuristic read in the plain maps."""
-        g = self.grid
-        return LocalObserver(
-            g.blocked, g.pickups, 2, oracle=self.oracle, task_cells=g.pickups | g.stations
-        )
+        return LocalObserver.for_map(self.grid, 2, oracle=self.oracle)
 
     def reroute(self, closed: list[tuple[int, int]]) -> None:
         """Route around closed cells: guidance's maps, and the policy's window, with them."""
@@ -856,12 +847,7 @@ class GuidedRLExecutor(GuidanceExecutor):
         if self.learner is not None:
             best = self.learner.act(obs, prior, active.copy())[idx]
             key, ties = key[idx], ties[idx]
-            w = self._shape[1]
-            self._prev = (
-                pos[:, 0].astype(np.int64) * w + pos[:, 1],
-                goal[:, 0].astype(np.int64) * w + goal[:, 1],
-                active & carry,
-            )
+            self._prev = (self._flat(pos), self._flat(goal), active & carry)
         else:
             best = np.argmax(self.policy.greedy(obs, prior), axis=1)
         order = traffic_order(key, ties)
@@ -873,8 +859,7 @@ class GuidedRLExecutor(GuidanceExecutor):
         if self._prev is None or self.learner is None:
             return
         here0, target, loaded = self._prev
-        w = self._shape[1]
-        here = pos[:, 0].astype(np.int64) * w + pos[:, 1]
+        here = self._flat(pos)
         before = self.oracle.lookup(target, here0)
         after = self.oracle.lookup(target, here)
         reach = (before < UNREACHABLE) & (after < UNREACHABLE)

@@ -13,6 +13,7 @@ What each cost term means is documented on :class:`fleetmind.dispatch.executors.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numba
 import numpy as np
@@ -343,26 +344,23 @@ class TrafficState:
             ties: ``(M, 5)`` their random tie-breakers.
         """
         h, w = self.shape
-        if len(self._intent) != len(here):
-            self._intent = np.empty(len(here), dtype=np.int64)
+        row = np.asarray(idx, dtype=np.int64), np.ascontiguousarray(dist, dtype=np.int64)
         return np.asarray(
-            _keys(
-                here,
-                np.asarray(idx, dtype=np.int64),
-                np.ascontiguousarray(dist, dtype=np.int64),
-                self.blocked,
-                h,
-                w,
-                DELTAS,
-                ties,
-                self.tick,
-                self.counts,
-                self.table,
-                self.decay,
-                self.weights,
-                self.claims,
-                self._intent,
-            )
+            _keys(here, *row, self.blocked, h, w, DELTAS, ties, *self._counted(len(here)))
+        )
+
+    def _counted(self, robots: int) -> tuple[Any, ...]:
+        """The traffic arguments of the cost pass (``_keys``' last seven), scratch sized."""
+        if len(self._intent) != robots:
+            self._intent = np.empty(robots, dtype=np.int64)
+        return (
+            self.tick,
+            self.counts,
+            self.table,
+            self.decay,
+            self.weights,
+            self.claims,
+            self._intent,
         )
 
     def rank(
@@ -385,31 +383,18 @@ class TrafficState:
             ties: ``(M, 5)`` their random tie-breakers.
             ranking: ``(N, 5)`` rankings; rows ``idx`` are written.
         """
-        if len(self._intent) != len(here):
-            self._intent = np.empty(len(here), dtype=np.int64)
         at = np.ascontiguousarray(here, dtype=np.int64)
         self.tick += 1
-        _rank(
-            at,
-            self.last,
-            np.asarray(idx, dtype=np.int64),
-            routes.slab,
-            routes.slots,
-            routes.none,
-            routes.blocked,
-            routes.width,
-            routes.step,
-            routes.stepped,
+        moved = at, self.last, np.asarray(idx, dtype=np.int64)
+        # ``routes``' fields come in ``_rank``'s order.
+        args: tuple[Any, ...] = (
+            *moved,
+            *routes,
             self.shape[0],
             DELTAS,
             ties,
-            self.tick,
-            self.counts,
-            self.table,
-            self.decay,
-            self.weights,
-            self.claims,
-            self._intent,
+            *self._counted(len(at)),
             ranking,
         )
+        _rank(*args)
         self.last = at.copy()

@@ -563,6 +563,69 @@ def _repair(
     return True
 
 
+_REPAIR_HELD_SIG = [
+    numba.boolean[::1](
+        slab[:, ::1],
+        numba.int64[::1],
+        numba.int64,
+        numba.int64,
+        numba.boolean[::1],
+        numba.int64,
+        numba.uint16[:, ::1],
+        numba.boolean,
+        numba.int64[::1],
+        numba.int64[::1],
+        numba.int64[::1],
+        numba.int64,
+    )
+    for slab in (numba.uint16, numba.int32)
+]
+
+
+@numba.njit(_REPAIR_HELD_SIG, cache=True, nogil=True)
+def _repair_held(
+    slab: NDArray[np.integer],
+    target_of: NDArray[np.int64],
+    filled: int,
+    none: int,
+    blocked: NDArray[np.bool_],
+    width: int,
+    step: NDArray[np.uint16],
+    stepped: bool,
+    check: NDArray[np.int64],
+    reopened: NDArray[np.int64],
+    walled: NDArray[np.int64],
+    most: int,
+) -> NDArray[np.bool_]:
+    """:func:`_repair` on every held row ``slab[:filled]``: whether each row was repaired."""
+    n = blocked.shape[0]
+    lost = np.zeros(n, dtype=np.uint8)
+    stack = np.empty(n, dtype=np.int64)
+    members = np.empty(n, dtype=np.int64)
+    ok = np.zeros(filled, dtype=np.bool_)
+    for slot in range(filled):
+        target = target_of[slot]
+        if target < 0:
+            continue
+        ok[slot] = _repair(
+            slab[slot],
+            none,
+            target,
+            blocked,
+            width,
+            step,
+            stepped,
+            check,
+            reopened,
+            walled,
+            most,
+            lost,
+            stack,
+            members,
+        )
+    return ok
+
+
 def _route_bound(blocked: NDArray[np.bool_], top: int) -> int:
     """An upper bound on any finite route cost with move weights at most ``top``.
 
@@ -834,21 +897,13 @@ class DistanceOracle:
         stepped = new._weights is not None
         # Past a quarter of the free cells losing their routes, a new search is as quick.
         most = max(16, int((~new._blocked).sum()) // 4)
-        lost = np.zeros(self._cells, dtype=np.uint8)
-        stack = np.empty(self._cells, dtype=np.int64)
-        members = np.empty(self._cells, dtype=np.int64)
-        for slot in range(self._filled):
-            target = int(self._target_of[slot])
-            if target < 0:
-                continue
-            row = self._slab[slot]
-            args = (new._none, target, new._blocked, w, step, stepped, check, reopened, walled)
-            if _repair(row, *args, most, lost, stack, members):
-                self.kept += 1
-                continue
-            self._slot_of[target] = -1
-            self._target_of[slot] = -1
-            self._used[slot] = 0  # the first slot a new map takes
+        held = (self._slab, self._target_of, self._filled, new._none, new._blocked, w, step)
+        ok = _repair_held(*held, stepped, check, reopened, walled, most)
+        self.kept += int(ok.sum())
+        dropped = np.flatnonzero(~ok & (self._target_of[: self._filled] >= 0))
+        self._slot_of[self._target_of[dropped]] = -1
+        self._target_of[dropped] = -1
+        self._used[dropped] = 0  # the first slots new maps take
         new._slab, self._slab = self._slab, None
         new._slot_of, new._target_of, new._used = self._slot_of, self._target_of, self._used
         new._filled, new._clock = self._filled, self._clock

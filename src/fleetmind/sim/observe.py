@@ -138,19 +138,29 @@ class LocalObserver:
             self.kernel_inputs = (*self._statics, *self._dense)
 
     @classmethod
-    def for_map(cls, grid: GridMap, radius: int = 2, *, heuristic: bool = True) -> LocalObserver:
+    def for_map(
+        cls,
+        grid: GridMap,
+        radius: int = 2,
+        *,
+        heuristic: bool = True,
+        oracle: DistanceOracle | None = None,
+    ) -> LocalObserver:
         """The observer of ``grid``: its walls and pickups, the heuristic channels if asked.
 
         Args:
             grid: the map.
             radius: window radius.
             heuristic: add the distance-to-target values (a :class:`DistanceOracle` of the map).
+            oracle: the distance maps the heuristic reads (default: a new oracle of ``grid``).
         """
+        if heuristic and oracle is None:
+            oracle = DistanceOracle(grid)
         return cls(
             grid.blocked,
             grid.pickups,
             radius,
-            oracle=DistanceOracle(grid) if heuristic else None,
+            oracle=oracle if heuristic else None,
             task_cells=grid.pickups | grid.stations,
         )
 

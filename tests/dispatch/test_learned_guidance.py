@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -165,8 +166,7 @@ def test_a_tiny_search_writes_a_loadable_model_and_repeats(tmp_path) -> None:
     from fleetmind.eval.guide_train import GuideSearch, search
 
     cfg = GuideSearch(
-        maps=("warehouse-small",),
-        robots=(10,),
+        cases=(("warehouse-small", 10),),
         seeds=(100, 101),
         seeds_per_gen=1,
         validate=(200,),
@@ -185,6 +185,30 @@ def test_a_tiny_search_writes_a_loadable_model_and_repeats(tmp_path) -> None:
     b = search(cfg)
     assert np.array_equal(a.to_vector(), b.to_vector())
     LearnedGuidanceExecutor(load_map("warehouse-small"), model_path=tmp_path / "a.json")
+
+
+def test_a_search_over_several_maps_in_two_processes_is_the_same_search() -> None:
+    from fleetmind.eval.guide_train import GuideSearch, search
+
+    cfg = GuideSearch(
+        cases=(("warehouse-small", 10), ("warehouse-tiny", 3)),
+        seeds=(100, 101),
+        seeds_per_gen=1,
+        validate=(200,),
+        steps=40,
+        generations=2,
+        popsize=3,
+    )
+    one = search(cfg)
+    two = search(replace(cfg, workers=2))
+    assert np.array_equal(one.to_vector(), two.to_vector())
+    assert one.metadata["validation"] == two.metadata["validation"]
+    # Each case is scored on its own map and size, and named in the scores.
+    assert set(one.metadata["validation"]["mean"]["per_case"]) == {
+        "warehouse-small/10",
+        "warehouse-tiny/3",
+    }
+    assert one.metadata["search"]["cases"] == [["warehouse-small", 10], ["warehouse-tiny", 3]]
 
 
 def test_the_search_refuses_the_bench_seeds() -> None:
@@ -212,6 +236,10 @@ def test_the_nav_guide_command_writes_a_model(tmp_path) -> None:
     assert model.metadata["search"]["seeds"] == [100, 101]
     bad = CliRunner().invoke(app, [*args[:4], "--seeds", "1,100"])
     assert bad.exit_code != 0
+    for cases in ("warehouse-small", "warehouse-small:x", ":10"):
+        bad = CliRunner().invoke(app, [*args[:4], "--cases", cases])
+        assert bad.exit_code != 0
+        assert "--cases: expected MAP:ROBOTS" in str(bad.exception)
 
 
 def test_the_loop_has_guidance_maps_made_ahead_and_room_kept_for_the_fleet() -> None:

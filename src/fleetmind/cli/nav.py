@@ -216,6 +216,23 @@ def nav_learn(
         console.print(f"saved {out} after {episodes} runs")
 
 
+def _cases(text: str) -> tuple[tuple[str, int], ...]:
+    """``--cases``: comma-separated ``MAP:ROBOTS`` pairs."""
+    from fleetmind.errors import ConfigError
+
+    out = []
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        name, sep, n = part.rpartition(":")
+        if not sep or not name or not n.strip().isdigit():
+            raise ConfigError(f"--cases: expected MAP:ROBOTS, got {part!r}")
+        out.append((name, int(n)))
+    if not out:
+        raise ConfigError("--cases: expected at least one MAP:ROBOTS")
+    return tuple(out)
+
+
 def _ints(flag: str, text: str) -> tuple[int, ...]:
     """Comma-separated integers or ``a-b`` ranges (inclusive) of a flag."""
     from fleetmind.errors import ConfigError
@@ -243,6 +260,13 @@ def nav_guide(
         str, typer.Option("--maps", help="Comma-separated training maps.")
     ] = "benchmarks/data/lorr/maps/warehouse_small.map",
     robots: Annotated[str, typer.Option(help="Comma-separated fleet sizes.")] = "100,200",
+    cases: Annotated[
+        str | None,
+        typer.Option(
+            help="Comma-separated MAP:ROBOTS training cases, each map at its own fleet size "
+            "(instead of every --maps at every --robots)."
+        ),
+    ] = None,
     generations: Annotated[int, typer.Option(min=1, help="CMA-ES generations.")] = 20,
     popsize: Annotated[
         int, typer.Option(min=0, help="Candidates a generation (0: CMA-ES's default).")
@@ -266,6 +290,9 @@ def nav_guide(
             "(default: the neutral model, guidance itself)."
         ),
     ] = None,
+    workers: Annotated[
+        int, typer.Option(min=1, help="Processes a generation's runs share (same result).")
+    ] = 1,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print every generation as JSON.")
     ] = False,
@@ -273,16 +300,17 @@ def nav_guide(
     """Learn the learned-guidance executor's cost map by CMA-ES on fleet throughput.
 
     Every candidate runs ``fleetmind run --executor learned-guidance`` (assignment planner,
-    shield on) on each map, fleet size and seed of its generation; its fitness is its tasks over
-    the guidance executor's on the same runs. docs/executors.md gives the command that wrote
-    the shipped ``src/fleetmind/data/guide.json``.
+    shield on) on each case (map and fleet size) and seed of its generation; its fitness is its
+    tasks over the guidance executor's on the same runs. docs/executors.md gives the command
+    that wrote the shipped ``src/fleetmind/data/guide.json``.
     """
-    from fleetmind.eval.guide_train import GuideSearch, search
+    from fleetmind.eval.guide_train import GuideSearch, cases_of, search
     from fleetmind.rl.guide import GuideModel
 
     cfg = GuideSearch(
-        maps=tuple(m for m in maps.split(",") if m),
-        robots=_ints("--robots", robots),
+        cases=_cases(cases)
+        if cases is not None
+        else cases_of((m for m in maps.split(",") if m), _ints("--robots", robots)),
         seeds=_ints("--seeds", seeds),
         seeds_per_gen=seeds_per_gen,
         validate=_ints("--validate", validate),
@@ -291,6 +319,7 @@ def nav_guide(
         popsize=popsize,
         sigma=sigma,
         seed=seed,
+        workers=workers,
     )
 
     def report(row: dict[str, Any]) -> None:

@@ -8,13 +8,17 @@ here the return of a candidate is fleet throughput measured through the real dis
 :func:`fleetmind.eval.runner.execute` with the assignment planner and the shield on, exactly as
 ``fleetmind run`` and ``fleetmind bench executors`` run it, so nothing is learned on a proxy.
 
-Fitness of a candidate: the mean, over every training map, fleet size and the generation's
-seeds, of its tasks delivered over the ``guidance`` executor's on the same map, size and seed
-(so 1.0 is "as good as guidance" and fleet sizes weigh alike). Every candidate of a
+Fitness of a candidate: the mean, over every training case (a map and a fleet size) and the
+generation's seeds, of its tasks delivered over the ``guidance`` executor's on the same map,
+size and seed (so 1.0 is "as good as guidance", and cases weigh alike). Training on several
+maps matters because a feature's meaning depends on the layout: where aisles are two wide,
+every aisle cell is beside a rack and so a pickup, and a cost on stepping onto pickups learned
+on one-wide aisles taxes every move down an aisle. Every candidate of a
 generation runs the same seeds (common random numbers: CMA-ES only ranks candidates within a
 generation); the seeds rotate through a training pool from one generation to the next. At the
 end the search's mean and the best candidate it saw are scored again on validation seeds
-(also training-only), and the better one is kept.
+(also training-only), and the better one is kept. A generation's runs are independent: with
+``workers`` > 1 they run in that many processes, and the search is the same run for run.
 
 Seeds 0-2 are the benchmark's: the defaults never train or validate on them.
 """
@@ -24,7 +28,8 @@ from __future__ import annotations
 import logging
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -49,14 +54,23 @@ LORR_SMALL = str(
 BENCH_SEEDS = frozenset({0, 1, 2})
 """The seeds ``fleetmind bench executors`` measures on; refused for training."""
 
+Case = tuple[str, int]
+"""A training case: a map (preset name or file) and a fleet size."""
+
+
+def cases_of(maps: Iterable[str], robots: Iterable[int]) -> tuple[Case, ...]:
+    """Every map at every fleet size."""
+    sizes = tuple(robots)
+    return tuple((m, n) for m in maps for n in sizes)
+
 
 @dataclass(frozen=True)
 class GuideSearch:
     """Settings of one search.
 
     Attributes:
-        maps: training maps.
-        robots: fleet sizes (sparse to jammed).
+        cases: training cases, each a map and a fleet size (sparse to jammed; several maps,
+            so that the weights carry over to maps the search never saw).
         seeds: the training seed pool, taken ``seeds_per_gen`` at a time in turn.
         seeds_per_gen: seeds every candidate of a generation runs.
         validate: seeds of the final choice between the search's mean and its best candidate.
@@ -65,14 +79,14 @@ class GuideSearch:
         popsize: candidates a generation (0: CMA-ES's default, 4 + 3 ln(dimension)).
         sigma: initial step size (times each parameter's own scale).
         seed: seed of the search's samples.
+        workers: processes the runs of a generation share (the result does not depend on it).
 
     Raises:
-        ConfigError: on an empty list, a bench seed among the training or validation seeds, or
-            a count below one.
+        ConfigError: on an empty list, a bench seed among the training or validation seeds, a
+            fleet size or a count below one.
     """
 
-    maps: tuple[str, ...] = (LORR_SMALL,)
-    robots: tuple[int, ...] = (100, 200)
+    cases: tuple[Case, ...] = ((LORR_SMALL, 100), (LORR_SMALL, 200))
     seeds: tuple[int, ...] = tuple(range(100, 112))
     seeds_per_gen: int = 3
     validate: tuple[int, ...] = (200, 201, 202, 203)
@@ -81,16 +95,24 @@ class GuideSearch:
     popsize: int = 0
     sigma: float = 1.0
     seed: int = 0
+    workers: int = 1
 
     def __post_init__(self) -> None:
         """Refuse settings that could not train, or that would train on the bench's seeds."""
-        if not self.maps or not self.robots or not self.seeds:
-            raise ConfigError("guide search: maps, robots and seeds need one value each")
+        if not self.cases or not self.seeds:
+            raise ConfigError("guide search: cases and seeds need one value each")
+        if min(n for _, n in self.cases) < 1:
+            raise ConfigError(f"guide search: a fleet size below 1 in {list(self.cases)}")
         leaked = sorted(BENCH_SEEDS & (set(self.seeds) | set(self.validate)))
         if leaked:
             raise ConfigError(f"guide search: seeds {leaked} are the benchmark's; train on others")
-        if min(self.seeds_per_gen, self.generations, self.steps) < 1 or self.popsize < 0:
-            raise ConfigError("guide search: seeds_per_gen, generations, steps must be >= 1")
+        if (
+            min(self.seeds_per_gen, self.generations, self.steps, self.workers) < 1
+            or self.popsize < 0
+        ):
+            raise ConfigError(
+                "guide search: seeds_per_gen, generations, steps, workers must be >= 1"
+            )
 
 
 def search_scales() -> NDArray[np.float64]:
@@ -98,61 +120,82 @@ def search_scales() -> NDArray[np.float64]:
     return np.array([0.5] * len(FEATURES) + [0.15] * len(TRAFFIC) + [0.03, 0.3])
 
 
+Run = tuple[str, str, int, int, int, str | None]
+"""One run: executor, map, fleet size, seed, ticks, guide model file (None: the shipped)."""
+
+
+def _tasks(run: Run) -> int:
+    """Tasks delivered by one run, assignment planner, shield on (in a worker process too)."""
+    executor, map_name, robots, seed, steps, model = run
+    cfg = RunConfig(
+        map=map_name,
+        robots=robots,
+        steps=steps,
+        planner="assignment",
+        executor=executor,
+        policy=model,
+        seed=seed,
+    )
+    metrics = execute(cfg, None)
+    if int(metrics["collisions"]) != 0:  # the shield's contract; a bug if it ever fails
+        raise AssertionError(f"{executor} executed a collision with the shield on: {cfg}")
+    return int(metrics["tasks_completed"])
+
+
 class Scorer:
-    """Tasks delivered by a guide model, and by ``guidance``, on a map, fleet size and seed.
+    """Tasks delivered by guide models, and by ``guidance``, on cases and seeds.
 
     ``guidance`` runs are cached: every candidate is compared with the same baseline runs.
+    With ``workers`` > 1 the runs of one call share that many processes.
     """
 
-    def __init__(self, steps: int) -> None:
+    def __init__(self, steps: int, workers: int = 1) -> None:
         self.steps = steps
         self.runs = 0
         self._baseline: dict[tuple[str, int, int], int] = {}
         self._dir = tempfile.TemporaryDirectory(prefix="fleetmind-guide-")
+        self._pool = ProcessPoolExecutor(max_workers=workers) if workers > 1 else None
 
-    def tasks(self, executor: str, map_name: str, robots: int, seed: int, model: str | None) -> int:
-        """Tasks delivered by one run, assignment planner, shield on."""
-        cfg = RunConfig(
-            map=map_name,
-            robots=robots,
-            steps=self.steps,
-            planner="assignment",
-            executor=executor,
-            policy=model,
-            seed=seed,
-        )
-        metrics = execute(cfg, None)
-        self.runs += 1
-        if int(metrics["collisions"]) != 0:  # the shield's contract; a bug if it ever fails
-            raise AssertionError(f"{executor} executed a collision with the shield on: {cfg}")
-        return int(metrics["tasks_completed"])
-
-    def baseline(self, map_name: str, robots: int, seed: int) -> int:
-        """Tasks delivered by ``guidance`` (cached)."""
-        key = (map_name, robots, seed)
-        if key not in self._baseline:
-            self._baseline[key] = self.tasks("guidance", map_name, robots, seed, None)
-        return self._baseline[key]
+    def _run(self, runs: Sequence[Run]) -> list[int]:
+        """Tasks of each run, in order."""
+        self.runs += len(runs)
+        if self._pool is None:
+            return [_tasks(r) for r in runs]
+        return list(self._pool.map(_tasks, runs))
 
     def fitness(
-        self, model: GuideModel, maps: tuple[str, ...], robots: tuple[int, ...], seeds: list[int]
-    ) -> tuple[float, dict[str, float]]:
-        """Mean of tasks over guidance's tasks, and that mean per ``map/robots``."""
-        path = Path(self._dir.name) / "candidate.json"
-        model.save(path)
-        per: dict[str, float] = {}
-        for m in maps:
-            for n in robots:
-                ratios = [
-                    self.tasks("learned-guidance", m, n, s, str(path))
-                    / max(1, self.baseline(m, n, s))
-                    for s in seeds
-                ]
-                per[f"{Path(m).stem}/{n}"] = float(np.mean(ratios))
-        return float(np.mean(list(per.values()))), per
+        self, models: list[GuideModel], cases: tuple[Case, ...], seeds: list[int]
+    ) -> list[tuple[float, dict[str, float]]]:
+        """Each model's mean of tasks over guidance's tasks, and that mean per ``map/robots``."""
+        todo = [(m, n, s) for m, n in cases for s in seeds if (m, n, s) not in self._baseline]
+        done = self._run([("guidance", m, n, s, self.steps, None) for m, n, s in todo])
+        self._baseline.update(zip(todo, done, strict=True))
+        paths = []
+        for k, model in enumerate(models):
+            paths.append(str(Path(self._dir.name) / f"candidate-{k}.json"))
+            model.save(paths[-1])
+        runs = [
+            ("learned-guidance", m, n, s, self.steps, path)
+            for path in paths
+            for m, n in cases
+            for s in seeds
+        ]
+        tasks = iter(self._run(runs))
+        out = []
+        for _ in models:
+            per = {
+                f"{Path(m).stem}/{n}": float(
+                    np.mean([next(tasks) / max(1, self._baseline[(m, n, s)]) for s in seeds])
+                )
+                for m, n in cases
+            }
+            out.append((float(np.mean(list(per.values()))), per))
+        return out
 
     def close(self) -> None:
-        """Remove the candidate files."""
+        """Stop the workers and remove the candidate files."""
+        if self._pool is not None:
+            self._pool.shutdown()
         self._dir.cleanup()
 
 
@@ -186,7 +229,7 @@ def search(
     if cfg.popsize:
         opts["popsize"] = cfg.popsize
     es = cma.CMAEvolutionStrategy(start.to_vector().tolist(), cfg.sigma, opts)
-    scorer = Scorer(cfg.steps)
+    scorer = Scorer(cfg.steps, cfg.workers)
     log: list[dict[str, Any]] = []
     best: tuple[float, NDArray[np.float64]] = (-np.inf, start.to_vector())
     try:
@@ -194,10 +237,8 @@ def search(
             k = cfg.seeds_per_gen
             seeds = [cfg.seeds[(gen * k + j) % len(cfg.seeds)] for j in range(k)]
             xs = es.ask()
-            scores = []
-            for x in xs:
-                f, _ = scorer.fitness(GuideModel.from_vector(x), cfg.maps, cfg.robots, seeds)
-                scores.append(f)
+            fits = scorer.fitness([GuideModel.from_vector(x) for x in xs], cfg.cases, seeds)
+            scores = [f for f, _ in fits]
             es.tell(xs, [-f for f in scores])  # CMA-ES minimises
             top = int(np.argmax(scores))
             if scores[top] > best[0]:
@@ -223,10 +264,10 @@ def search(
             "mean": np.asarray(es.mean),
             "best": best[1],
         }
-        for name, x in choices.items():
-            f, per = scorer.fitness(
-                GuideModel.from_vector(x), cfg.maps, cfg.robots, list(cfg.validate)
-            )
+        fits = scorer.fitness(
+            [GuideModel.from_vector(x) for x in choices.values()], cfg.cases, list(cfg.validate)
+        )
+        for name, (f, per) in zip(choices, fits, strict=True):
             val[name] = {
                 "fitness": round(f, 4),
                 "per_case": {k: round(v, 4) for k, v in per.items()},
@@ -250,7 +291,7 @@ def _metadata(
 ) -> dict[str, Any]:
     """How the model was made, saved with it."""
     settings = asdict(cfg)
-    settings["maps"] = [Path(m).name for m in cfg.maps]
+    settings["cases"] = [[Path(m).name, n] for m, n in cfg.cases]
     return {
         "trained_by": "fleetmind nav guide (CMA-ES on fleet throughput, eval/guide_train.py)",
         "search": settings,

@@ -180,6 +180,9 @@ def test_a_tiny_search_writes_a_loadable_model_and_repeats(tmp_path) -> None:
     assert loaded == a
     assert [r["generation"] for r in rows if "generation" in r] == [0, 1]
     assert a.metadata["chosen"] in ("mean", "best")
+    # Where the search started is saved with it: here the neutral model.
+    start = [loaded.metadata["start"][name] for name in GuideModel.names()]
+    assert start == GuideModel.neutral().to_vector().tolist()
     # 2 generations of 3 candidates, guidance on seeds 100, 101 and 200, 2 validated models.
     assert a.metadata["runs"] == 2 * 3 + 3 + 2
     b = search(cfg)

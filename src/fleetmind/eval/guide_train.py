@@ -275,7 +275,16 @@ def search(
         pick = max(choices, key=lambda n: val[n]["fitness"])
         model = GuideModel.from_vector(
             choices[pick],
-            **_metadata(cfg, log, t0, scorer.runs, chosen=pick, validation=val, **(note or {})),
+            **_metadata(
+                cfg,
+                log,
+                t0,
+                scorer.runs,
+                chosen=pick,
+                validation=val,
+                start=dict(zip(GuideModel.names(), start.to_vector().tolist(), strict=True)),
+                **(note or {}),
+            ),
         )
         if progress:
             progress({"validation": val, "chosen": pick})

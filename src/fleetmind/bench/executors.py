@@ -74,6 +74,23 @@ CASES: tuple[Case, ...] = (
     Case(str(LORR / "sortation_large.map"), 1000, 1.0, held_out=True),
 )
 QUICK_CASES: tuple[Case, ...] = (Case("warehouse-small", 12, 1.0, held_out=False),)
+HELDOUT = Path(__file__).resolve().parents[3] / "benchmarks" / "data" / "heldout"
+LAYOUT_CASES: tuple[Case, ...] = (
+    Case("warehouse-small", 40, 1.0, held_out=True),
+    Case("warehouse-small", 80, 1.0, held_out=True),
+    Case("warehouse-medium", 60, 1.0, held_out=True),
+    Case("warehouse-medium", 100, 1.0, held_out=True),
+    Case("warehouse-medium", 150, 1.0, held_out=True),
+    Case(str(HELDOUT / "warehouse-2wide.txt"), 150, 1.0, held_out=True),
+    Case(str(HELDOUT / "warehouse-2wide.txt"), 350, 1.0, held_out=True),
+    Case(str(HELDOUT / "warehouse-deep.txt"), 80, 1.0, held_out=True),
+    Case(str(HELDOUT / "warehouse-deep.txt"), 160, 1.0, held_out=True),
+)
+"""``--cases layouts``: warehouse layouts no guide model was trained on, sparse to jammed.
+
+Generated presets (one-wide aisles) and two map files in ``benchmarks/data/heldout`` (two-wide
+aisles; racks three rows deep), each written by ``warehouse_layout`` with the arguments in its
+first line. Whether a learned cost map carries over to a layout it never saw."""
 SCALE_MAP = str(LORR / "warehouse_large.map")
 
 
@@ -90,11 +107,14 @@ def select(cases: str | None, executors: str | None) -> dict[str, Any]:
         names = [c.strip().removesuffix(".map") for c in cases.split(",") if c.strip()]
         known = {Path(c.map).stem for c in CASES}
         for name in names:
-            if name not in known:
+            if name not in known and name != "layouts":
                 raise ConfigError(
-                    f"--cases: no case on map {name!r} (known: {', '.join(sorted(known))})"
+                    f"--cases: no case on map {name!r} (known: {', '.join(sorted(known))}, "
+                    "or layouts)"
                 )
         out["cases"] = tuple(c for c in CASES if Path(c.map).stem in names)
+        if "layouts" in names:
+            out["cases"] += LAYOUT_CASES
     if executors:
         names = [e.strip() for e in executors.split(",") if e.strip()]
         for name in names:
@@ -160,6 +180,7 @@ def run(
     executors: tuple[str, ...] = EXECUTORS,
     cases: tuple[Case, ...] | None = None,
     workers: int = 1,
+    guide: str | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Run every case with every executor over ``seeds``; the scale row at ``scale_robots``.
@@ -174,6 +195,7 @@ def run(
         executors: the executors to compare (``rl`` is compared with the best of the others).
         cases: the cases (default :data:`CASES`).
         workers: processes running runs side by side.
+        guide: ``learned-guidance``'s guide model file (default: the shipped one).
         progress: called with one line after each run.
 
     Returns:
@@ -192,6 +214,7 @@ def run(
             "executor": name,
             "planner": "assignment",
             "shield": True,
+            **({"policy": guide} if guide and name == "learned-guidance" else {}),
         }
         for case in cases
         for name in executors

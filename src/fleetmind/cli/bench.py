@@ -412,12 +412,21 @@ def bench_executors(
     cases: Annotated[
         str | None,
         typer.Option(
-            help="Comma-separated map names: only the cases on these maps. [default: all]"
+            help="Comma-separated map names: only the cases on these maps; 'layouts': the "
+            "warehouse layouts no guide model was trained on. [default: the LoRR cases]"
         ),
     ] = None,
     executors: Annotated[
         str | None,
         typer.Option(help="Comma-separated executors to compare. [default: all]"),
+    ] = None,
+    guide: Annotated[
+        Path | None,
+        typer.Option(
+            exists=True,
+            dir_okay=False,
+            help="learned-guidance's guide model file. [default: the shipped one]",
+        ),
     ] = None,
     learn: Annotated[
         bool,
@@ -479,6 +488,7 @@ def bench_executors(
         steps=steps,
         scale_robots=scale_robots,
         workers=workers,
+        guide=str(guide) if guide else None,
         progress=_progress(as_json),
         **chosen,
     )

@@ -272,3 +272,40 @@ def test_the_loop_has_guidance_maps_made_ahead_and_room_kept_for_the_fleet() -> 
     pos, goal = w.pos.astype(np.int32), w.goal.astype(np.int32)
     fresh = LearnedGuidanceExecutor(ready.grid, seed=0, robots=30)
     assert (ex.step_costs(pos, goal) == fresh.step_costs(pos, goal)).all()
+
+
+def test_rank_fitness_weighs_every_case_alike() -> None:
+    from fleetmind.eval.guide_train import GuideSearch, mean_rank
+
+    # A: far ahead on one case, behind on two; B: a little ahead on those two.
+    per = [
+        {"a": 1.70, "b": 1.00, "c": 1.00},
+        {"a": 1.00, "b": 1.04, "c": 1.05},
+        {"a": 1.00, "b": 1.02, "c": 1.00},
+    ]
+    ratio = [float(np.mean(list(p.values()))) for p in per]
+    assert int(np.argmax(ratio)) == 0  # the mean of ratios follows case a alone
+    ranks = mean_rank(per)
+    assert int(np.argmax(ranks)) == 1
+    assert ranks == pytest.approx([(2 + 0 + 0.5) / 3, (0.5 + 2 + 2) / 3, (0.5 + 1 + 0.5) / 3])
+    with pytest.raises(ConfigError, match="fitness"):
+        GuideSearch(fitness="best")
+
+
+def test_a_rank_search_keeps_its_mean(tmp_path) -> None:
+    from fleetmind.eval.guide_train import GuideSearch, search
+
+    cfg = GuideSearch(
+        cases=(("warehouse-small", 10), ("warehouse-tiny", 3)),
+        seeds=(100,),
+        seeds_per_gen=1,
+        validate=(200,),
+        steps=40,
+        generations=1,
+        popsize=3,
+        fitness="rank",
+    )
+    model = search(cfg)
+    assert model.metadata["chosen"] == "mean"
+    assert set(model.metadata["validation"]) == {"mean"}
+    assert model.metadata["search"]["fitness"] == "rank"

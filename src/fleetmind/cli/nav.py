@@ -293,6 +293,13 @@ def nav_guide(
     workers: Annotated[
         int, typer.Option(min=1, help="Processes a generation's runs share (same result).")
     ] = 1,
+    fitness: Annotated[
+        str,
+        typer.Option(
+            help="ratio: mean over cases of tasks over guidance's; rank: mean over cases of a "
+            "candidate's rank in its generation (every case weighs alike; keeps the mean)."
+        ),
+    ] = "ratio",
     as_json: Annotated[
         bool, typer.Option("--json", help="Print every generation as JSON.")
     ] = False,
@@ -320,6 +327,7 @@ def nav_guide(
         sigma=sigma,
         seed=seed,
         workers=workers,
+        fitness=fitness,
     )
 
     def report(row: dict[str, Any]) -> None:

@@ -17,7 +17,14 @@ on one-wide aisles taxes every move down an aisle. Every candidate of a
 generation runs the same seeds (common random numbers: CMA-ES only ranks candidates within a
 generation); the seeds rotate through a training pool from one generation to the next. At the
 end the search's mean and the best candidate it saw are scored again on validation seeds
-(also training-only), and the better one is kept. A generation's runs are independent: with
+(also training-only), and the better one is kept.
+
+Cases whose gains differ in scale need ``fitness="rank"``: a layout where ``guidance`` jams can
+give a candidate 1.7x, and the mean of ratios then follows that case alone, trading away a few
+percent on every other. With ``rank`` a candidate's score is its mean rank, over cases, among
+the generation's candidates (CMA-ES uses only the order, so every case weighs alike in it);
+"best candidate" is then not comparable across generations, and the search's mean is kept.
+A generation's runs are independent: with
 ``workers`` > 1 they run in that many processes, and the search is the same run for run.
 
 Seeds 0-2 are the benchmark's: the defaults never train or validate on them.
@@ -80,6 +87,8 @@ class GuideSearch:
         sigma: initial step size (times each parameter's own scale).
         seed: seed of the search's samples.
         workers: processes the runs of a generation share (the result does not depend on it).
+        fitness: ``ratio`` (mean over cases of tasks over guidance's) or ``rank`` (mean over
+            cases of the candidate's rank in its generation: every case weighs alike).
 
     Raises:
         ConfigError: on an empty list, a bench seed among the training or validation seeds, a
@@ -96,11 +105,14 @@ class GuideSearch:
     sigma: float = 1.0
     seed: int = 0
     workers: int = 1
+    fitness: str = "ratio"
 
     def __post_init__(self) -> None:
         """Refuse settings that could not train, or that would train on the bench's seeds."""
         if not self.cases or not self.seeds:
             raise ConfigError("guide search: cases and seeds need one value each")
+        if self.fitness not in ("ratio", "rank"):
+            raise ConfigError(f"guide search: fitness {self.fitness!r} is not ratio or rank")
         if min(n for _, n in self.cases) < 1:
             raise ConfigError(f"guide search: a fleet size below 1 in {list(self.cases)}")
         leaked = sorted(BENCH_SEEDS & (set(self.seeds) | set(self.validate)))
@@ -199,6 +211,19 @@ class Scorer:
         self._dir.cleanup()
 
 
+def mean_rank(per_case: list[dict[str, float]]) -> list[float]:
+    """Each candidate's mean, over cases, of its rank among the candidates (0: last; ties share).
+
+    Args:
+        per_case: each candidate's ratio to ``guidance`` per case (the same cases for all).
+    """
+    from scipy.stats import rankdata
+
+    table = np.array([[per[k] for k in per_case[0]] for per in per_case])  # (candidates, cases)
+    ranks = np.column_stack([rankdata(col) - 1.0 for col in table.T])
+    return [float(r) for r in ranks.mean(axis=1)]
+
+
 def search(
     cfg: GuideSearch,
     *,
@@ -239,9 +264,10 @@ def search(
             xs = es.ask()
             fits = scorer.fitness([GuideModel.from_vector(x) for x in xs], cfg.cases, seeds)
             scores = [f for f, _ in fits]
-            es.tell(xs, [-f for f in scores])  # CMA-ES minimises
-            top = int(np.argmax(scores))
-            if scores[top] > best[0]:
+            order = scores if cfg.fitness == "ratio" else mean_rank([per for _, per in fits])
+            es.tell(xs, [-f for f in order])  # CMA-ES minimises
+            top = int(np.argmax(order))
+            if cfg.fitness == "ratio" and scores[top] > best[0]:
                 best = (scores[top], np.asarray(xs[top]))
             row = {
                 "generation": gen,
@@ -260,10 +286,9 @@ def search(
                 _checkpoint(es, cfg, log, out, t0)
         # The final choice, on seeds no generation ranked by: the search's mean or its best.
         val: dict[str, Any] = {}
-        choices = {
-            "mean": np.asarray(es.mean),
-            "best": best[1],
-        }
+        choices = {"mean": np.asarray(es.mean)}
+        if cfg.fitness == "ratio":
+            choices["best"] = best[1]
         fits = scorer.fitness(
             [GuideModel.from_vector(x) for x in choices.values()], cfg.cases, list(cfg.validate)
         )

@@ -92,8 +92,10 @@ def test_learning_bench_compares_learning_with_the_same_runs_without_updates(lea
     # last one after the run), learned-guidance as its last tick is done.
     windows = 9 if learner == "rl-guided" else 10
     assert [len(c) for c in learn["curve"]] == [windows] == [len(c) for c in control["curve"]]
-    # An update at the end of each window (the run's last tick aside) but one rolled back.
-    assert learn["updates"][0] + learn["rollbacks"][0] == 9
+    # An update at the end of each window (the run's last tick aside) but one that rolls an
+    # update back; the last window can roll one back too.
+    assert learn["updates"][0] >= 1
+    assert 9 <= learn["updates"][0] + learn["rollbacks"][0] <= 10
     if learner == "rl-guided":  # sampled actions and new weights: the runs part
         assert learn["tasks"] != control["tasks"] or learn["curve"] != control["curve"]
     else:  # the control only watches (rl-guided's makes updates at learning rate 0)
@@ -126,3 +128,49 @@ def test_cases_and_executors_can_be_chosen_and_bad_names_are_refused() -> None:
         bench.select("nowhere", None)
     with pytest.raises(ConfigError, match="--executors: unknown executor 'magic'"):
         bench.select(None, "magic")
+
+
+def test_layouts_are_held_out_maps_that_load_and_serve_orders() -> None:
+    from fleetmind.rl.guide import GuideModel, default_guide_path
+    from fleetmind.sim.maps import load_map, require_tasks
+
+    chosen = bench.select("layouts", None)
+    assert chosen["cases"] == bench.LAYOUT_CASES
+    search = GuideModel.load(default_guide_path()).metadata["search"]
+    # Written by `fleetmind nav guide`: its training maps (older searches: "maps").
+    maps = [m for m, _ in search["cases"]] if "cases" in search else search["maps"]
+    trained = {bench.Path(m).stem for m in maps}
+    assert trained == {"warehouse_small"}
+    for case in bench.LAYOUT_CASES:
+        assert case.held_out
+        assert case.target == 1.0
+        assert bench.Path(case.map).stem not in trained  # never a training map
+        grid = load_map(case.map)
+        require_tasks(grid)  # pickups and stations: orders can be served
+        assert case.robots < int((~grid.blocked).sum()) // 4
+
+
+def test_a_guide_model_file_replaces_the_shipped_one(tmp_path) -> None:
+    from fleetmind.rl.guide import GuideModel
+
+    neutral = tmp_path / "neutral.json"
+    GuideModel.neutral().save(neutral)
+    args = ["bench", "executors", "--quick", "--json", "--scale-robots", "0"]
+    args += ["--executors", "guidance,learned-guidance"]
+    res = CliRunner().invoke(app, [*args, "--guide", str(neutral)])
+    assert res.exit_code == 0, res.output
+    (row,) = json.loads(res.stdout)["cases"]
+    ex = row["executors"]
+    # The neutral model is guidance move for move; the shipped one is not.
+    assert ex["learned-guidance"]["tasks"] == ex["guidance"]["tasks"]
+    assert (
+        ex["learned-guidance"]["shield_interventions_mean"]
+        == (ex["guidance"]["shield_interventions_mean"])
+    )
+    shipped = json.loads(CliRunner().invoke(app, args).stdout)["cases"][0]["executors"]
+    assert (
+        shipped["learned-guidance"]["shield_interventions_mean"]
+        != (ex["guidance"]["shield_interventions_mean"])
+    )
+    missing = CliRunner().invoke(app, [*args, "--guide", str(tmp_path / "none.json")])
+    assert missing.exit_code == 2

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 import pytest
@@ -162,18 +163,26 @@ def test_registered_and_a_shielded_run_repeats(grid, tmp_path) -> None:
     assert base["shield_interventions"] == a["shield_interventions"]
 
 
-def test_a_tiny_search_writes_a_loadable_model_and_repeats(tmp_path) -> None:
-    from fleetmind.eval.guide_train import GuideSearch, search
+def _tiny_search(**changes: Any) -> Any:
+    """A search small enough for a test: 2 generations of 3 candidates, 40-tick runs."""
+    from fleetmind.eval.guide_train import GuideSearch
 
-    cfg = GuideSearch(
-        cases=(("warehouse-small", 10),),
-        seeds=(100, 101),
-        seeds_per_gen=1,
-        validate=(200,),
-        steps=40,
-        generations=2,
-        popsize=3,
-    )
+    settings: dict[str, Any] = {
+        "cases": (("warehouse-small", 10),),
+        "seeds": (100, 101),
+        "seeds_per_gen": 1,
+        "validate": (200,),
+        "steps": 40,
+        "generations": 2,
+        "popsize": 3,
+    }
+    return GuideSearch(**{**settings, **changes})
+
+
+def test_a_tiny_search_writes_a_loadable_model_and_repeats(tmp_path) -> None:
+    from fleetmind.eval.guide_train import search
+
+    cfg = _tiny_search()
     rows = []
     a = search(cfg, out=tmp_path / "a.json", progress=rows.append)
     loaded = GuideModel.load(tmp_path / "a.json")
@@ -191,17 +200,9 @@ def test_a_tiny_search_writes_a_loadable_model_and_repeats(tmp_path) -> None:
 
 
 def test_a_search_over_several_maps_in_two_processes_is_the_same_search() -> None:
-    from fleetmind.eval.guide_train import GuideSearch, search
+    from fleetmind.eval.guide_train import search
 
-    cfg = GuideSearch(
-        cases=(("warehouse-small", 10), ("warehouse-tiny", 3)),
-        seeds=(100, 101),
-        seeds_per_gen=1,
-        validate=(200,),
-        steps=40,
-        generations=2,
-        popsize=3,
-    )
+    cfg = _tiny_search(cases=(("warehouse-small", 10), ("warehouse-tiny", 3)))
     one = search(cfg)
     two = search(replace(cfg, workers=2))
     assert np.array_equal(one.to_vector(), two.to_vector())
@@ -292,19 +293,11 @@ def test_rank_fitness_weighs_every_case_alike() -> None:
         GuideSearch(fitness="best")
 
 
-def test_a_rank_search_keeps_its_mean(tmp_path) -> None:
-    from fleetmind.eval.guide_train import GuideSearch, search
+def test_a_rank_search_keeps_its_mean() -> None:
+    from fleetmind.eval.guide_train import search
 
-    cfg = GuideSearch(
-        cases=(("warehouse-small", 10), ("warehouse-tiny", 3)),
-        seeds=(100,),
-        seeds_per_gen=1,
-        validate=(200,),
-        steps=40,
-        generations=1,
-        popsize=3,
-        fitness="rank",
-    )
+    cases = (("warehouse-small", 10), ("warehouse-tiny", 3))
+    cfg = _tiny_search(cases=cases, generations=1, fitness="rank")
     model = search(cfg)
     assert model.metadata["chosen"] == "mean"
     assert set(model.metadata["validation"]) == {"mean"}

@@ -24,8 +24,8 @@ give a candidate 1.7x, and the mean of ratios then follows that case alone, trad
 percent on every other. With ``rank`` a candidate's score is its mean rank, over cases, among
 the generation's candidates (CMA-ES uses only the order, so every case weighs alike in it);
 "best candidate" is then not comparable across generations, and the search's mean is kept.
-A generation's runs are independent: with
-``workers`` > 1 they run in that many processes, and the search is the same run for run.
+A generation's runs are independent: with ``workers`` > 1 they run in that many processes,
+and the search is the same run for run.
 
 Seeds 0-2 are the benchmark's: the defaults never train or validate on them.
 """
@@ -192,17 +192,11 @@ class Scorer:
             for m, n in cases
             for s in seeds
         ]
-        tasks = iter(self._run(runs))
-        out = []
-        for _ in models:
-            per = {
-                f"{Path(m).stem}/{n}": float(
-                    np.mean([next(tasks) / max(1, self._baseline[(m, n, s)]) for s in seeds])
-                )
-                for m, n in cases
-            }
-            out.append((float(np.mean(list(per.values()))), per))
-        return out
+        tasks = np.array(self._run(runs), dtype=np.float64).reshape(len(models), len(cases), -1)
+        base = np.array([[max(1, self._baseline[(m, n, s)]) for s in seeds] for m, n in cases])
+        ratios = (tasks / base).mean(axis=2)  # (models, cases)
+        names = [f"{Path(m).stem}/{n}" for m, n in cases]
+        return [(float(row.mean()), dict(zip(names, row.tolist(), strict=True))) for row in ratios]
 
     def close(self) -> None:
         """Stop the workers and remove the candidate files."""

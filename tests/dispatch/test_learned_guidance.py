@@ -132,6 +132,60 @@ def test_vector_and_file_round_trip(tmp_path) -> None:
     assert back.metadata == {"note": "test"}
 
 
+def test_a_fixed_tie_order_without_lanes_or_traffic_ranks_as_shortest_path(
+    grid, fleet_scene
+) -> None:
+    from fleetmind.dispatch.executors import ShortestPathExecutor
+
+    pos, goal, active = fleet_scene(grid, n=60, seed=3)
+    # Every move one step, no traffic terms, waiting one step: route costs are SCALE times the
+    # true distances plus one step, so only the tie order separates equal moves.
+    flat = GuideModel(theta={}, traffic={k: 0.0 for k in guide.TRAFFIC}, wait=1.0, ties="vertical")
+    fixed = LearnedGuidanceExecutor(grid, seed=5, model=flat, robots=60)
+    plain = ShortestPathExecutor(grid)
+    # The same costs with random ties: some equal moves come the other way round.
+    drawn = LearnedGuidanceExecutor(grid, seed=5, model=replace(flat, ties="random"), robots=60)
+    across = LearnedGuidanceExecutor(grid, seed=5, model=replace(flat, ties="horizontal"), robots=60)
+    differs = {"random": False, "horizontal": False}
+    for k in range(8):
+        p = _shifted(pos, grid, k)
+        want = plain.rank(p, goal, active)
+        assert (fixed.rank(p, goal, active) == want).all()
+        differs["random"] |= bool((drawn.rank(p, goal, active) != want).any())
+        h = across.rank(p, goal, active)
+        differs["horizontal"] |= bool((h != want).any())
+        # Where the nearest vertical and the nearest horizontal move are equally close, the
+        # first move is vertical under one order and horizontal under the other.
+        idx = np.flatnonzero(active)
+        d = plain.distances(p[idx], goal[idx])
+        vert, horiz = d[:, [UP, DOWN]].min(axis=1), d[:, [LEFT, RIGHT]].min(axis=1)
+        tied = idx[(vert == horiz) & (vert < d[:, WAIT])]
+        assert len(tied) > 0
+        assert np.isin(want[tied, 0], [UP, DOWN]).all()
+        assert np.isin(h[tied, 0], [LEFT, RIGHT]).all()
+    assert differs == {"random": True, "horizontal": True}
+
+
+def test_the_tie_order_is_part_of_the_model_and_its_files(tmp_path) -> None:
+    model = GuideModel(theta={"against": 1.0}, ties="vertical")
+    assert GuideModel.from_vector(model.to_vector()).ties == "vertical"
+    for value, ties in ((0.9, "vertical"), (0.2, "random"), (-0.7, "horizontal")):
+        x = GuideModel.neutral().to_vector()
+        x[GuideModel.names().index("ties")] = value
+        assert GuideModel.from_vector(x).ties == ties
+    model.save(tmp_path / "g.json")
+    assert GuideModel.load(tmp_path / "g.json").ties == "vertical"
+    # A file written before tie orders existed reads as random ties (what it ran with).
+    data = json.loads((tmp_path / "g.json").read_text())
+    del data["ties"]
+    (tmp_path / "old.json").write_text(json.dumps(data))
+    assert GuideModel.load(tmp_path / "old.json").ties == "random"
+    data["ties"] = "diagonal"
+    (tmp_path / "bad.json").write_text(json.dumps(data))
+    with pytest.raises(ConfigError, match=r"bad\.json: guide model: ties 'diagonal' not one of"):
+        GuideModel.load(tmp_path / "bad.json")
+
+
 def test_bad_files_and_values_are_refused(tmp_path) -> None:
     (tmp_path / "x.json").write_text(json.dumps({"format": "other"}))
     with pytest.raises(ConfigError, match="not a guide model"):

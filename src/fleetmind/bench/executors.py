@@ -85,12 +85,15 @@ LAYOUT_CASES: tuple[Case, ...] = (
     Case(str(HELDOUT / "warehouse-2wide.txt"), 350, 1.0, held_out=True),
     Case(str(HELDOUT / "warehouse-deep.txt"), 80, 1.0, held_out=True),
     Case(str(HELDOUT / "warehouse-deep.txt"), 160, 1.0, held_out=True),
+    Case(str(HELDOUT / "random-64-64-10-errands.map"), 150, 1.0, held_out=True),
+    Case(str(HELDOUT / "random-64-64-10-errands.map"), 400, 1.0, held_out=True),
 )
-"""``--cases layouts``: warehouse layouts no guide model was trained on, sparse to jammed.
+"""``--cases layouts``: maps no guide model was trained on, sparse to jammed.
 
-Generated presets (one-wide aisles) and two map files in ``benchmarks/data/heldout`` (two-wide
+Generated presets (one-wide aisles), two map files in ``benchmarks/data/heldout`` (two-wide
 aisles; racks three rows deep), each written by ``warehouse_layout`` with the arguments in its
-first line. Whether a learned cost map carries over to a layout it never saw."""
+first line, and LoRR's random map with errands between random cells (no aisles, no racks).
+Whether a learned cost map carries over to a layout it never saw."""
 SCALE_MAP = str(LORR / "warehouse_large.map")
 
 

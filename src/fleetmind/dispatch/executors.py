@@ -533,8 +533,14 @@ class CongestionExecutor(ShortestPathRandomExecutor):
         """
         here = self._flat(fleet.pos)  # (N,) flat cells
         routes = self.routes.reader(self._flat(fleet.goal[idx]))  # the (M,) targets' maps
-        ties = self.rng.random((len(idx), N_ACTIONS)) if len(idx) else np.zeros((0, N_ACTIONS))
+        ties = self.tie_breakers(len(idx))
         self.traffic.rank(here, idx, routes, ties, ranking)  # every call: it advances traffic
+
+    def tie_breakers(self, robots: int) -> NDArray[np.float64]:
+        """``(robots, 5)`` tie-breakers of one tick's rankings: a seeded random draw."""
+        if not robots:
+            return np.zeros((0, N_ACTIONS))
+        return self.rng.random((robots, N_ACTIONS))
 
     def costs(
         self, pos: NDArray[np.int32], goal: NDArray[np.int32], idx: NDArray[np.intp]
@@ -551,7 +557,7 @@ class CongestionExecutor(ShortestPathRandomExecutor):
         if len(idx) == 0:
             return np.zeros((0, N_ACTIONS)), np.zeros((0, N_ACTIONS))
         dist = self.step_costs(pos[idx], goal[idx])  # (M, 5)
-        ties = self.rng.random(dist.shape)  # (M, 5)
+        ties = self.tie_breakers(len(idx))  # (M, 5)
         return self.traffic.keys(here, idx, dist, ties), ties
 
 
@@ -758,6 +764,15 @@ class LearnedGuidanceExecutor(GuidanceExecutor):
     def step_weights(self, grid: GridMap) -> NDArray[np.int64]:
         """The learned graph's step weights, in ``1 / SCALE`` steps."""
         return self.model.move_weights(grid, self.robots)
+
+    def tie_breakers(self, robots: int) -> NDArray[np.float64]:
+        """The model's order of moves that cost the same: random, or one fixed order for all."""
+        from fleetmind.rl import guide
+
+        row = guide.TIE_ROWS.get(self.model.ties)
+        if row is None:
+            return super().tie_breakers(robots)
+        return np.tile(np.asarray(row, dtype=np.float64), (robots, 1))
 
     def set_model(self, model: Any) -> None:
         """Run on ``model`` from the next tick (a live learner's update or rollback).

@@ -128,8 +128,8 @@ class GuideSearch:
 
 
 def search_scales() -> NDArray[np.float64]:
-    """Each parameter's search scale: move weights in steps, traffic terms, decay, wait."""
-    return np.array([0.5] * len(FEATURES) + [0.15] * len(TRAFFIC) + [0.03, 0.3])
+    """Each parameter's search scale: move weights in steps, traffic terms, decay, wait, ties."""
+    return np.array([0.5] * len(FEATURES) + [0.15] * len(TRAFFIC) + [0.03, 0.3, 1.0])
 
 
 Run = tuple[str, str, int, int, int, str | None]

@@ -29,7 +29,10 @@ maps it was never trained on:
 
 The model also sets the executor's traffic terms (:data:`TRAFFIC`, in steps, scaled so that
 together they stay below the cost of waiting: a free move along the route always beats
-waiting, the lesson of ``docs/executors.md``) and the cost of waiting itself.
+waiting, the lesson of ``docs/executors.md``), the cost of waiting itself, and the order of
+moves that cost the same (:data:`TIES`): at random, as ``guidance``, or always vertical moves
+first (or horizontal ones), so that every robot takes the same turns, as dimension-ordered
+routing does, and opposite flows stop meeting where a route could go either way first.
 
 The neutral model (:meth:`GuideModel.neutral`: ``against`` 1, every other weight 0, the
 guidance executor's traffic weights) is the guidance executor exactly. Weights are whole
@@ -95,6 +98,14 @@ GUIDANCE_TRAFFIC: Final = {
     "against": 0.0,
 }
 GUIDANCE_DECAY: Final = 0.9
+TIES: Final = ("random", "vertical", "horizontal")
+"""Orders of moves that cost the same: seeded random, vertical first, horizontal first."""
+_TIE_VALUE: Final = {"random": 0.0, "vertical": 1.0, "horizontal": -1.0}
+# Each fixed order as tie-breakers by action (WAIT first, as shortest path's own order).
+TIE_ROWS: Final = {
+    "vertical": (0.0, 0.1, 0.2, 0.3, 0.4),  # WAIT, UP, DOWN, LEFT, RIGHT
+    "horizontal": (0.0, 0.3, 0.4, 0.1, 0.2),  # WAIT, LEFT, RIGHT, UP, DOWN
+}
 # Most robots other than the mover that can want one cell: its other three neighbours.
 _MAX_INCOMING: Final = 3.0
 
@@ -228,6 +239,15 @@ def _shift_float(a: NDArray[np.float64], dr: int, dc: int) -> NDArray[np.float64
     return pad[1 + dr : 1 + dr + h, 1 + dc : 1 + dc + w]
 
 
+def _tie_order(value: float) -> str:
+    """The tie order a search's value stands for (see :meth:`GuideModel.from_vector`)."""
+    if value > 0.5:
+        return "vertical"
+    if value < -0.5:
+        return "horizontal"
+    return "random"
+
+
 @dataclass(frozen=True)
 class GuideModel:
     """The learned guidance: move weights from features, traffic terms, the cost of waiting.
@@ -237,16 +257,18 @@ class GuideModel:
         traffic: the traffic terms of :data:`TRAFFIC`, in steps, before the cap.
         decay: per-tick decay of the traffic counts, in [0, 0.99].
         wait: cost of waiting, in steps (>= 0.5).
+        ties: the order of moves that cost the same, one of :data:`TIES`.
         metadata: how the model was made (free-form, saved with it).
 
     Raises:
-        ConfigError: an unknown feature or traffic term, or a value out of range.
+        ConfigError: an unknown feature, traffic term or tie order, or a value out of range.
     """
 
     theta: dict[str, float]
     traffic: dict[str, float] = field(default_factory=lambda: dict(GUIDANCE_TRAFFIC))
     decay: float = GUIDANCE_DECAY
     wait: float = 1.0
+    ties: str = "random"
     metadata: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
@@ -260,6 +282,8 @@ class GuideModel:
             raise ConfigError(f"guide model: wait {self.wait} not in [{W_MIN}, {W_MAX}]")
         if any(v < 0 for v in self.traffic.values()):
             raise ConfigError(f"guide model: negative traffic weight in {self.traffic}")
+        if self.ties not in TIES:
+            raise ConfigError(f"guide model: ties {self.ties!r} not one of {', '.join(TIES)}")
 
     @classmethod
     def neutral(cls) -> Self:
@@ -311,7 +335,7 @@ class GuideModel:
     @staticmethod
     def names() -> tuple[str, ...]:
         """Names of the entries of :meth:`to_vector`, in order."""
-        return (*FEATURES, *(f"traffic_{k}" for k in TRAFFIC), "decay", "wait")
+        return (*FEATURES, *(f"traffic_{k}" for k in TRAFFIC), "decay", "wait", "ties")
 
     def to_vector(self) -> NDArray[np.float64]:
         """The parameters as one flat vector (the search space of ``fleetmind nav guide``)."""
@@ -321,12 +345,17 @@ class GuideModel:
                 *(self.traffic.get(k, 0.0) for k in TRAFFIC),
                 self.decay,
                 self.wait,
+                _TIE_VALUE[self.ties],
             ]
         )
 
     @classmethod
     def from_vector(cls, x: NDArray[np.float64], **metadata: Any) -> Self:
-        """A model from a flat vector, clipped into range (black-box search proposes anything)."""
+        """A model from a flat vector, clipped into range (black-box search proposes anything).
+
+        The last entry picks the tie order: above 0.5 vertical first, below -0.5 horizontal
+        first, random between.
+        """
         x = np.asarray(x, dtype=np.float64)
         if x.shape != (len(cls.names()),):
             raise ConfigError(f"guide model: expected {len(cls.names())} values, got {x.shape}")
@@ -336,6 +365,7 @@ class GuideModel:
             traffic={k: float(max(0.0, v)) for k, v in zip(TRAFFIC, x[nf : nf + nt], strict=True)},
             decay=float(np.clip(x[nf + nt], 0.0, 0.99)),
             wait=float(np.clip(x[nf + nt + 1], W_MIN, W_MAX)),
+            ties=_tie_order(float(x[nf + nt + 2])),
             metadata=dict(metadata),
         )
 
@@ -349,6 +379,7 @@ class GuideModel:
             "traffic": self.traffic,
             "decay": self.decay,
             "wait": self.wait,
+            "ties": self.ties,
             "metadata": self.metadata,
         }
         Path(path).write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
@@ -373,7 +404,10 @@ class GuideModel:
                 traffic={str(k): float(v) for k, v in data["traffic"].items()},
                 decay=float(data["decay"]),
                 wait=float(data["wait"]),
+                ties=str(data.get("ties", "random")),  # files before tie orders: random
                 metadata=dict(data.get("metadata") or {}),
             )
         except (KeyError, TypeError, AttributeError, ValueError) as exc:
             raise ConfigError(f"{p}: bad guide model field ({exc})") from None
+        except ConfigError as exc:  # a value out of range: say which file
+            raise ConfigError(f"{p}: {exc}") from None

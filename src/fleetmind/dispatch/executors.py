@@ -772,7 +772,13 @@ class LearnedGuidanceExecutor(GuidanceExecutor):
         row = guide.TIE_ROWS.get(self.model.ties)
         if row is None:
             return super().tie_breakers(robots)
-        return np.tile(np.asarray(row, dtype=np.float64), (robots, 1))
+        kept = self.__dict__.get("_tie_rows")
+        if kept is None or len(kept) < robots or kept[0].tolist() != list(row):
+            # A table kept and sliced: read-only to the kernels, the same every tick.
+            kept = np.tile(np.asarray(row, dtype=np.float64), (max(robots, 64), 1))
+            self._tie_rows = kept
+        out: NDArray[np.float64] = kept[:robots]
+        return out
 
     def set_model(self, model: Any) -> None:
         """Run on ``model`` from the next tick (a live learner's update or rollback).

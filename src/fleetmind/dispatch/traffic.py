@@ -181,38 +181,6 @@ def _keys(
     return key
 
 
-@numba.njit(
-    _F2(_I1, _I1, _I2, numba.boolean[::1], numba.int64, numba.int64, numba.int32[:, ::1]),
-    cache=True,
-    nogil=True,
-)
-def _route_keys(
-    here: NDArray[np.int64],
-    idx: NDArray[np.int64],
-    dist: NDArray[np.int64],
-    blocked: NDArray[np.bool_],
-    height: int,
-    width: int,
-    deltas: NDArray[np.int32],
-) -> NDArray[np.float64]:
-    """What :func:`_keys` gives when every traffic weight is 0: route costs, walls last.
-
-    Read without the counts and claims: a model with no traffic terms pays for none.
-    """
-    m = idx.shape[0]
-    key = np.empty((m, 5), dtype=np.float64)
-    for j in range(m):
-        r, c = here[idx[j]] // width, here[idx[j]] % width
-        key[j, 0] = dist[j, 0]
-        for a in range(1, 5):
-            rr, cc = r + deltas[a, 0], c + deltas[a, 1]
-            if 0 <= rr < height and 0 <= cc < width and not blocked[rr * width + cc]:
-                key[j, a] = dist[j, a]
-            else:
-                key[j, a] = np.inf
-    return key
-
-
 @numba.njit(_I2(_F2, _F2), cache=True, nogil=True)
 def order(key: NDArray[np.float64], ties: NDArray[np.float64]) -> NDArray[np.int64]:
     """``(M, 5)`` actions by ``key``, then ``ties``: ``np.lexsort((ties, key), axis=1)``."""
@@ -300,13 +268,6 @@ def _rank(
     dist = np.empty((m, 5), dtype=np.int64)
     gather_after_moves(slab, slots, none, at, route_blocked, width, step, stepped, dist)
     # The route maps' walls (the traffic pass's own, after any reroute), in cache from the gather.
-    if not wt.any():
-        key = _route_keys(here, idx, dist, route_blocked, height, width, deltas)
-        best = order(key, ties)
-        for j in range(m):
-            for a in range(5):
-                ranking[idx[j], a] = best[j, a]
-        return
     key = _keys(
         here,
         idx,

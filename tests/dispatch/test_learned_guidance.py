@@ -140,12 +140,14 @@ def test_a_fixed_tie_order_without_lanes_or_traffic_ranks_as_shortest_path(
     pos, goal, active = fleet_scene(grid, n=60, seed=3)
     # Every move one step, no traffic terms, waiting one step: route costs are SCALE times the
     # true distances plus one step, so only the tie order separates equal moves.
-    flat = GuideModel(theta={}, traffic={k: 0.0 for k in guide.TRAFFIC}, wait=1.0, ties="vertical")
+    no_traffic = dict.fromkeys(guide.TRAFFIC, 0.0)
+    flat = GuideModel(theta={}, traffic=no_traffic, wait=1.0, ties="vertical")
     fixed = LearnedGuidanceExecutor(grid, seed=5, model=flat, robots=60)
     plain = ShortestPathExecutor(grid)
     # The same costs with random ties: some equal moves come the other way round.
     drawn = LearnedGuidanceExecutor(grid, seed=5, model=replace(flat, ties="random"), robots=60)
-    across = LearnedGuidanceExecutor(grid, seed=5, model=replace(flat, ties="horizontal"), robots=60)
+    sideways = replace(flat, ties="horizontal")
+    across = LearnedGuidanceExecutor(grid, seed=5, model=sideways, robots=60)
     differs = {"random": False, "horizontal": False}
     for k in range(8):
         p = _shifted(pos, grid, k)

@@ -703,11 +703,13 @@ class GuidanceExecutor(CongestionExecutor):
 class LearnedGuidanceExecutor(GuidanceExecutor):
     """:class:`GuidanceExecutor` on a learned guidance graph (:mod:`fleetmind.rl.guide`).
 
-    The cost of every move on the map, the traffic weights and the cost of waiting come from a
-    :class:`~fleetmind.rl.guide.GuideModel`: a linear model over features any grid map has
-    (direction against the crisscross way, one-wide aisles, walls beside the lane, stations
-    and pickups nearby, the fleet's density), its parameters found by black-box search on fleet
-    throughput through this control loop (``fleetmind nav guide``). The learned part is a cost
+    The cost of every move on the map, the traffic weights, the cost of waiting and the order of
+    moves that cost the same come from a :class:`~fleetmind.rl.guide.GuideModel`: a linear
+    model over features any grid map has (direction against the crisscross way, one-wide
+    aisles, walls beside the lane, stations and pickups nearby, the fleet's density), and the
+    tie order (random, or vertical or horizontal moves first), its parameters found by
+    black-box search on fleet throughput through this control loop (``fleetmind nav guide``).
+    The learned part is a cost
     map, not a per-robot policy: it steers every robot through the same ranking code as
     ``guidance``, and the neutral model ranks exactly as ``guidance`` does.
 

@@ -250,7 +250,7 @@ def _tie_order(value: float) -> str:
 
 @dataclass(frozen=True)
 class GuideModel:
-    """The learned guidance: move weights from features, traffic terms, the cost of waiting.
+    """The learned guidance: move weights from features, traffic terms, waiting, the tie order.
 
     Attributes:
         theta: weight of each feature of :data:`FEATURES` (missing ones read 0).

@@ -750,6 +750,7 @@ class LearnedGuidanceExecutor(GuidanceExecutor):
         if model is None:
             model = guide.GuideModel.load(model_path or guide.default_guide_path())
         self.model: guide.GuideModel = model
+        self._tie_table = self._fixed_ties(model)
         free = int((~grid.blocked).sum())
         self.robots = robots if robots is not None else max(1, round(guide.DENSITY_UNIT * free))
         weights = self._traffic_weights(model)
@@ -767,19 +768,22 @@ class LearnedGuidanceExecutor(GuidanceExecutor):
         """The learned graph's step weights, in ``1 / SCALE`` steps."""
         return self.model.move_weights(grid, self.robots)
 
-    def tie_breakers(self, robots: int) -> NDArray[np.float64]:
-        """The model's order of moves that cost the same: random, or one fixed order for all."""
+    @staticmethod
+    def _fixed_ties(model: Any) -> NDArray[np.float64] | None:
+        """One row of tie-breakers per robot for the model's fixed tie order (None: random)."""
         from fleetmind.rl import guide
 
-        row = guide.TIE_ROWS.get(self.model.ties)
-        if row is None:
+        row = guide.TIE_ROWS.get(model.ties)
+        return None if row is None else np.asarray([row], dtype=np.float64)
+
+    def tie_breakers(self, robots: int) -> NDArray[np.float64]:
+        """The model's order of moves that cost the same: random, or one fixed order for all."""
+        table = self._tie_table
+        if table is None:
             return super().tie_breakers(robots)
-        kept = self.__dict__.get("_tie_rows")
-        if kept is None or len(kept) < robots or kept[0].tolist() != list(row):
-            # A table kept and sliced: read-only to the kernels, the same every tick.
-            kept = np.tile(np.asarray(row, dtype=np.float64), (max(robots, 64), 1))
-            self._tie_rows = kept
-        out: NDArray[np.float64] = kept[:robots]
+        if len(table) < robots:  # kept and sliced: the kernels only read it
+            table = self._tie_table = np.tile(table[:1], (robots, 1))
+        out: NDArray[np.float64] = table[:robots]
         return out
 
     def set_model(self, model: Any) -> None:
@@ -789,6 +793,7 @@ class LearnedGuidanceExecutor(GuidanceExecutor):
         targets come); the traffic counts so far are kept under the new weights and decay.
         """
         self.model = model
+        self._tie_table = self._fixed_ties(model)
         self.weights = self._traffic_weights(model)
         self.traffic.retune(self.weights.decay, self._terms(self.weights))
         self._build(self.grid)

@@ -219,7 +219,7 @@ class _ReferenceTraffic:
         first = np.lexsort((ties, dist), axis=1)[:, 0]
         rows = np.arange(len(idx))
         intent = np.full(len(pos), -1, dtype=np.int64)
-        moving = first != WAIT
+        moving = (first != WAIT) & ok[rows, first]  # a move into a wall is no move
         intent[idx[moving]] = flat[rows[moving], first[moving]]
         occupant = np.full(self.cells, -1, dtype=np.int64)
         occupant[here] = np.arange(len(pos))

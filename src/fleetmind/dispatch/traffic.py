@@ -19,8 +19,7 @@ import numba
 import numpy as np
 from numpy.typing import NDArray
 
-from fleetmind.sim.distances import RouteReader, gather_after_moves
-from fleetmind.sim.grid import DELTAS
+from fleetmind.sim.distances import RouteReader, cells_around, gather_row, next_cell
 
 _POW_TABLE = 4096
 """Ages with a precomputed ``decay ** age``; older counts take ``math.pow``."""
@@ -34,6 +33,19 @@ def _aged(age: int, table: NDArray[np.float64], decay: float) -> float:
     return math.pow(decay, age)
 
 
+@numba.njit(inline="always", nogil=True)
+def _step_to(u: int, a: int, blocked: NDArray[np.bool_], width: int) -> int:
+    """The flat cell action ``a`` (1-4) takes ``u`` to, -1 off the grid or into a wall."""
+    v = next_cell(u, a, width, blocked.shape[0])
+    return -1 if v < 0 or blocked[v] else v
+
+
+_EMPTY = 255
+"""``plan`` of a cell no robot stands on; else the action its robot would take (0: wait)."""
+_OPPOSITE = (0, 2, 1, 4, 3)
+"""The action back where an action came from (WAIT stays)."""
+
+
 _I1, _I2 = numba.int64[::1], numba.int64[:, ::1]
 _F1, _F2 = numba.float64[::1], numba.float64[:, ::1]
 # Compiled when the module is imported, not in a first tick.
@@ -44,16 +56,14 @@ _KEYS_SIG = _F2(
     _I2,
     numba.boolean[::1],
     numba.int64,
-    numba.int64,
-    numba.int32[:, ::1],
     _F2,
     numba.int64,
     _F2,
     _F1,
     numba.float64,
     _F1,
-    _I2,
-    _I1,
+    numba.uint8[::1],
+    numba.int32[::1],
 )
 # Columns of a cell's row of counts (8 float64: one cache line): the decayed robot count, the
 # tick it was written, the tick the entry counts were written, and the entries by move in
@@ -100,104 +110,163 @@ def _advance(
         counts[c, _FLOW + a] += 1.0
 
 
+@numba.njit(inline="always", nogil=True)
+def _intend(
+    v: int,
+    around: tuple[int, int, int, int, int],
+    dist: NDArray[np.int64],
+    ties: NDArray[np.float64],
+    blocked: NDArray[np.bool_],
+    plan: NDArray[np.uint8],
+    incoming: NDArray[np.int32],
+    counted: bool,
+) -> None:
+    """The plain choice of the robot at ``v`` (lowest ``dist``, then ``ties``) into ``plan[v]``.
+
+    ``around``: :func:`~fleetmind.sim.distances.cells_around` of ``v``.
+    A move into a wall is no move (the robot stays). With ``counted`` a move also counts in
+    ``incoming`` at the cell it leads to.
+    """
+    best = 0
+    for a in range(1, 5):
+        if dist[a] < dist[best] or (dist[a] == dist[best] and ties[a] < ties[best]):
+            best = a
+    if best != 0:
+        cell = around[best]
+        if cell >= 0 and not blocked[cell]:
+            plan[v] = best
+            if counted:
+                incoming[cell] += 1
+
+
+@numba.njit(inline="always", nogil=True)
+def _traffic_row(
+    v: int,
+    around: tuple[int, int, int, int, int],
+    dist: NDArray[np.int64],
+    blocked: NDArray[np.bool_],
+    tick: int,
+    counts: NDArray[np.float64],
+    table: NDArray[np.float64],
+    decay: float,
+    wt: NDArray[np.float64],
+    plan: NDArray[np.uint8],
+    incoming: NDArray[np.int32],
+    key: NDArray[np.float64],
+) -> None:
+    """``key[a]``: route cost ``dist[a]`` plus the traffic cost of action ``a`` from ``v``.
+
+    ``around``: :func:`~fleetmind.sim.distances.cells_around` of ``v``.
+    A term whose weight is 0 is not read, so its counts stay out of the cache.
+    """
+    key[0] = dist[0]
+    share = 1.0 - decay
+    for a in range(1, 5):
+        cell = around[a]
+        if cell < 0 or blocked[cell]:
+            key[a] = np.inf
+            continue
+        theirs = plan[cell]
+        cost = 0.0
+        if theirs != _EMPTY:
+            head_on = theirs == _OPPOSITE[a]  # the robot there wants this robot's cell
+            cost += wt[0]  # occupied
+            if theirs == 0 or head_on:
+                cost += wt[1]  # stayer
+            if head_on:
+                cost += wt[2]
+        if wt[3] != 0.0:
+            own = 1 if plan[v] == a else 0
+            cost += wt[3] * (incoming[cell] - own)
+        if wt[4] != 0.0:
+            age = tick - int(counts[cell, _HEAT_T])
+            cost += wt[4] * share * counts[cell, _HEAT] * _aged(age, table, decay)
+        if wt[5] != 0.0:
+            age = tick - int(counts[cell, _FLOW_T])
+            flow = counts[cell, _FLOW + _OPPOSITE[a]]  # entries moving the other way
+            cost += wt[5] * share * flow * _aged(age, table, decay)
+        key[a] = dist[a] + cost
+
+
+@numba.njit(inline="always", nogil=True)
+def _order_row(key: NDArray[np.float64], ties: NDArray[np.float64], out: NDArray[np.int64]) -> None:
+    """``out``: the 5 actions by ``key``, then ``ties`` (an insertion sort of five)."""
+    for a in range(5):
+        out[a] = a
+    for a in range(1, 5):
+        b = a
+        while b > 0:
+            x, y = out[b - 1], out[b]
+            if key[x] > key[y] or (key[x] == key[y] and ties[x] > ties[y]):
+                out[b - 1], out[b] = y, x
+                b -= 1
+            else:
+                break
+
+
+@numba.njit(inline="always", nogil=True)
+def _release(
+    here: NDArray[np.int64],
+    blocked: NDArray[np.bool_],
+    width: int,
+    plan: NDArray[np.uint8],
+    incoming: NDArray[np.int32],
+    counted: bool,
+) -> None:
+    """``plan`` back to empty, and ``incoming`` (when ``counted``) to 0, where a tick wrote."""
+    for i in range(here.shape[0]):
+        v = here[i]
+        if counted and plan[v] != 0 and plan[v] != _EMPTY:
+            incoming[_step_to(v, plan[v], blocked, width)] = 0
+        plan[v] = _EMPTY
+
+
 @numba.njit(_KEYS_SIG, cache=True, nogil=True)
 def _keys(
     here: NDArray[np.int64],
     idx: NDArray[np.int64],
     dist: NDArray[np.int64],
     blocked: NDArray[np.bool_],
-    height: int,
     width: int,
-    deltas: NDArray[np.int32],
     ties: NDArray[np.float64],
     tick: int,
     counts: NDArray[np.float64],
     table: NDArray[np.float64],
     decay: float,
     wt: NDArray[np.float64],
-    claims: NDArray[np.int64],
-    intent: NDArray[np.int64],
+    plan: NDArray[np.uint8],
+    incoming: NDArray[np.int32],
 ) -> NDArray[np.float64]:
     """``(M, 5)`` action costs of the robots ``idx`` (see ``CongestionExecutor.costs``).
 
-    ``claims`` (per cell: the robot in it, the robots heading into it) comes in as -1 and 0
-    and leaves so; ``intent`` (per robot) is scratch.
+    ``plan`` (per cell: the action its robot would take) comes in empty and ``incoming`` (per
+    cell: the robots heading into it) as 0, and both leave so.
     """
-    n = here.shape[0]
     m = idx.shape[0]
-    opposite = (0, 2, 1, 4, 3)
-    nxt = np.full((m, 5), -1, dtype=np.int64)  # flat cell after each action, -1 if blocked
+    n = blocked.shape[0]
+    for i in range(here.shape[0]):
+        plan[here[i]] = 0  # every robot stands, idle ones stay
     for j in range(m):
-        r, c = here[idx[j]] // width, here[idx[j]] % width
-        for a in range(5):
-            rr, cc = r + deltas[a, 0], c + deltas[a, 1]
-            if 0 <= rr < height and 0 <= cc < width and not blocked[rr * width + cc]:
-                nxt[j, a] = rr * width + cc
-    for i in range(n):
-        claims[here[i], 0] = i
-        intent[i] = -1
-    # Every robot's plain choice (lowest route cost, ties at random): where traffic is heading.
-    for j in range(m):
-        best = 0
-        for a in range(1, 5):
-            if dist[j, a] < dist[j, best] or (
-                dist[j, a] == dist[j, best] and ties[j, a] < ties[j, best]
-            ):
-                best = a
-        if best != 0:
-            intent[idx[j]] = nxt[j, best] if nxt[j, best] >= 0 else 0
-            claims[intent[idx[j]], 1] += 1
+        v = here[idx[j]]
+        around = cells_around(v, width, n)
+        _intend(v, around, dist[j], ties[j], blocked, plan, incoming, wt[3] != 0.0)
     key = np.empty((m, 5), dtype=np.float64)
-    share = 1.0 - decay
     for j in range(m):
-        me = idx[j]
-        key[j, 0] = dist[j, 0]
-        for a in range(1, 5):
-            cell = nxt[j, a]
-            if cell < 0:
-                key[j, a] = np.inf
-                continue
-            holder = claims[cell, 0]
-            cost = 0.0
-            if holder >= 0:
-                h_intent = intent[holder]
-                head_on = h_intent == here[me]
-                cost += wt[0]  # occupied
-                if h_intent < 0 or head_on:
-                    cost += wt[1]  # stayer
-                if head_on:
-                    cost += wt[2]
-            own = 1 if intent[me] == cell else 0
-            cost += wt[3] * (claims[cell, 1] - own)
-            heat = counts[cell, _HEAT] * _aged(tick - int(counts[cell, _HEAT_T]), table, decay)
-            cost += wt[4] * share * heat
-            age = tick - int(counts[cell, _FLOW_T])
-            cost += wt[5] * share * counts[cell, _FLOW + opposite[a]] * _aged(age, table, decay)
-            key[j, a] = dist[j, a] + cost
-    for i in range(n):
-        claims[here[i], 0] = -1
-        if intent[i] >= 0:
-            claims[intent[i], 1] = 0
+        v = here[idx[j]]
+        around = cells_around(v, width, n)
+        _traffic_row(
+            v, around, dist[j], blocked, tick, counts, table, decay, wt, plan, incoming, key[j]
+        )
+    _release(here, blocked, width, plan, incoming, wt[3] != 0.0)
     return key
 
 
 @numba.njit(_I2(_F2, _F2), cache=True, nogil=True)
 def order(key: NDArray[np.float64], ties: NDArray[np.float64]) -> NDArray[np.int64]:
     """``(M, 5)`` actions by ``key``, then ``ties``: ``np.lexsort((ties, key), axis=1)``."""
-    m = key.shape[0]
-    out = np.empty((m, 5), dtype=np.int64)
-    for j in range(m):
-        for a in range(5):
-            out[j, a] = a
-        for a in range(1, 5):  # insertion sort of five
-            b = a
-            while b > 0:
-                x, y = out[j, b - 1], out[j, b]
-                if key[j, x] > key[j, y] or (key[j, x] == key[j, y] and ties[j, x] > ties[j, y]):
-                    out[j, b - 1], out[j, b] = y, x
-                    b -= 1
-                else:
-                    break
+    out = np.empty((key.shape[0], 5), dtype=np.int64)
+    for j in range(key.shape[0]):
+        _order_row(key[j], ties[j], out[j])
     return out
 
 
@@ -213,16 +282,14 @@ _RANK_SIG = [
         numba.int64,
         numba.uint16[:, ::1],
         numba.boolean,
-        numba.int64,
-        numba.int32[:, ::1],
         _F2,
         numba.int64,
         _F2,
         _F1,
         numba.float64,
         _F1,
-        _I2,
-        _I1,
+        numba.uint8[::1],
+        numba.int32[::1],
         _I2,
     )
     for slab in (numba.uint16, numba.int32)
@@ -241,54 +308,48 @@ def _rank(
     width: int,
     step: NDArray[np.uint16],
     stepped: bool,
-    height: int,
-    deltas: NDArray[np.int32],
     ties: NDArray[np.float64],
     tick: int,
     counts: NDArray[np.float64],
     table: NDArray[np.float64],
     decay: float,
     wt: NDArray[np.float64],
-    claims: NDArray[np.int64],
-    intent: NDArray[np.int64],
+    plan: NDArray[np.uint8],
+    incoming: NDArray[np.int32],
     ranking: NDArray[np.int64],
 ) -> None:
     """A whole tick in one call: count it, read route costs, add traffic, order the rows ``idx``.
 
-    The same steps as :func:`_advance`, ``DistanceOracle.after_moves``, :func:`_keys` and
-    :func:`order` called one by one, without a trip through Python between them.
+    The same steps as :func:`_advance` (while a term reads the counts),
+    ``DistanceOracle.after_moves``, :func:`_keys` and :func:`order`, done robot by robot: each
+    robot's route costs are read and its plain choice made in one pass, its costs and ranking
+    in a second (a robot's traffic cost needs its neighbours' choices). The walls are the
+    route maps' (the traffic pass's own, after any reroute).
     """
-    _advance(here, last, tick, counts, table, decay, width)
+    if wt[4] != 0.0 or wt[5] != 0.0:
+        _advance(here, last, tick, counts, table, decay, width)
     m = idx.shape[0]
     if m == 0:
         return
-    at = np.empty(m, dtype=np.int64)
-    for j in range(m):
-        at[j] = here[idx[j]]
+    counted = wt[3] != 0.0
+    n = route_blocked.shape[0]
     dist = np.empty((m, 5), dtype=np.int64)
-    gather_after_moves(slab, slots, none, at, route_blocked, width, step, stepped, dist)
-    # The route maps' walls (the traffic pass's own, after any reroute), in cache from the gather.
-    key = _keys(
-        here,
-        idx,
-        dist,
-        route_blocked,
-        height,
-        width,
-        deltas,
-        ties,
-        tick,
-        counts,
-        table,
-        decay,
-        wt,
-        claims,
-        intent,
-    )
-    best = order(key, ties)
+    for i in range(here.shape[0]):
+        plan[here[i]] = 0  # every robot stands, idle ones stay
     for j in range(m):
-        for a in range(5):
-            ranking[idx[j], a] = best[j, a]
+        v = here[idx[j]]
+        around = cells_around(v, width, n)
+        gather_row(slab, slots[j], none, v, around, route_blocked, step, stepped, dist[j])
+        _intend(v, around, dist[j], ties[j], route_blocked, plan, incoming, counted)
+    key = np.empty(5, dtype=np.float64)
+    for j in range(m):
+        v = here[idx[j]]
+        around = cells_around(v, width, n)
+        _traffic_row(
+            v, around, dist[j], route_blocked, tick, counts, table, decay, wt, plan, incoming, key
+        )
+        _order_row(key, ties[j], ranking[idx[j]])
+    _release(here, route_blocked, width, plan, incoming, counted)
 
 
 class TrafficState:
@@ -312,20 +373,40 @@ class TrafficState:
         # (H * W, 8) per cell, a cache line each: see ``_HEAT`` and the columns after it.
         self.counts = np.zeros((h * w, 8), dtype=np.float64)
         self.last = np.zeros(0, dtype=np.int64)
-        self.claims = np.zeros((h * w, 2), dtype=np.int64)
-        self.claims[:, 0] = -1
-        self._intent = np.zeros(0, dtype=np.int64)  # (N,) scratch of the cost pass
+        # Per cell, between ticks all empty / 0: the action the robot standing there would take
+        # (``_EMPTY``: none), and the robots heading into it. A byte a cell keeps the reads
+        # around every robot in cache.
+        self.plan = np.full(h * w, _EMPTY, dtype=np.uint8)
+        self.incoming = np.zeros(h * w, dtype=np.int32)
+
+    @property
+    def counting(self) -> bool:
+        """Whether a term reads the counts (``traffic`` or ``against`` weighs something)."""
+        return bool(self.weights[4] != 0.0 or self.weights[5] != 0.0)
 
     def retune(self, decay: float, weights: NDArray[np.float64]) -> None:
-        """New weights and decay from the next tick; the counts so far are kept."""
+        """New weights and decay from the next tick.
+
+        The counts so far are kept while they are counted; weights that start reading them
+        after ticks that did not count start them from zero (no stale counts).
+        """
+        was = self.counting
         self.decay = float(decay)
         self.weights = np.ascontiguousarray(weights, dtype=np.float64)
         self.table = self.decay ** np.arange(_POW_TABLE, dtype=np.float64)
+        if self.counting and not was and hasattr(self, "counts"):
+            self.counts[:] = 0.0
 
     def advance(self, here: NDArray[np.int64]) -> None:
-        """Count one tick: the robots at flat cells ``here`` and the moves since the last."""
+        """Count one tick: the robots at flat cells ``here`` and the moves since the last.
+
+        Counts only while a term reads them (:attr:`counting`): without it, a tick skips a
+        cache line per robot.
+        """
         self.tick += 1
-        _advance(here, self.last, self.tick, self.counts, self.table, self.decay, self.shape[1])
+        if self.counting:
+            width = self.shape[1]
+            _advance(here, self.last, self.tick, self.counts, self.table, self.decay, width)
         self.last = here.copy()
 
     def keys(
@@ -343,25 +424,14 @@ class TrafficState:
             dist: ``(M, 5)`` their route cost after each action (waiting: from where they are).
             ties: ``(M, 5)`` their random tie-breakers.
         """
-        h, w = self.shape
         row = np.asarray(idx, dtype=np.int64), np.ascontiguousarray(dist, dtype=np.int64)
-        return np.asarray(
-            _keys(here, *row, self.blocked, h, w, DELTAS, ties, *self._counted(len(here)))
-        )
+        key = _keys(here, *row, self.blocked, self.shape[1], ties, *self._traffic())
+        return np.asarray(key)
 
-    def _counted(self, robots: int) -> tuple[Any, ...]:
-        """The traffic arguments of the cost pass (``_keys``' last seven), scratch sized."""
-        if len(self._intent) != robots:
-            self._intent = np.empty(robots, dtype=np.int64)
-        return (
-            self.tick,
-            self.counts,
-            self.table,
-            self.decay,
-            self.weights,
-            self.claims,
-            self._intent,
-        )
+    def _traffic(self) -> tuple[Any, ...]:
+        """The traffic arguments of the cost pass (``_keys``' last seven)."""
+        state = self.tick, self.counts, self.table, self.decay, self.weights
+        return (*state, self.plan, self.incoming)
 
     def rank(
         self,
@@ -387,14 +457,6 @@ class TrafficState:
         self.tick += 1
         moved = at, self.last, np.asarray(idx, dtype=np.int64)
         # ``routes``' fields come in ``_rank``'s order.
-        args: tuple[Any, ...] = (
-            *moved,
-            *routes,
-            self.shape[0],
-            DELTAS,
-            ties,
-            *self._counted(len(at)),
-            ranking,
-        )
+        args: tuple[Any, ...] = (*moved, *routes, ties, *self._traffic(), ranking)
         _rank(*args)
         self.last = at.copy()

@@ -260,7 +260,7 @@ def grid_dial(
 
 
 @numba.njit(inline="always", nogil=True)
-def _next(u: int, a: int, width: int, n: int) -> int:
+def next_cell(u: int, a: int, width: int, n: int) -> int:
     """The cell action ``a`` (1-4) leads to from ``u``, -1 off the grid."""
     c = u % width
     if a == 1:
@@ -272,6 +272,21 @@ def _next(u: int, a: int, width: int, n: int) -> int:
     else:
         v = u + 1 if c < width - 1 else -1
     return v if 0 <= v < n else -1
+
+
+@numba.njit(inline="always", nogil=True)
+def cells_around(v: int, width: int, n: int) -> tuple[int, int, int, int, int]:
+    """The cells each action (``sim.grid`` ids, waiting first) leads to from ``v``, -1 off the grid.
+
+    One division for all five: a kernel that reads a robot's neighbourhood several times per
+    tick pays it once per robot, not once per move.
+    """
+    c = v % width
+    up = v - width if v >= width else -1
+    down = v + width if v + width < n else -1
+    left = v - 1 if c > 0 else -1
+    right = v + 1 if c < width - 1 else -1
+    return (v, up, down, left, right)
 
 
 _GATHER_SIG = [
@@ -288,6 +303,37 @@ _GATHER_SIG = [
     )
     for slab in (numba.uint16, numba.int32)
 ]
+
+
+@numba.njit(inline="always", nogil=True)
+def gather_row(
+    slab: NDArray[np.integer],
+    slot: int,
+    none: int,
+    v: int,
+    around: tuple[int, int, int, int, int],
+    blocked: NDArray[np.bool_],
+    step: NDArray[np.uint16],
+    stepped: bool,
+    out: NDArray[np.int64],
+) -> None:
+    """``out[a]``: map row ``slot``'s value where action ``a`` takes cell ``v`` (one robot).
+
+    ``around`` is :func:`cells_around` of ``v``. What :func:`gather_after_moves` does for each
+    robot; compiled kernels that do more per robot call it in their own loop.
+    """
+    for a in range(5):
+        u = around[a]
+        if u < 0 or blocked[u]:
+            out[a] = UNREACHABLE
+            continue
+        raw = slab[slot, u]
+        if raw == none:
+            out[a] = UNREACHABLE
+        elif stepped:
+            out[a] = raw + step[v, a]
+        else:
+            out[a] = raw
 
 
 @numba.njit(_GATHER_SIG, cache=True, nogil=True)
@@ -310,18 +356,8 @@ def gather_after_moves(
     n = blocked.shape[0]
     for j in range(here.shape[0]):
         v = here[j]
-        for a in range(5):
-            u = v if a == 0 else _next(v, a, width, n)
-            if u < 0 or blocked[u]:
-                out[j, a] = UNREACHABLE
-                continue
-            raw = slab[slots[j], u]
-            if raw == none:
-                out[j, a] = UNREACHABLE
-            elif stepped:
-                out[j, a] = raw + step[v, a]
-            else:
-                out[j, a] = raw
+        around = cells_around(v, width, n)
+        gather_row(slab, slots[j], none, v, around, blocked, step, stepped, out[j])
 
 
 _PAIR = numba.types.UniTuple(numba.int64, 2)  # type: ignore[no-untyped-call]
@@ -378,7 +414,7 @@ def _supported(
     """Whether a free neighbour still gives ``u`` its value (weight plus its own)."""
     du = int(row[u])
     for a in range(1, 5):
-        v = _next(u, a, width, n)
+        v = next_cell(u, a, width, n)
         if v < 0 or blocked[v] or lost[v] or row[v] == none:
             continue
         if int(row[v]) + (int(step[u, a]) if stepped else 1) == du:
@@ -400,7 +436,7 @@ def _offer(
     """The least value ``u``'s free neighbours give it (weight plus their own); else int64 max."""
     best = np.iinfo(np.int64).max
     for a in range(1, 5):
-        v = _next(u, a, width, n)
+        v = next_cell(u, a, width, n)
         if v < 0 or blocked[v] or row[v] == none:
             continue
         c = int(row[v]) + (int(step[u, a]) if stepped else 1)
@@ -509,7 +545,7 @@ def _repair(
         v = stack[top]
         dv = int(row[v])
         for a in range(1, 5):
-            u = _next(v, a, width, n)
+            u = next_cell(v, a, width, n)
             if u < 0 or blocked[u] or u == target or lost[u] or row[u] == none:
                 continue
             # ``u`` steps into ``v`` with the opposite action; was ``v`` what gave ``u`` its value?
@@ -550,7 +586,7 @@ def _repair(
         if row[v] == none or int(row[v]) != d:
             continue  # a stale entry: ``v`` was lowered further since
         for a in range(1, 5):
-            u = _next(v, a, width, n)
+            u = next_cell(v, a, width, n)
             if u < 0 or blocked[u] or u == target:
                 continue
             back = (0, 2, 1, 4, 3)[a]

@@ -306,3 +306,30 @@ def test_the_one_call_ranking_equals_ordering_the_costs(grid, cls) -> None:
         want = np.tile(np.arange(5), (60, 1))
         want[idx] = order(key, ties)
         assert np.array_equal(got, want), tick
+
+
+def test_counts_are_kept_only_while_a_term_reads_them(grid, fleet_scene) -> None:
+    # Without a ``traffic`` or ``against`` weight the counts are not written; a retune that
+    # turns one on again starts them at zero (none left from before the pause), so the executor
+    # then costs moves exactly as one that began counting at that tick.
+    pos, goal, active = fleet_scene(grid, n=40, seed=5)
+    idx = np.flatnonzero(active)
+    uncounted = TrafficWeights(occupied=0.3, stayer=0.2, head_on=0.2, traffic=0.0, against=0.0)
+    counted = TrafficWeights(occupied=0.3, stayer=0.2, head_on=0.2, traffic=0.4, against=0.3)
+    ex = CongestionExecutor(grid, seed=1, weights=counted)
+    for tick in range(3):
+        ex.rank(pos, goal, active, None, tick)
+    assert ex.traffic.counts.any()
+    ex.traffic.retune(uncounted.decay, ex._terms(uncounted))
+    written = ex.traffic.counts.copy()
+    for tick in range(3, 6):
+        ex.rank(pos, goal, active, None, tick)
+    assert not ex.traffic.counting
+    assert np.array_equal(ex.traffic.counts, written)  # not counted while nothing reads them
+    ex.traffic.retune(counted.decay, ex._terms(counted))
+    fresh = CongestionExecutor(grid, seed=1, weights=counted)
+    ex.rng, fresh.rng = np.random.default_rng(9), np.random.default_rng(9)
+    for _ in range(3):
+        got, _ = ex.costs(pos, goal, idx)
+        want, _ = fresh.costs(pos, goal, idx)
+        np.testing.assert_array_equal(got, want)

@@ -40,6 +40,12 @@ def _step_to(u: int, a: int, blocked: NDArray[np.bool_], width: int) -> int:
     return -1 if v < 0 or blocked[v] else v
 
 
+@numba.njit(inline="always", nogil=True)
+def _counts_read(wt: NDArray[np.float64]) -> bool:
+    """Whether a term reads the decayed counts: ``traffic`` or ``against`` weighs something."""
+    return bool(wt[4] != 0.0 or wt[5] != 0.0)
+
+
 _EMPTY = 255
 """``plan`` of a cell no robot stands on; else the action its robot would take (0: wait)."""
 _OPPOSITE = (0, 2, 1, 4, 3)
@@ -205,6 +211,13 @@ def _order_row(key: NDArray[np.float64], ties: NDArray[np.float64], out: NDArray
 
 
 @numba.njit(inline="always", nogil=True)
+def _claim(here: NDArray[np.int64], plan: NDArray[np.uint8]) -> None:
+    """Every robot's cell into ``plan`` as staying (idle robots stay; movers overwrite it)."""
+    for i in range(here.shape[0]):
+        plan[here[i]] = 0
+
+
+@numba.njit(inline="always", nogil=True)
 def _release(
     here: NDArray[np.int64],
     blocked: NDArray[np.bool_],
@@ -244,8 +257,7 @@ def _keys(
     """
     m = idx.shape[0]
     n = blocked.shape[0]
-    for i in range(here.shape[0]):
-        plan[here[i]] = 0  # every robot stands, idle ones stay
+    _claim(here, plan)
     for j in range(m):
         v = here[idx[j]]
         around = cells_around(v, width, n)
@@ -326,7 +338,7 @@ def _rank(
     in a second (a robot's traffic cost needs its neighbours' choices). The walls are the
     route maps' (the traffic pass's own, after any reroute).
     """
-    if wt[4] != 0.0 or wt[5] != 0.0:
+    if _counts_read(wt):
         _advance(here, last, tick, counts, table, decay, width)
     m = idx.shape[0]
     if m == 0:
@@ -334,8 +346,7 @@ def _rank(
     counted = wt[3] != 0.0
     n = route_blocked.shape[0]
     dist = np.empty((m, 5), dtype=np.int64)
-    for i in range(here.shape[0]):
-        plan[here[i]] = 0  # every robot stands, idle ones stay
+    _claim(here, plan)
     for j in range(m):
         v = here[idx[j]]
         around = cells_around(v, width, n)
@@ -364,14 +375,14 @@ class TrafficState:
     def __init__(self, blocked: NDArray[np.bool_], decay: float, weights: NDArray[np.float64]):
         h, w = blocked.shape
         self.shape = (h, w)
+        # (H * W, 8) per cell, a cache line each: see ``_HEAT`` and the columns after it.
+        self.counts = np.zeros((h * w, 8), dtype=np.float64)
         self.decay = 0.0
         self.weights = np.zeros(6, dtype=np.float64)
         self.table = np.zeros(_POW_TABLE, dtype=np.float64)
         self.retune(decay, weights)
         self.blocked = np.ascontiguousarray(blocked.ravel(), dtype=np.bool_)
         self.tick = 0
-        # (H * W, 8) per cell, a cache line each: see ``_HEAT`` and the columns after it.
-        self.counts = np.zeros((h * w, 8), dtype=np.float64)
         self.last = np.zeros(0, dtype=np.int64)
         # Per cell, between ticks all empty / 0: the action the robot standing there would take
         # (``_EMPTY``: none), and the robots heading into it. A byte a cell keeps the reads
@@ -382,7 +393,7 @@ class TrafficState:
     @property
     def counting(self) -> bool:
         """Whether a term reads the counts (``traffic`` or ``against`` weighs something)."""
-        return bool(self.weights[4] != 0.0 or self.weights[5] != 0.0)
+        return bool(_counts_read(self.weights))
 
     def retune(self, decay: float, weights: NDArray[np.float64]) -> None:
         """New weights and decay from the next tick.
@@ -394,7 +405,7 @@ class TrafficState:
         self.decay = float(decay)
         self.weights = np.ascontiguousarray(weights, dtype=np.float64)
         self.table = self.decay ** np.arange(_POW_TABLE, dtype=np.float64)
-        if self.counting and not was and hasattr(self, "counts"):
+        if self.counting and not was:
             self.counts[:] = 0.0
 
     def advance(self, here: NDArray[np.int64]) -> None:

@@ -111,6 +111,38 @@ def test_lanes_alternate_by_rank_where_parity_does_not() -> None:
     assert phi[7, 2, right, f["lane_against"]] == 0.0  # not a lane row
 
 
+def test_a_gap_between_two_obstacles_is_no_lane() -> None:
+    # Pillars one cell apart (a sortation floor): each gap has obstacles on both sides, but no
+    # aisle runs through it (no lane line, no corridor). Row 5 holds a two-cell aisle (columns
+    # 4 and 5): the one lane line.
+    text = "\n".join(
+        [
+            "x.......S",
+            ".#.#.#.#.",
+            ".........",
+            ".#.#.#.#.",
+            "....##...",
+            ".........",
+            "....##...",
+            ".........",
+            "x.......S",
+        ]
+    )
+    g = parse_text_map(text, source="pillars")
+    rows, cols = guide.lane_ranks(g)
+    assert list(np.flatnonzero(rows >= 0)) == [5]
+    assert list(np.flatnonzero(cols >= 0)) == []
+    f = {name: k for k, name in enumerate(guide.FEATURES)}
+    phi = guide.move_features(g, robots=2).reshape(9, 9, 4, -1)
+    left, right = guide.MOVES.index(LEFT), guide.MOVES.index(RIGHT)
+    assert phi[2, 2, left, f["lane_against"]] == 0.0  # row 2: gaps between pillars only
+    # Into a gap is no corridor; into the aisle is.
+    assert phi[0, 2, guide.MOVES.index(DOWN), f["corridor"]] == 0.0
+    assert phi[5, 3, right, f["corridor"]] == 1.0
+    # Lane rank 0 runs east, as the crisscross's even rows.
+    assert (phi[5, 5, left, f["lane_against"]], phi[5, 5, right, f["lane_against"]]) == (1.0, 0.0)
+
+
 def test_weights_stay_in_range_and_traffic_under_waiting(grid) -> None:
     model = GuideModel.from_vector(np.full(len(GuideModel.names()), 5.0))
     w = model.move_weights(grid, 100)

@@ -11,17 +11,18 @@ maps it was never trained on:
 - ``against``: the move runs against the crisscross way (even rows east, odd rows west, even
   columns south, odd columns north);
 - ``vertical``: an up or down move;
-- ``corridor`` / ``wall_side``: both / exactly one of the destination's neighbours across the
-  move are walls or racks (a one-wide aisle; a lane along a rack);
+- ``corridor`` / ``wall_side``: the destination is in a one-wide aisle along the move (both
+  of its neighbours across the move are walls or racks, and the aisle is at least two cells
+  long: :func:`one_wide_aisles`) / exactly one of those neighbours is a wall (a lane along a
+  rack);
 - ``station`` / ``pickup`` / ``near_task``: the destination is a station, a pickup, or beside one;
 - ``far``: the destination's distance to the nearest station or pickup, capped at 10, over 10;
 - ``against_corridor``, ``against_vertical``: the products of those;
 - ``lane_against``: the move runs along a lane line (a row holding a one-wide horizontal aisle
-  cell, a column holding a one-wide vertical one) against that line's way, where the ways
-  alternate with the line's rank among the lane lines of its orientation, not with its parity.
-  Parity fails on racks spaced an even number of cells apart: on LoRR ``sortation_large`` every
-  aisle row between racks is odd (all run west) and every connector column odd (all north), and
-  on ``warehouse_small`` the one-wide columns between racks are 4 apart (all north);
+  at least two cells long, a column holding such a vertical one; :func:`lane_ranks`) against
+  that line's way, where the ways alternate with the line's rank among the lane lines of its
+  orientation, not with its parity. Parity fails on racks spaced an even number of cells
+  apart: on ``warehouse_small`` the one-wide columns between racks are 4 apart (all north);
   ``lane_against_corridor`` is its product with ``corridor``;
 - ``density_*``: fleet density (robots per free cell over 0.1, capped at 3) times ``against``,
   ``corridor``, ``against_corridor`` and ``lane_against``, so that one model can route sparse
@@ -148,15 +149,31 @@ def _task_distance(grid: GridMap, cap: int) -> NDArray[np.float64]:
     return dist
 
 
-def lane_ranks(grid: GridMap) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-    """``(H,)`` and ``(W,)`` rank of each row and column among the lane lines; -1 if none.
+def one_wide_aisles(grid: GridMap) -> tuple[NDArray[np.bool_], NDArray[np.bool_]]:
+    """``(H, W)`` cells of one-wide horizontal aisles, and of one-wide vertical ones.
 
-    A lane row holds a free cell with walls (or the edge) above and below: a one-wide
-    horizontal aisle. Lane columns likewise with walls left and right.
+    A horizontal aisle cell is free, has walls (or the edge) above and below, and a free
+    neighbour left or right that does too: an aisle is at least two cells long. A single free
+    cell between two obstacles (a gap in a pillar lattice, or among random obstacles) is no
+    aisle: counted as one, it made every other row and column of LoRR ``sortation_large`` a
+    lane line with a one-way rule, and every gap there a corridor. No cell of the warehouse
+    maps here is such a gap.
     """
     free = ~grid.blocked
     horizontal = free & _shift(grid.blocked, -1, 0, True) & _shift(grid.blocked, 1, 0, True)
     vertical = free & _shift(grid.blocked, 0, -1, True) & _shift(grid.blocked, 0, 1, True)
+    horizontal &= _shift(horizontal, 0, -1, False) | _shift(horizontal, 0, 1, False)
+    vertical &= _shift(vertical, -1, 0, False) | _shift(vertical, 1, 0, False)
+    return horizontal, vertical
+
+
+def lane_ranks(grid: GridMap) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """``(H,)`` and ``(W,)`` rank of each row and column among the lane lines; -1 if none.
+
+    A lane row holds a cell of a one-wide horizontal aisle (:func:`one_wide_aisles`); a lane
+    column, one of a vertical aisle.
+    """
+    horizontal, vertical = one_wide_aisles(grid)
     out = []
     for any_line in (horizontal.any(axis=1), vertical.any(axis=0)):
         lines: NDArray[np.bool_] = np.asarray(any_line, dtype=bool)
@@ -191,6 +208,7 @@ def move_features(grid: GridMap, robots: int) -> NDArray[np.float64]:
         LEFT: lane_row % 2 == 1,
         RIGHT: lane_row % 2 == 0,
     }
+    aisles = one_wide_aisles(grid)  # (horizontal, vertical)
     out = np.zeros((h * w, len(MOVES), len(FEATURES)))
     for j, action in enumerate(MOVES):
         dr, dc = (int(x) for x in DELTAS[action])
@@ -199,6 +217,8 @@ def move_features(grid: GridMap, robots: int) -> NDArray[np.float64]:
         pr, pc = (0, 1) if vertical else (1, 0)
         side_a = _shift(_shift(blocked, pr, pc, True), dr, dc, True)
         side_b = _shift(_shift(blocked, -pr, -pc, True), dr, dc, True)
+        # Into a one-wide aisle along the move (both sides walls, and no lone gap).
+        corridor = _shift(aisles[vertical], dr, dc, False).ravel().astype(np.float64)
         with_way = {
             UP: cols % 2 == 1,
             DOWN: cols % 2 == 0,
@@ -206,7 +226,6 @@ def move_features(grid: GridMap, robots: int) -> NDArray[np.float64]:
             RIGHT: rows % 2 == 0,
         }[action]
         against = (~with_way).astype(np.float64)
-        corridor = (side_a & side_b).ravel().astype(np.float64)
         on_lane = (lane_col if vertical else lane_row) >= 0
         lane_against = (on_lane & ~lane_with[action]).astype(np.float64)
         dest = {

@@ -105,3 +105,72 @@ def test_checker_catches_an_upward_import(tmp_path: Path) -> None:
     found = _violations(fake)
     assert any("sim imports fleetmind.dispatch" in v for v in found)
     assert any("llm imports fleetmind.sim" in v for v in found)
+
+
+def _module(path: Path, src: Path) -> str:
+    rel = path.relative_to(src).with_suffix("")
+    parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+    return ".".join(("fleetmind", *parts))
+
+
+def _cycles(src: Path = SRC) -> list[str]:
+    """Modules that import each other, directly or around a longer loop, lazily or not.
+
+    An import inside a function or under ``TYPE_CHECKING`` counts too: the two modules still
+    depend on each other, which the arrows do not allow within a package either.
+    """
+    modules = {_module(p, src): p for p in sorted(src.rglob("*.py"))}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        deps = set()
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                for alias in node.names:
+                    sub = f"{node.module}.{alias.name}"
+                    deps.add(sub if sub in modules else node.module)
+            elif isinstance(node, ast.Import):
+                deps.update(a.name for a in node.names)
+        graph[name] = {d for d in deps if d in modules and d != name}
+    # Strongly connected components (Tarjan): every one with two or more modules is a loop.
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    loops: list[str] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                loops.append(" <-> ".join(sorted(comp)))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return loops
+
+
+def test_no_two_modules_import_each_other() -> None:
+    assert _cycles() == []
+
+
+def test_checker_catches_a_loop_through_a_lazy_import(tmp_path: Path) -> None:
+    fake = tmp_path / "fleetmind"
+    (fake / "eval").mkdir(parents=True)
+    (fake / "eval" / "a.py").write_text("from fleetmind.eval.b import f\n")
+    (fake / "eval" / "b.py").write_text("def f():\n    from fleetmind.eval import a\n")
+    (fake / "eval" / "c.py").write_text("from fleetmind.eval import b\n")
+    assert _cycles(fake) == ["fleetmind.eval.a <-> fleetmind.eval.b"]

@@ -21,7 +21,7 @@ from fleetmind.bench.free_riding import (
     run_once,
 )
 from fleetmind.cli import app
-from fleetmind.envs.warehouse import make_parallel
+from fleetmind.envs import make_parallel
 from fleetmind.errors import ConfigError
 
 SMALL = RunSettings(episodes=12, episode_len=80, eval_episodes=2)

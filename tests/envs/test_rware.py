@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from pettingzoo.test import parallel_api_test
 
+from fleetmind.envs import make_parallel
 from fleetmind.envs.rware import RwareParallelEnv, grid_from_rware, layout_from_rware, make_rware
-from fleetmind.envs.warehouse import make_parallel
 from fleetmind.errors import ConfigError
 from fleetmind.testing import NondeterminismError, check_determinism
 

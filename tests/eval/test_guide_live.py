@@ -7,7 +7,7 @@ import pytest
 from fleetmind.dispatch.executors import LearnedGuidanceExecutor
 from fleetmind.errors import ConfigError
 from fleetmind.eval.guide_live import LiveGuideLearner, LiveLearnConfig
-from fleetmind.eval.runner import RunConfig, execute
+from fleetmind.eval.runner import RunConfig, execute, replay_tasks
 from fleetmind.rl.guide import GuideModel, default_guide_path
 from fleetmind.sim.maps import load_map
 
@@ -74,7 +74,8 @@ def test_the_guard_brings_back_the_model_before_an_update_that_lowered_throughpu
     ex = LearnedGuidanceExecutor(grid, robots=40)
     world = _World()
     cfg = RunConfig(map=LORR_SMALL, robots=40, executor="learned-guidance")
-    learner = LiveGuideLearner(cfg, world, ex, LiveLearnConfig(every=10, guard=0.1, updates=False))
+    settings = LiveLearnConfig(every=10, guard=0.1, updates=False)
+    learner = LiveGuideLearner(cfg, world, ex, settings, replay_tasks)
     world.done = 20
     learner.after_tick(10)  # 2.0 a tick: the reference
     before = ex.model

@@ -11,7 +11,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from fleetmind.bench.faults import FLEETMIND, cli, error_lines, refusal_problems
+from fleetmind.bench.command import FLEETMIND, cli
+from fleetmind.bench.faults import error_lines, refusal_problems
 
 __all__ = ["FLEETMIND", "fleetmind", "metrics", "one_line_error"]
 

@@ -31,7 +31,7 @@ import httpx
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from fleetmind.bench.faults import FLEETMIND
+from fleetmind.bench.command import FLEETMIND
 from fleetmind.eval.runner import RunConfig, execute
 
 # ---------------------------------------------------------------------- dashboard

@@ -31,7 +31,6 @@ import random
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -39,26 +38,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fleetmind.bench.command import FLEETMIND, cli
+from fleetmind.bench.dashboard import dashboard
 from fleetmind.eval.runner import RunConfig, execute
 from fleetmind.testing.fake_server import FakeChatServer, Reply
 
-# ---------------------------------------------------------------------- the command as users run it
-FLEETMIND = (sys.executable, "-m", "fleetmind.cli")
-"""The ``fleetmind`` command, in a subprocess of this interpreter."""
-
-
-def cli(
-    *args: str | Path, cwd: Path | None = None, timeout: float = 120
-) -> subprocess.CompletedProcess[str]:
-    """Run ``fleetmind ARGS`` in a subprocess; never raises on a non-zero exit."""
-    return subprocess.run(
-        [*FLEETMIND, *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-        cwd=cwd,
-    )
+# ---------------------------------------------------------------------- judging a refusal
 
 
 def error_lines(proc: subprocess.CompletedProcess[str]) -> list[str]:
@@ -693,9 +678,6 @@ def run(
         killed = family("kill -9", lambda: kills(base / "kill", trials=trials))
         killed["target_met"] = killed["clean"] == killed["cases"]
         out["kill"] = killed
-        # Imported here: bench.dashboard runs this module's command.
-        from fleetmind.bench.dashboard import dashboard
-
         dash = family("dashboard", lambda: dashboard(base / "dash"))
         dash["target_met"] = dash["leaked"] == 0 and dash["clean"] == dash["cases"]
         out["dashboard"] = dash

@@ -54,7 +54,8 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy import stats
 
-from fleetmind.envs.warehouse import ParallelStep, WarehouseParallelEnv, make_parallel
+from fleetmind.envs import make_parallel
+from fleetmind.envs.warehouse import ParallelStep, WarehouseParallelEnv
 from fleetmind.errors import ConfigError
 from fleetmind.rl.diagnostics import diagnose
 from fleetmind.rl.hyper import Hyper, resolve

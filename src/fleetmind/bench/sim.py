@@ -42,10 +42,10 @@ import numpy as np
 from gymnasium import spaces
 from rich.table import Table
 
+from fleetmind.envs import make_parallel
 from fleetmind.envs.rware import make_rware
 from fleetmind.envs.rware_twin import rware_spec
 from fleetmind.envs.vector import make_vector
-from fleetmind.envs.warehouse import make_parallel
 from fleetmind.errors import ConfigError
 from fleetmind.sim.grid import N_ACTIONS, GridMap
 from fleetmind.sim.maps import parse_rware_layout

@@ -25,7 +25,7 @@ observations themselves did not change.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias, TypeVar, overload
+from typing import Any, ClassVar, TypeAlias, TypeVar
 
 import numpy as np
 from gymnasium import spaces
@@ -39,9 +39,6 @@ from fleetmind.sim.maps import load_map, require_tasks
 from fleetmind.sim.orders import OrderConfig
 from fleetmind.sim.rewards import RewardConfig
 from fleetmind.sim.warehouse import Warehouse, WarehouseConfig
-
-if TYPE_CHECKING:
-    from fleetmind.envs.rware_twin import RwareTwinParallelEnv
 
 
 def resolve_map(map_spec: str | GridMap) -> GridMap:
@@ -198,55 +195,3 @@ class WarehouseParallelEnv(ParallelEnv[str, Any, int]):  # type: ignore[misc]
 
     def close(self) -> None:
         """Nothing to release."""
-
-
-@overload
-def make_parallel(
-    map: str | GridMap, robots: int, *, seed: int | None = None, **options: Any
-) -> WarehouseParallelEnv: ...
-
-
-@overload
-def make_parallel(
-    map: str, robots: None = None, *, seed: int | None = None, **options: Any
-) -> RwareTwinParallelEnv: ...
-
-
-def make_parallel(
-    map: str | GridMap,
-    robots: int | None = None,
-    *,
-    seed: int | None = None,
-    **options: Any,
-) -> WarehouseParallelEnv | RwareTwinParallelEnv:
-    """The warehouse as a PettingZoo ParallelEnv.
-
-    Args:
-        map: a preset name, a map file, an rware layout string, or a GridMap; or an rware
-            env id such as ``rware-tiny-2ag-v2`` (then the exact RWARE twin of
-            :mod:`fleetmind.envs.rware_twin`, which needs no rware installed; leave
-            ``robots`` out, the id carries the agent count).
-        robots: fleet size (required for every map but an rware id).
-        seed: root seed.
-        **options: ``max_steps``, ``reward_mode`` (``individual``, ``shared``, ``mixed(w)``,
-            ``difference``), ``order_rate`` (None: a fresh task for every idle robot), ``obs``
-            (``local`` or ``tabular``), ``radius``, ``heuristic`` (add the shortest-path
-            heuristic values to local observations, default True), ``render_mode``. For an
-            rware id: rware's constructor arguments (see :mod:`fleetmind.envs.rware_twin`).
-
-    Raises:
-        ConfigError: ``robots`` given with an rware id, or missing with any other map.
-    """
-    from fleetmind.envs.rware_twin import is_rware_id, make_rware_twin
-
-    if is_rware_id(map):
-        assert isinstance(map, str)
-        if robots is not None:
-            raise ConfigError(
-                f"robots: {map!r} is an rware env id, which carries its agent count; "
-                f"call make_parallel({map!r}) without robots"
-            )
-        return make_rware_twin(map, seed=seed, **options)
-    if robots is None:
-        raise ConfigError(f"robots: required for map {str(map)[:80]!r} (only rware ids omit it)")
-    return WarehouseParallelEnv(resolve_map(map), robots, seed=seed, **options)

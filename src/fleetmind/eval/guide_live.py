@@ -27,11 +27,12 @@ from __future__ import annotations
 import json
 import logging
 import tempfile
+from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import asdict, dataclass
 from multiprocessing import get_context
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
@@ -41,10 +42,38 @@ from fleetmind.rl.guide import GuideModel
 
 if TYPE_CHECKING:
     from fleetmind.dispatch.executors import LearnedGuidanceExecutor
-    from fleetmind.eval.runner import RunConfig
     from fleetmind.sim.warehouse import Warehouse
 
 logger = logging.getLogger(__name__)
+
+Replay = Callable[[dict[str, Any], str, int, str], int]
+"""One replay: the run's fields (map, robots, steps, planner), a guide model file, a fleet
+start seed and a task file in; tasks delivered out (``fleetmind.eval.runner.replay_tasks``,
+handed in by the runner, which this module does not import: the runner builds the learner)."""
+
+
+class RunFields(Protocol):
+    """What the learner reads of the live run's configuration (``RunConfig`` has them)."""
+
+    @property
+    def map(self) -> str:
+        """The map."""
+        ...
+
+    @property
+    def robots(self) -> int:
+        """The fleet size."""
+        ...
+
+    @property
+    def planner(self) -> str:
+        """The planner."""
+        ...
+
+    @property
+    def steps(self) -> int:
+        """The run's ticks."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -87,27 +116,27 @@ class LiveLearnConfig:
 
 
 def replay_scores(
-    run: dict[str, Any], task_lines: list[str], vectors: list[list[float]], seeds: list[int]
+    run: dict[str, Any],
+    task_lines: list[str],
+    vectors: list[list[float]],
+    seeds: list[int],
+    replay: Replay,
 ) -> list[list[int]]:
     """Tasks each model delivers replaying the recorded orders from each fleet start.
 
     Runs where it is called (the loop's process, or the learner's own beside it).
 
     Args:
-        run: the fields of the replays' :class:`~fleetmind.eval.runner.RunConfig` (map,
-            robots, steps, planner).
+        run: the fields of the replays' run configuration (map, robots, steps, planner).
         task_lines: the task file's lines (the recorded orders, ticks from 0).
         vectors: the models, as :meth:`GuideModel.to_vector` values.
         seeds: the fleet starts.
+        replay: runs one replay (:data:`Replay`; a module-level function, so that it reaches
+            the learner's process by name).
 
     Returns:
         ``[model][seed]`` tasks delivered.
-
-    Raises:
-        AssertionError: a replay executed a collision with the shield on (never expected).
     """
-    from fleetmind.eval.runner import RunConfig, execute
-
     out: list[list[int]] = []
     with tempfile.TemporaryDirectory(prefix="fleetmind-live-") as tmp:
         tasks = Path(tmp) / "orders.jsonl"
@@ -115,20 +144,7 @@ def replay_scores(
         model = Path(tmp) / "model.json"
         for vector in vectors:
             GuideModel.from_vector(np.asarray(vector)).save(model)
-            row = []
-            for seed in seeds:
-                cfg = RunConfig(
-                    **run,
-                    executor="learned-guidance",
-                    policy=str(model),
-                    seed=seed,
-                    tasks=str(tasks),
-                )
-                metrics = execute(cfg, None)
-                if int(metrics["collisions"]) != 0:
-                    raise AssertionError(f"a replay executed a collision with the shield on: {cfg}")
-                row.append(int(metrics["tasks_completed"]))
-            out.append(row)
+            out.append([replay(run, str(model), seed, str(tasks)) for seed in seeds])
     return out
 
 
@@ -154,20 +170,21 @@ class LiveGuideLearner:
         world: the live simulator (its order records and deliveries are read).
         executor: the live executor (its model is replaced on an update or rollback).
         config: the learner's settings.
+        replay: runs one replay (:data:`Replay`).
     """
 
     def __init__(
         self,
-        run: RunConfig,
+        run: RunFields,
         world: Warehouse,
         executor: LearnedGuidanceExecutor,
         config: LiveLearnConfig,
+        replay: Replay,
     ) -> None:
         import cma
 
-        from fleetmind.eval.guide_train import search_scales
-
         self.config = config
+        self.replay = replay
         self.world = world
         self.executor = executor
         self.run = {"map": run.map, "robots": run.robots, "planner": run.planner}
@@ -175,7 +192,7 @@ class LiveGuideLearner:
         self.model: GuideModel = executor.model
         opts = {
             "seed": config.seed + 1,  # cma reads 0 as "seed from the clock"
-            "CMA_stds": search_scales().tolist(),
+            "CMA_stds": GuideModel.search_scales().tolist(),
             "popsize": config.popsize,
             "verbose": -9,
         }
@@ -268,7 +285,7 @@ class LiveGuideLearner:
         vectors = [v.tolist() for v in (current, mean, *xs)]
         seeds = [cfg.seed * 1_000 + self.updates * cfg.replays + j for j in range(cfg.replays)]
         run = {**self.run, "steps": min(cfg.replay, tick)}
-        args = (run, self._recorded(tick), vectors, seeds)
+        args = (run, self._recorded(tick), vectors, seeds, self.replay)
         pending = _Pending(due=tick + cfg.lag, xs=xs, vectors=vectors, row=row)
         if not cfg.lag:
             pending.scores = replay_scores(*args)

@@ -46,7 +46,7 @@ from numpy.typing import NDArray
 
 from fleetmind.errors import ConfigError
 from fleetmind.eval.runner import RunConfig, execute
-from fleetmind.rl.guide import FEATURES, TRAFFIC, GuideModel
+from fleetmind.rl.guide import GuideModel
 
 logger = logging.getLogger(__name__)
 
@@ -125,11 +125,6 @@ class GuideSearch:
             raise ConfigError(
                 "guide search: seeds_per_gen, generations, steps, workers must be >= 1"
             )
-
-
-def search_scales() -> NDArray[np.float64]:
-    """Each parameter's search scale: move weights in steps, traffic terms, decay, wait, ties."""
-    return np.array([0.5] * len(FEATURES) + [0.15] * len(TRAFFIC) + [0.03, 0.3, 1.0])
 
 
 Run = tuple[str, str, int, int, int, str | None]
@@ -239,7 +234,7 @@ def search(
 
     t0 = time.perf_counter()
     start = init or GuideModel.neutral()
-    stds = search_scales()
+    stds = GuideModel.search_scales()
     opts: dict[str, Any] = {
         "seed": cfg.seed + 1,  # cma reads 0 as "seed from the clock"
         "CMA_stds": stds.tolist(),

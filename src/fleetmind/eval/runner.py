@@ -348,7 +348,23 @@ def live_learner(cfg: RunConfig, world: Warehouse, executor: Executor) -> LiveGu
         seed=cfg.seed,
         updates=cfg.learn_lr > 0,
     )
-    return LiveGuideLearner(cfg, world, executor, config)
+    return LiveGuideLearner(cfg, world, executor, config, replay_tasks)
+
+
+def replay_tasks(run: dict[str, Any], policy: str, seed: int, tasks: str) -> int:
+    """Tasks one replay of a live learner delivers (``eval.guide_live.Replay``).
+
+    A ``learned-guidance`` run of the guide model file ``policy`` on the recorded orders in
+    ``tasks``, the fleet started from ``seed``, with the live run's ``run`` fields.
+
+    Raises:
+        AssertionError: the replay executed a collision with the shield on (never expected).
+    """
+    cfg = RunConfig(**run, executor="learned-guidance", policy=policy, seed=seed, tasks=tasks)
+    metrics = execute(cfg, None)
+    if int(metrics["collisions"]) != 0:
+        raise AssertionError(f"a replay executed a collision with the shield on: {cfg}")
+    return int(metrics["tasks_completed"])
 
 
 def make_world(cfg: RunConfig, grid: GridMap) -> Warehouse:

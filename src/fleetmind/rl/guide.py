@@ -356,6 +356,15 @@ class GuideModel:
         """Names of the entries of :meth:`to_vector`, in order."""
         return (*FEATURES, *(f"traffic_{k}" for k in TRAFFIC), "decay", "wait", "ties")
 
+    @staticmethod
+    def search_scales() -> NDArray[np.float64]:
+        """Each entry's search scale: move weights in steps, traffic terms, decay, wait, ties.
+
+        The step sizes of the searches over :meth:`to_vector` (``fleetmind nav guide`` and the
+        live learner of ``fleetmind run --learn-every``).
+        """
+        return np.array([0.5] * len(FEATURES) + [0.15] * len(TRAFFIC) + [0.03, 0.3, 1.0])
+
     def to_vector(self) -> NDArray[np.float64]:
         """The parameters as one flat vector (the search space of ``fleetmind nav guide``)."""
         return np.array(

@@ -174,3 +174,22 @@ def test_a_guide_model_file_replaces_the_shipped_one(tmp_path) -> None:
     )
     missing = CliRunner().invoke(app, [*args, "--guide", str(tmp_path / "none.json")])
     assert missing.exit_code == 2
+
+
+def test_training_maps_load_serve_orders_and_stay_apart_from_the_held_out_ones() -> None:
+    # benchmarks/data/train/: the maps `fleetmind nav guide --cases` trains on (the commands in
+    # docs/executors.md name them). None may be a held-out map, and every one must serve orders
+    # from one connected floor (an unreachable pickup would make orders nobody can serve).
+    from scipy.ndimage import label
+
+    from fleetmind.sim.maps import load_map, require_tasks
+
+    train = sorted(p for p in (bench.HELDOUT.parent / "train").iterdir() if p.suffix != ".md")
+    assert {p.name for p in train} >= {"warehouse-1wide.txt", "random-48-48-20-errands.map"}
+    held_out = {p.stem for p in bench.HELDOUT.iterdir()} | {"sortation_large", "warehouse_large"}
+    for path in train:
+        assert path.stem not in held_out
+        grid = load_map(str(path))
+        require_tasks(grid)
+        _, floors = label(~grid.blocked)
+        assert floors == 1, path.name

@@ -173,7 +173,13 @@ def lane_ranks(grid: GridMap) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
     A lane row holds a cell of a one-wide horizontal aisle (:func:`one_wide_aisles`); a lane
     column, one of a vertical aisle.
     """
-    horizontal, vertical = one_wide_aisles(grid)
+    return _lane_ranks(*one_wide_aisles(grid))
+
+
+def _lane_ranks(
+    horizontal: NDArray[np.bool_], vertical: NDArray[np.bool_]
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """:func:`lane_ranks` from the aisle cells :func:`one_wide_aisles` gives."""
     out = []
     for any_line in (horizontal.any(axis=1), vertical.any(axis=0)):
         lines: NDArray[np.bool_] = np.asarray(any_line, dtype=bool)
@@ -199,7 +205,8 @@ def move_features(grid: GridMap, robots: int) -> NDArray[np.float64]:
     near &= ~task
     far = _task_distance(grid, 10) / 10.0
     dens = density(grid, robots)
-    row_rank, col_rank = lane_ranks(grid)
+    aisles = one_wide_aisles(grid)  # (horizontal, vertical)
+    row_rank, col_rank = _lane_ranks(*aisles)
     lane_row, lane_col = row_rank[rows], col_rank[cols]  # (H * W,) -1 off lane lines
     # Lane ways, as the crisscross: even-ranked rows east, odd west; even columns south, odd north.
     lane_with = {
@@ -208,7 +215,6 @@ def move_features(grid: GridMap, robots: int) -> NDArray[np.float64]:
         LEFT: lane_row % 2 == 1,
         RIGHT: lane_row % 2 == 0,
     }
-    aisles = one_wide_aisles(grid)  # (horizontal, vertical)
     out = np.zeros((h * w, len(MOVES), len(FEATURES)))
     for j, action in enumerate(MOVES):
         dr, dc = (int(x) for x in DELTAS[action])

@@ -19,7 +19,7 @@ import numba
 import numpy as np
 from numpy.typing import NDArray
 
-from fleetmind.sim.distances import RouteReader, cells_around, gather_row, next_cell
+from fleetmind.sim.distances import RouteReader, gather_pass, moves_pass, next_cell
 
 _POW_TABLE = 4096
 """Ages with a precomputed ``decay ** age``; older counts take ``math.pow``."""
@@ -117,40 +117,39 @@ def _advance(
 
 
 @numba.njit(inline="always", nogil=True)
-def _intend(
-    v: int,
-    around: tuple[int, int, int, int, int],
+def _intend_pass(
+    at: NDArray[np.int64],
+    cell: NDArray[np.int64],
     dist: NDArray[np.int64],
     ties: NDArray[np.float64],
-    blocked: NDArray[np.bool_],
     plan: NDArray[np.uint8],
     incoming: NDArray[np.int32],
     counted: bool,
 ) -> None:
-    """The plain choice of the robot at ``v`` (lowest ``dist``, then ``ties``) into ``plan[v]``.
+    """Each robot's plain choice (lowest ``dist[j]``, then ``ties[j]``) into ``plan[at[j]]``.
 
-    ``around``: :func:`~fleetmind.sim.distances.cells_around` of ``v``.
-    A move into a wall is no move (the robot stays). With ``counted`` a move also counts in
+    ``cell``: where each action leads (:func:`~fleetmind.sim.distances.gather_pass`). A move
+    into a wall is no move (the robot stays). With ``counted`` a move also counts in
     ``incoming`` at the cell it leads to.
     """
-    best = 0
-    for a in range(1, 5):
-        if dist[a] < dist[best] or (dist[a] == dist[best] and ties[a] < ties[best]):
-            best = a
-    if best != 0:
-        cell = around[best]
-        if cell >= 0 and not blocked[cell]:
-            plan[v] = best
+    for j in range(at.shape[0]):
+        best = 0
+        for a in range(1, 5):
+            d, e = dist[j, a], dist[j, best]
+            if d < e or (d == e and ties[j, a] < ties[j, best]):
+                best = a
+        u = cell[j, best]
+        if best != 0 and u >= 0:
+            plan[at[j]] = best
             if counted:
-                incoming[cell] += 1
+                incoming[u] += 1
 
 
 @numba.njit(inline="always", nogil=True)
-def _traffic_row(
-    v: int,
-    around: tuple[int, int, int, int, int],
+def _cost_pass(
+    at: NDArray[np.int64],
+    cell: NDArray[np.int64],
     dist: NDArray[np.int64],
-    blocked: NDArray[np.bool_],
     tick: int,
     counts: NDArray[np.float64],
     table: NDArray[np.float64],
@@ -160,54 +159,65 @@ def _traffic_row(
     incoming: NDArray[np.int32],
     key: NDArray[np.float64],
 ) -> None:
-    """``key[a]``: route cost ``dist[a]`` plus the traffic cost of action ``a`` from ``v``.
+    """``key[j, a]``: route cost ``dist[j, a]`` plus the traffic cost of action ``a``.
 
-    ``around``: :func:`~fleetmind.sim.distances.cells_around` of ``v``.
-    A term whose weight is 0 is not read, so its counts stay out of the cache.
+    For the robot at ``at[j]``, ``cell`` as in :func:`_intend_pass`, ``plan`` and ``incoming``
+    as it left them. A term whose weight is 0 is not read, so its counts stay out of the cache.
     """
-    key[0] = dist[0]
     share = 1.0 - decay
-    for a in range(1, 5):
-        cell = around[a]
-        if cell < 0 or blocked[cell]:
-            key[a] = np.inf
-            continue
-        theirs = plan[cell]
-        cost = 0.0
-        if theirs != _EMPTY:
-            head_on = theirs == _OPPOSITE[a]  # the robot there wants this robot's cell
-            cost += wt[0]  # occupied
-            if theirs == 0 or head_on:
-                cost += wt[1]  # stayer
-            if head_on:
-                cost += wt[2]
-        if wt[3] != 0.0:
-            own = 1 if plan[v] == a else 0
-            cost += wt[3] * (incoming[cell] - own)
-        if wt[4] != 0.0:
-            age = tick - int(counts[cell, _HEAT_T])
-            cost += wt[4] * share * counts[cell, _HEAT] * _aged(age, table, decay)
-        if wt[5] != 0.0:
-            age = tick - int(counts[cell, _FLOW_T])
-            flow = counts[cell, _FLOW + _OPPOSITE[a]]  # entries moving the other way
-            cost += wt[5] * share * flow * _aged(age, table, decay)
-        key[a] = dist[a] + cost
+    # Scalars, read once: read from ``wt`` in the loop, each would be read again after every
+    # store to ``key`` (the compiler cannot rule out that the two overlap).
+    occupied, stayer, head_on, heading, traffic, against = wt[0], wt[1], wt[2], wt[3], wt[4], wt[5]
+    for j in range(at.shape[0]):
+        key[j, 0] = dist[j, 0]
+        mine = plan[at[j]]
+        for a in range(1, 5):
+            u = cell[j, a]
+            if u < 0:
+                key[j, a] = np.inf
+                continue
+            theirs = plan[u]
+            cost = 0.0
+            if theirs != _EMPTY:
+                facing = theirs == _OPPOSITE[a]  # the robot there wants this robot's cell
+                cost += occupied
+                if theirs == 0 or facing:
+                    cost += stayer
+                if facing:
+                    cost += head_on
+            if heading != 0.0:
+                cost += heading * (incoming[u] - (1 if mine == a else 0))
+            if traffic != 0.0:
+                age = tick - int(counts[u, _HEAT_T])
+                cost += traffic * share * counts[u, _HEAT] * _aged(age, table, decay)
+            if against != 0.0:
+                age = tick - int(counts[u, _FLOW_T])
+                flow = counts[u, _FLOW + _OPPOSITE[a]]  # entries moving the other way
+                cost += against * share * flow * _aged(age, table, decay)
+            key[j, a] = dist[j, a] + cost
 
 
 @numba.njit(inline="always", nogil=True)
-def _order_row(key: NDArray[np.float64], ties: NDArray[np.float64], out: NDArray[np.int64]) -> None:
-    """``out``: the 5 actions by ``key``, then ``ties`` (an insertion sort of five)."""
-    for a in range(5):
-        out[a] = a
-    for a in range(1, 5):
-        b = a
-        while b > 0:
-            x, y = out[b - 1], out[b]
-            if key[x] > key[y] or (key[x] == key[y] and ties[x] > ties[y]):
-                out[b - 1], out[b] = y, x
-                b -= 1
-            else:
-                break
+def _order_pass(
+    key: NDArray[np.float64],
+    ties: NDArray[np.float64],
+    rows: NDArray[np.int64],
+    out: NDArray[np.int64],
+) -> None:
+    """``out[rows[j]]``: the 5 actions by ``key[j]``, then ``ties[j]`` (insertion sorts of five)."""
+    for j in range(key.shape[0]):
+        r = rows[j]
+        for a in range(5):
+            out[r, a] = a
+        for a in range(1, 5):
+            b = a
+            while b > 0:
+                x, y = out[r, b - 1], out[r, b]
+                if key[j, x] > key[j, y] or (key[j, x] == key[j, y] and ties[j, x] > ties[j, y]):
+                    out[r, b - 1], out[r, b] = y, x
+                    b -= 1
+                else:
+                    break
 
 
 @numba.njit(inline="always", nogil=True)
@@ -256,20 +266,15 @@ def _keys(
     cell: the robots heading into it) as 0, and both leave so.
     """
     m = idx.shape[0]
-    n = blocked.shape[0]
+    counted = wt[3] != 0.0
+    at = here[idx]
+    cell = np.empty((m, 5), dtype=np.int64)
+    moves_pass(at, blocked, width, cell)
     _claim(here, plan)
-    for j in range(m):
-        v = here[idx[j]]
-        around = cells_around(v, width, n)
-        _intend(v, around, dist[j], ties[j], blocked, plan, incoming, wt[3] != 0.0)
+    _intend_pass(at, cell, dist, ties, plan, incoming, counted)
     key = np.empty((m, 5), dtype=np.float64)
-    for j in range(m):
-        v = here[idx[j]]
-        around = cells_around(v, width, n)
-        _traffic_row(
-            v, around, dist[j], blocked, tick, counts, table, decay, wt, plan, incoming, key[j]
-        )
-    _release(here, blocked, width, plan, incoming, wt[3] != 0.0)
+    _cost_pass(at, cell, dist, tick, counts, table, decay, wt, plan, incoming, key)
+    _release(here, blocked, width, plan, incoming, counted)
     return key
 
 
@@ -277,8 +282,7 @@ def _keys(
 def order(key: NDArray[np.float64], ties: NDArray[np.float64]) -> NDArray[np.int64]:
     """``(M, 5)`` actions by ``key``, then ``ties``: ``np.lexsort((ties, key), axis=1)``."""
     out = np.empty((key.shape[0], 5), dtype=np.int64)
-    for j in range(key.shape[0]):
-        _order_row(key[j], ties[j], out[j])
+    _order_pass(key, ties, np.arange(key.shape[0]), out)
     return out
 
 
@@ -333,9 +337,9 @@ def _rank(
     """A whole tick in one call: count it, read route costs, add traffic, order the rows ``idx``.
 
     The same steps as :func:`_advance` (while a term reads the counts),
-    ``DistanceOracle.after_moves``, :func:`_keys` and :func:`order`, done robot by robot: each
-    robot's route costs are read and its plain choice made in one pass, its costs and ranking
-    in a second (a robot's traffic cost needs its neighbours' choices). The walls are the
+    ``DistanceOracle.after_moves``, :func:`_keys` and :func:`order`, one pass over the fleet
+    each: where each move leads, the route costs, every robot's plain choice, the costs (a
+    robot's traffic cost needs its neighbours' choices), the rankings. The walls are the
     route maps' (the traffic pass's own, after any reroute).
     """
     if _counts_read(wt):
@@ -344,22 +348,16 @@ def _rank(
     if m == 0:
         return
     counted = wt[3] != 0.0
-    n = route_blocked.shape[0]
+    at = here[idx]
     dist = np.empty((m, 5), dtype=np.int64)
+    cell = np.empty((m, 5), dtype=np.int64)
+    moves_pass(at, route_blocked, width, cell)
+    gather_pass(slab, slots, none, at, cell, step, stepped, dist)
     _claim(here, plan)
-    for j in range(m):
-        v = here[idx[j]]
-        around = cells_around(v, width, n)
-        gather_row(slab, slots[j], none, v, around, route_blocked, step, stepped, dist[j])
-        _intend(v, around, dist[j], ties[j], route_blocked, plan, incoming, counted)
-    key = np.empty(5, dtype=np.float64)
-    for j in range(m):
-        v = here[idx[j]]
-        around = cells_around(v, width, n)
-        _traffic_row(
-            v, around, dist[j], route_blocked, tick, counts, table, decay, wt, plan, incoming, key
-        )
-        _order_row(key, ties[j], ranking[idx[j]])
+    _intend_pass(at, cell, dist, ties, plan, incoming, counted)
+    key = np.empty((m, 5), dtype=np.float64)
+    _cost_pass(at, cell, dist, tick, counts, table, decay, wt, plan, incoming, key)
+    _order_pass(key, ties, idx, ranking)
     _release(here, route_blocked, width, plan, incoming, counted)
 
 

@@ -128,6 +128,67 @@ def test_maps_asked_for_ahead_are_computed_in_the_background_to_the_same_values(
         assert np.array_equal(row, _reference(grid, int(t))[free[:7]])
 
 
+def _wait_for(oracle: DistanceOracle, maps: int, read: NDArray[np.int64]) -> None:
+    """Read ``read``'s map while the worker makes ``maps`` maps (reads take its maps in)."""
+    deadline = time.monotonic() + 30
+    while oracle.computed_ahead < maps and time.monotonic() < deadline:
+        oracle.lookup(read, read[None, :])
+        time.sleep(0.005)
+    assert oracle.computed_ahead >= maps
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_the_worker_writes_maps_into_the_cache_itself_and_they_read_exact(weighted: bool) -> None:
+    # Once the cache exists the worker writes into empty slots kept for it: a map is taken in
+    # without a copy inside the tick, and reads the same as one searched on the caller's thread.
+    rng = np.random.default_rng(5)
+    grid = _grid(rng.random((30, 40)) < 0.3)
+    free = np.flatnonzero(~grid.blocked.ravel())
+    weights = rng.integers(1, 4, size=(30 * 40, 5)) if weighted else None
+    oracle = DistanceOracle(grid, max_cached=64, weights=weights)
+    fresh = DistanceOracle(grid, weights=weights)
+    first = free[:1]
+    oracle.lookup(first, first[None, :])  # the cache exists from here
+    targets = free[1:41]
+    ahead, later = targets[:30], targets[30:]
+    oracle.request([(int(f) // 40, int(f) % 40) for f in ahead])
+    _wait_for(oracle, len(ahead), first)  # each read also keeps empty slots for the worker
+    oracle.lookup(first, first[None, :])
+    adopted = oracle.adopted
+    oracle.request([(int(f) // 40, int(f) % 40) for f in later])  # fewer than the slots kept
+    _wait_for(oracle, len(targets), first)
+    got = oracle.lookup(targets, np.tile(free, (len(targets), 1)))
+    assert oracle.computed == 1  # only the first map was searched on this thread
+    assert oracle.adopted == adopted + len(later)  # each went straight into the cache
+    want = fresh.lookup(targets, np.tile(free, (len(targets), 1)))
+    assert np.array_equal(got, want)
+    assert oracle.cached == 1 + len(targets)  # empty slots kept for the worker are not maps
+
+
+def test_a_reroute_while_the_worker_writes_into_the_cache_reads_the_new_walls() -> None:
+    # The slab changes hands while the worker may be writing into it: nothing it wrote for the
+    # old walls is read after, and every map asked for is made again on the new ones.
+    from fleetmind.sim.maps import load_map
+
+    grid = load_map("warehouse-small")
+    w = grid.shape[1]
+    free = np.flatnonzero(~grid.blocked.ravel())
+    oracle = DistanceOracle(grid, max_cached=256)
+    first = free[:1]
+    oracle.lookup(first, first[None, :])
+    targets = free[1:200:3]
+    oracle.request([divmod(int(f), w) for f in targets])
+    _wait_for(oracle, 5, first)  # some maps made, most still to come
+    closed = [divmod(int(c), w) for c in free[300:340:4]]
+    walled = grid.with_walls(closed)
+    new = oracle.rerouted(walled)
+    fresh = DistanceOracle(walled)
+    assert np.array_equal(
+        new.lookup(targets, np.tile(free, (len(targets), 1))),
+        fresh.lookup(targets, np.tile(free, (len(targets), 1))),
+    )
+
+
 def test_a_long_map_keeps_exact_distances_past_the_uint16_range_check() -> None:
     # A 1 x 70,000 corridor: more free cells than a uint16 can count, so the slab is int32.
     grid = _grid(np.zeros((1, 70_000), dtype=bool))

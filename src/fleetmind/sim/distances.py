@@ -45,6 +45,8 @@ UNREACHABLE = np.iinfo(np.int32).max // 2
 
 _U16_NONE = np.iinfo(np.uint16).max  # "unreachable" in a uint16 slab
 _IDLE_EXIT_S = 2.0  # a background worker with nothing to do for this long stops
+_SPARE_SLOTS = 16  # empty slab slots kept for the background worker to write maps into
+_SPARE = np.iinfo(np.int64).max  # the last use of a spare slot: never the least recent
 
 
 def adjacency(blocked: NDArray[np.bool_]) -> csr_matrix:
@@ -778,10 +780,17 @@ class DistanceOracle:
         self._filled = 0
         self.computed = 0  # maps computed on the caller's thread
         self.computed_ahead = 0  # maps computed by the background worker
+        self.adopted = 0  # of those, maps taken in where the worker wrote them (no copy)
         self.kept = 0  # maps a reroute repaired instead of dropping (:meth:`rerouted`)
         self._table: tuple[bytes, NDArray[np.int64], NDArray[np.int32]] | None = None
         self._lock = threading.Lock()
-        self._ready: dict[int, NDArray[np.integer]] = {}
+        self._idle = threading.Condition(self._lock)  # the worker wrote no slab row
+        # Maps the worker finished: target -> (the array holding it, its row, whether the row
+        # is a slab slot). A map written straight into a spare slot of the slab is taken over
+        # by setting two indices, not by copying a map's worth of memory inside the tick.
+        self._ready: dict[int, tuple[NDArray[np.integer], int, bool]] = {}
+        self._spare: list[int] = []  # empty slab slots the worker may write into
+        self._writing = False  # the worker is writing into a spare slot
         self._queued: set[int] = set()
         self._requests: queue.SimpleQueue[int] = queue.SimpleQueue()
         self._worker: threading.Thread | None = None
@@ -790,12 +799,12 @@ class DistanceOracle:
     @property
     def cached(self) -> int:
         """How many maps are held."""
-        return self._filled
+        return int((self._target_of[: self._filled] >= 0).sum())
 
     @property
     def nbytes(self) -> int:
         """Bytes of the maps held."""
-        return self._filled * self._cells * self._dtype.itemsize
+        return self.cached * self._cells * self._dtype.itemsize
 
     def reserve(self, count: int, *, touch: bool = False) -> None:
         """Keep room for at least ``count`` maps (e.g. one per robot target).
@@ -871,14 +880,58 @@ class DistanceOracle:
             self._slab[slot] = row
 
     def _absorb(self) -> None:
-        """Move maps the background worker finished into the slab (caller's thread only)."""
-        if not self._ready:
+        """Take in the maps the background worker finished (caller's thread only).
+
+        A map the worker wrote into a spare slot of the current slab is held from now on; one
+        in its own array, or in a slab since replaced by a larger one, is copied in. The worker
+        then gets its spare slots topped up.
+        """
+        if self._ready:
+            with self._lock:
+                ready, self._ready = self._ready, {}
+                self._queued.difference_update(ready)
+            for flat, (buf, row, slotted) in ready.items():
+                if slotted and buf is self._slab and self._slot_of[flat] < 0:
+                    self._slot_of[flat] = row
+                    self._target_of[row] = flat
+                    self._used[row] = self._clock
+                    self.adopted += 1
+                    continue
+                self._store(flat, buf[row])
+                if slotted:  # the slot is empty again (an older slab, or a map made twice)
+                    with self._lock:
+                        self._spare.append(row)
+        if self._worker is not None:
+            self._top_up()
+
+    def _top_up(self) -> None:
+        """Keep :data:`_SPARE_SLOTS` empty slab slots for the worker to write maps into.
+
+        A spare slot leaves the least-recently-used order (it is never handed out to another
+        map while the worker may write into it).
+        """
+        if self._slab is None:
             return
+        # At most a quarter of the cache: the least recently used slot is never a spare.
+        want = min(_SPARE_SLOTS, self.max_cached // 4) - len(self._spare)
+        if want <= 0:
+            return
+        fresh: list[int] = []
+        for _ in range(want):
+            if self._filled < self.max_cached:
+                slot = self._filled
+                self._filled += 1
+            else:
+                slot = int(np.argmin(self._used))
+                if self._used[slot] >= self._clock - 1:
+                    break  # every map was read this tick or the last: none to spare
+                if self._target_of[slot] >= 0:
+                    self._slot_of[self._target_of[slot]] = -1
+                    self._target_of[slot] = -1
+            self._used[slot] = _SPARE
+            fresh.append(slot)
         with self._lock:
-            ready, self._ready = self._ready, {}
-            self._queued.difference_update(ready)
-        for flat, dist in ready.items():
-            self._store(flat, dist)
+            self._spare.extend(fresh)
 
     def _ensure(self, flats: NDArray[np.int64], *, keep_all: bool) -> None:
         """Make sure the maps of the targets ``flats`` (repeats allowed) are held.
@@ -892,7 +945,7 @@ class DistanceOracle:
         missing = np.empty(len(flats), dtype=np.int64)
         held, k = _touch(flats, self._slot_of, self._used, self._clock, missing)
         if keep_all:
-            self.reserve(held + k)
+            self.reserve(held + k + len(self._spare))
         for flat in sorted(missing[:k].tolist()):
             self._store(flat)
             self.computed += 1
@@ -942,6 +995,7 @@ class DistanceOracle:
         stepped = new._weights is not None
         # Past a quarter of the free cells losing their routes, a new search is as quick.
         most = max(16, int((~new._blocked).sum()) // 4)
+        self._give_up_spares()
         held = (self._slab, self._target_of, self._filled, new._none, new._blocked, w, step)
         ok = _repair_held(*held, stepped, check, reopened, walled, most)
         self.kept += int(ok.sum())
@@ -958,6 +1012,21 @@ class DistanceOracle:
         if waiting:
             new.request(divmod(f, w) for f in waiting)
         return new
+
+    def _give_up_spares(self) -> None:
+        """Wait for the worker to finish any slab row, then free the spare slots.
+
+        Before the slab changes hands (:meth:`rerouted`): no worker of this oracle writes into
+        it afterwards, and its spare slots, and those of finished maps not taken in (the new
+        oracle asks for them again), become plain empty slots.
+        """
+        with self._lock:
+            while self._writing:
+                self._idle.wait()
+            spare, self._spare = self._spare, []
+            spare += [row for buf, row, slotted in self._ready.values() if slotted]
+            self._ready = {}
+        self._used[spare] = 0
 
     # ------------------------------------------------------------------ reading
     def prefetch(self, targets: Iterable[Cell]) -> None:
@@ -1001,10 +1070,20 @@ class DistanceOracle:
                 with self._lock:
                     self._queued.discard(flat)
                 continue
-            dist = self._bfs(flat)
             with self._lock:
-                self._ready[flat] = dist
+                slab = self._slab
+                slot = self._spare.pop() if self._spare and slab is not None else -1
+                self._writing = slot >= 0
+            if slab is not None and slot >= 0:
+                self._search(flat, slab[slot], self._none)
+                done = (slab, slot, True)
+            else:
+                done = (self._bfs(flat)[None, :], 0, False)
+            with self._lock:
+                self._ready[flat] = done
                 self.computed_ahead += 1
+                self._writing = False
+                self._idle.notify_all()
 
     def lookup(self, targets: ArrayLike, cells: ArrayLike) -> NDArray[np.int64]:
         """Distances from many cells to many targets in one gather.

@@ -165,6 +165,29 @@ def test_the_worker_writes_maps_into_the_cache_itself_and_they_read_exact(weight
     assert oracle.cached == 1 + len(targets)  # empty slots kept for the worker are not maps
 
 
+def test_the_worker_makes_the_maps_needed_soonest_first() -> None:
+    # At a thousand robots the station maps asked for at one plan outnumber what the worker
+    # makes before the first is needed: it makes them in the order they are due, and one asked
+    # for again with an earlier due moves up.
+    rng = np.random.default_rng(9)
+    grid = _grid(rng.random((30, 40)) < 0.2)
+    free = np.flatnonzero(~grid.blocked.ravel())
+    targets = [divmod(int(f), 40) for f in free[:12]]
+    due = [int(d) for d in rng.permutation(12) * 10]
+    due[3] = 1000
+    oracle = DistanceOracle(grid)
+    oracle.request([*targets, targets[3]], due=[*due, 5])  # the worker starts after the puts
+    deadline = time.monotonic() + 30
+    while oracle.computed_ahead < len(targets) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    made = list(oracle._ready)  # the order the worker finished them (not taken in yet)
+    due[3] = 5
+    want = [int(free[k]) for k in sorted(range(12), key=lambda k: due[k])]
+    assert made == want
+    with pytest.raises(ValueError, match="due: expected one per target"):
+        oracle.request(targets[:2], due=[1])  # one due per target
+
+
 def test_a_reroute_while_the_worker_writes_into_the_cache_reads_the_new_walls() -> None:
     # The slab changes hands while the worker may be writing into it: nothing it wrote for the
     # old walls is read after, and every map asked for is made again on the new ones.

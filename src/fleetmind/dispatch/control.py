@@ -321,7 +321,8 @@ class ControlLoop:
         broken = w.broken  # once per plan: the property builds the fleet's array
         held = self.desk.reserved_robots() if self.desk.reserved else frozenset()
         self._sync_records()  # assignments add no record: once for the whole plan
-        stations = []
+        stations: list[tuple[int, int]] = []
+        due: list[int] = []
         for a in plan.assignments:
             r = self._robot_at.get(a.robot, -1)
             try:
@@ -336,14 +337,19 @@ class ControlLoop:
             s.assignments_applied += 1
             self._order_priority[a.order] = a.priority
             self._rec_noted[w.index[a.order]] = a.priority
-            stations.append(w.order(a.order).order.station)
+            job = w.order(a.order).order
+            stations.append(job.station)
+            # The station's map is needed once the robot has loaded: no sooner than the
+            # moves to the pickup (a lower bound) from now. The maps needed first come first.
+            (y, x), (py, px) = w.pos[r], job.pickup
+            due.append(w.tick + abs(int(y) - py) + abs(int(x) - px))
             self._emit("assign", robot=a.robot, order=a.order, snapshot_tick=plan.tick)
         if stations:
-            self._oracle.request(stations)
+            self._oracle.request(stations, due)
             # An executor with maps of its own (guidance graphs) has them made ahead too.
             request = getattr(self.executor, "request", None)
             if callable(request):
-                request(stations)
+                request(stations, due)
         self._boosts = dict(plan.boosts)
         if plan.wake_at is not None:
             self._wake_at = (

@@ -667,9 +667,12 @@ class GuidanceExecutor(CongestionExecutor):
         if pickups.sum() <= self.guide.max_cached // 2:
             self.guide.prefetch((int(r), int(c)) for r, c in np.argwhere(pickups))
 
-    def request(self, targets: list[tuple[int, int]]) -> None:
-        """Have the guidance maps of ``targets`` made in the background (needed soon)."""
-        self.guide.request(targets)
+    def request(self, targets: list[tuple[int, int]], due: list[int] | None = None) -> None:
+        """Have the guidance maps of ``targets`` made in the background (needed soon).
+
+        ``due``: per target, the tick it is needed by at the soonest (``DistanceOracle.request``).
+        """
+        self.guide.request(targets, due)
 
     def reserve(self, robots: int) -> None:
         """Room for the guidance maps of a fleet of ``robots``, written now.

@@ -792,7 +792,10 @@ class DistanceOracle:
         self._spare: list[int] = []  # empty slab slots the worker may write into
         self._writing = False  # the worker is writing into a spare slot
         self._queued: set[int] = set()
-        self._requests: queue.SimpleQueue[int] = queue.SimpleQueue()
+        # (due, order asked, target): the worker makes the map needed soonest first.
+        self._requests: queue.PriorityQueue[tuple[int, int, int]] = queue.PriorityQueue()
+        self._due: dict[int, int] = {}  # a queued target -> the due of its live entry
+        self._asked = 0
         self._worker: threading.Thread | None = None
 
     # ------------------------------------------------------------------ storage
@@ -1008,9 +1011,10 @@ class DistanceOracle:
         new._filled, new._clock = self._filled, self._clock
         new.kept = self.kept
         with self._lock:
-            waiting = list(self._queued)
+            waiting = sorted(self._queued)
+            dues = [self._due.get(f, 0) for f in waiting]
         if waiting:
-            new.request(divmod(f, w) for f in waiting)
+            new.request((divmod(f, w) for f in waiting), due=dues)
         return new
 
     def _give_up_spares(self) -> None:
@@ -1034,21 +1038,37 @@ class DistanceOracle:
         flats = np.unique(np.array([self._flat(t) for t in targets], dtype=np.int64))
         self._ensure(flats, keep_all=False)
 
-    def request(self, targets: Iterable[Cell]) -> None:
+    def request(self, targets: Iterable[Cell], due: Iterable[int] | None = None) -> None:
         """Have the maps of ``targets`` computed in the background (they are needed later).
 
         Returns at once. The maps go into the cache at the next read; one not finished by the
         time it is read is computed then, to the same values.
+
+        Args:
+            targets: the cells whose maps are wanted.
+            due: per target, when its map is needed (the tick, say): the worker makes the
+                soonest first, equal ones in the order asked. Default: 0 for each (as soon as
+                possible). A target asked for again with an earlier due moves up.
+
+        Raises:
+            ValueError: when ``due`` does not give one value per target.
         """
-        flats = {self._flat(t) for t in targets}
+        cells = list(targets)
+        dues = [0] * len(cells) if due is None else [int(d) for d in due]
+        if len(dues) != len(cells):
+            raise ValueError(f"due: expected one per target ({len(cells)}), got {len(dues)}")
         with self._lock:
-            fresh = [f for f in flats if self._slot_of[f] < 0 and f not in self._queued]
-            if not fresh:
-                return
-            self._queued.update(fresh)
-            for f in sorted(fresh):
-                self._requests.put(f)
-            if self._worker is None:
+            for cell, d in zip(cells, dues, strict=True):
+                f = self._flat(cell)
+                if self._slot_of[f] >= 0 or f in self._ready:
+                    continue
+                if f in self._due and self._due[f] <= d:
+                    continue
+                self._due[f] = d
+                self._queued.add(f)
+                self._asked += 1
+                self._requests.put((d, self._asked, f))
+            if self._due and self._worker is None:
                 self._worker = threading.Thread(
                     target=self._work, name="distance-maps", daemon=True
                 )
@@ -1057,19 +1077,22 @@ class DistanceOracle:
     def _work(self) -> None:
         while True:
             try:
-                flat = self._requests.get(timeout=_IDLE_EXIT_S)
+                due, _, flat = self._requests.get(timeout=_IDLE_EXIT_S)
             except queue.Empty:
                 with self._lock:
                     if self._requests.empty():
                         self._worker = None
                         return
                 continue
-            # The caller's thread may have made this map since (it was needed before it was
-            # ready): a worker that made it again would fall further behind the requests.
-            if self._slot_of[flat] >= 0:
-                with self._lock:
+            with self._lock:
+                if self._due.get(flat) != due:
+                    continue  # asked for again with an earlier due: made from that entry
+                # The caller's thread may have made this map since (it was needed before it
+                # was ready): a worker that made it again would fall behind the requests.
+                if self._slot_of[flat] >= 0:
                     self._queued.discard(flat)
-                continue
+                    del self._due[flat]
+                    continue
             with self._lock:
                 slab = self._slab
                 slot = self._spare.pop() if self._spare and slab is not None else -1
@@ -1081,6 +1104,7 @@ class DistanceOracle:
                 done = (self._bfs(flat)[None, :], 0, False)
             with self._lock:
                 self._ready[flat] = done
+                self._due.pop(flat, None)
                 self.computed_ahead += 1
                 self._writing = False
                 self._idle.notify_all()

@@ -18,6 +18,7 @@ from fleetmind.sim.distances import (
     bfs_distances,
     grid_bfs,
     grid_dial,
+    incoming_weights,
 )
 from fleetmind.sim.grid import DELTAS, GridMap
 
@@ -253,7 +254,8 @@ def test_the_weighted_search_equals_scipy_dijkstra(
     out = np.zeros(cells, dtype=dtype)
     blocked = grid.blocked.reshape(-1)
     node, nxt = np.empty(4 * cells + 1, dtype=np.int32), np.empty(4 * cells + 1, dtype=np.int32)
-    grid_dial(blocked, grid.shape[1], weights, top, flat, out, none, node, nxt)
+    incoming = incoming_weights(blocked, grid.shape[1], weights)
+    grid_dial(blocked, grid.shape[1], incoming, top, flat, out, none, node, nxt)
     got = np.where(out == none, UNREACHABLE, out.astype(np.int64))
     want = _weighted_reference(grid, weights, flat)
     if grid.blocked.reshape(-1)[flat]:
@@ -261,7 +263,8 @@ def test_the_weighted_search_equals_scipy_dijkstra(
         want[flat] = 0
     assert np.array_equal(got, want)
     # Unit weights are the breadth-first search.
-    grid_dial(blocked, grid.shape[1], np.ones_like(weights), 1, flat, out, none, node, nxt)
+    unit = incoming_weights(blocked, grid.shape[1], np.ones_like(weights))
+    grid_dial(blocked, grid.shape[1], unit, 1, flat, out, none, node, nxt)
     plain = np.zeros(cells, dtype=dtype)
     grid_bfs(blocked, grid.shape[1], flat, plain, none)
     assert np.array_equal(out, plain)

@@ -154,26 +154,33 @@ def grid_bfs(
             tail += 1
 
 
-@numba.njit(inline="always", nogil=True)
-def _relax(
-    v: int,
-    nd: int,
-    blocked: NDArray[np.bool_],
-    out: NDArray[np.integer],
-    node: NDArray[np.int32],
-    nxt: NDArray[np.int32],
-    head: NDArray[np.int32],
-    used: int,
-) -> int:
-    """Reach free cell ``v`` at cost ``nd`` if that is cheaper; the entries used after."""
-    if blocked[v] or nd >= out[v]:
-        return used
-    out[v] = nd
-    mask = head.shape[0] - 1
-    node[used] = v
-    nxt[used] = head[nd & mask]
-    head[nd & mask] = used
-    return used + 1
+def incoming_weights(
+    blocked: NDArray[np.bool_], width: int, weights: NDArray[np.integer]
+) -> NDArray[np.uint16]:
+    """``(H * W, 4)`` the cost of each move into a cell: from above, below, left and right.
+
+    Column ``k`` of cell ``u`` is the weight (``weights``, ``sim.grid`` action ids) of the move
+    a free neighbour makes into ``u``: the one above moves DOWN, below UP, left RIGHT, right
+    LEFT. 0 where that neighbour is off the grid or blocked, or ``u`` is. :func:`grid_dial`
+    reads one row of it per settled cell instead of four rows of ``weights``.
+    """
+    n = blocked.shape[0]
+    free = ~np.asarray(blocked, dtype=bool).reshape(-1)
+    wt = np.asarray(weights)
+    u = np.arange(n)
+    col = u % width
+    inc = np.zeros((n, 4), dtype=np.uint16)
+    # (column, the neighbour's offset, whether it exists, the action it moves into u with)
+    for k, off, there, action in (
+        (0, -width, u >= width, 2),
+        (1, width, u + width < n, 1),
+        (2, -1, col > 0, 4),
+        (3, 1, col < width - 1, 3),
+    ):
+        v = np.where(there, u + off, 0)
+        ok = there & free & free[v]
+        inc[ok, k] = wt[v[ok], action]
+    return inc
 
 
 _GRID_DIAL_SIG = [
@@ -196,7 +203,7 @@ _GRID_DIAL_SIG = [
 def grid_dial(
     blocked: NDArray[np.bool_],
     width: int,
-    weights: NDArray[np.uint16],
+    incoming: NDArray[np.uint16],
     top: int,
     source: int,
     out: NDArray[np.integer],
@@ -206,8 +213,9 @@ def grid_dial(
 ) -> None:
     """Weighted cost from every cell to ``source`` (Dial's bucket queue), written into ``out``.
 
-    The move from cell ``v`` by action ``a`` costs ``weights[v, a]`` (a whole number in
-    ``[1, top]``; column ``WAIT`` unread), so a cell's value is the cheapest sum of move costs
+    The move from a cell into its neighbour ``u`` costs ``incoming[u, k]``
+    (:func:`incoming_weights`: ``k`` 0-3 for the neighbour above, below, left, right; 0: no such
+    move), a whole number in ``[1, top]``, so a cell's value is the cheapest sum of move costs
     to the target: a guidance graph's distance. Whole weights no larger than ``top`` make a
     circular queue of ``top + 1`` buckets (or the next power of two) exact, with no heap. Same
     conventions as :func:`grid_bfs`: ``none`` where there is no path, a blocked source reaches
@@ -217,7 +225,7 @@ def grid_dial(
     Args:
         blocked: ``(H * W,)`` flat blocked mask.
         width: the grid's width ``W``.
-        weights: ``(H * W, 5)`` cost of each action from each cell (``sim.grid`` action ids).
+        incoming: ``(H * W, 4)`` the cost of each move into each cell.
         top: the largest move weight (or more).
         source: the flat target cell.
         out: ``(H * W,)`` written: the costs.
@@ -225,7 +233,6 @@ def grid_dial(
         node: ``(4 * H * W + 1,)`` scratch: each queue entry's cell.
         nxt: ``(4 * H * W + 1,)`` scratch: the entry after each in its bucket.
     """
-    n = blocked.shape[0]
     if not _reset(blocked, source, out, none):
         return
     nb = 1
@@ -236,7 +243,6 @@ def grid_dial(
     # An entry is pushed on each improvement (at most one per edge), popped in cost order.
     node[0], nxt[0], head[0] = source, -1, 0
     used, pending, d = 1, 1, 0
-    before = used
     while pending > 0:
         while head[d & mask] < 0:
             d += 1
@@ -246,19 +252,28 @@ def grid_dial(
         u = node[e]
         if out[u] != d:
             continue  # a stale entry: ``u`` was reached cheaper since
-        c = u % width
-        # The four cells that step into ``u``, and the action each steps with: from above
-        # DOWN (2), from below UP (1), from the left RIGHT (4), from the right LEFT (3).
-        if u >= width:
-            used = _relax(u - width, d + weights[u - width, 2], blocked, out, node, nxt, head, used)
-        if u + width < n:
-            used = _relax(u + width, d + weights[u + width, 1], blocked, out, node, nxt, head, used)
-        if c > 0:
-            used = _relax(u - 1, d + weights[u - 1, 4], blocked, out, node, nxt, head, used)
-        if c < width - 1:
-            used = _relax(u + 1, d + weights[u + 1, 3], blocked, out, node, nxt, head, used)
-        pending += used - before
-        before = used
+        # The four cells that step into ``u``, with what each move costs: one row, one read.
+        for k in range(4):
+            cost = incoming[u, k]
+            if cost == 0:
+                continue
+            if k == 0:
+                v = u - width
+            elif k == 1:
+                v = u + width
+            elif k == 2:
+                v = u - 1
+            else:
+                v = u + 1
+            nd = d + cost
+            if nd >= out[v]:
+                continue
+            out[v] = nd
+            node[used] = v
+            nxt[used] = head[nd & mask]
+            head[nd & mask] = used
+            used += 1
+            pending += 1
 
 
 @numba.njit(inline="always", nogil=True)
@@ -751,6 +766,7 @@ class DistanceOracle:
         self._blocked = np.ascontiguousarray(grid.blocked, dtype=np.bool_).reshape(-1)
         self._cells = h * w
         self._weights: NDArray[np.uint16] | None = None
+        self._incoming: NDArray[np.uint16] | None = None  # what the weighted search reads
         self._unit_step = np.ones((1, 5), dtype=np.uint16)  # unread: plain maps add no step
         self._top = 1
         if weights is None:
@@ -765,6 +781,7 @@ class DistanceOracle:
             if self._top > _U16_NONE or bound >= UNREACHABLE:
                 raise ValueError(f"weights: up to {self._top} a move is too costly for this map")
             self._weights = np.ascontiguousarray(wt, dtype=np.uint16)
+            self._incoming = incoming_weights(self._blocked, w, self._weights)
             small = bound < _U16_NONE
         # Scratch of the weighted search, one per thread (the caller's and the worker).
         self._scratch = threading.local()
@@ -850,9 +867,18 @@ class DistanceOracle:
             if node is None:
                 node = self._scratch.node = np.empty(4 * self._cells + 1, dtype=np.int32)
                 self._scratch.nxt = np.empty(4 * self._cells + 1, dtype=np.int32)
+            assert self._incoming is not None
             w = self.shape[1]
             grid_dial(
-                self._blocked, w, self._weights, self._top, flat, out, none, node, self._scratch.nxt
+                self._blocked,
+                w,
+                self._incoming,
+                self._top,
+                flat,
+                out,
+                none,
+                node,
+                self._scratch.nxt,
             )
 
     def _slot(self, flat: int) -> int:

@@ -220,10 +220,12 @@ def run(
             **({"policy": guide} if guide and name == "learned-guidance" else {}),
         }
         for case in cases
-        for name in executors
         for seed in seeds
+        for name in executors
     ]
-    results = iter(_run_all(jobs, workers, progress))
+    # Executors take turns seed by seed (A B A B ...), so that a machine that slows down over
+    # a case's runs slows every executor's time per tick alike, not the last one's alone.
+    done = iter(_run_all(jobs, workers, progress))
     out_cases = []
     for case in cases:
         row: dict[str, Any] = {
@@ -233,8 +235,9 @@ def run(
             "target": case.target,
             "executors": {},
         }
+        by_seed = [{name: next(done) for name in executors} for _ in seeds]
         for name in executors:
-            runs = [next(results) for _ in seeds]
+            runs = [turn[name] for turn in by_seed]
             tasks = [r["tasks"] for r in runs]
             orders = sum(r["orders"] for r in runs)
             row["executors"][name] = {

@@ -1123,17 +1123,20 @@ class DistanceOracle:
                 slab = self._slab
                 slot = self._spare.pop() if self._spare and slab is not None else -1
                 self._writing = slot >= 0
-            if slab is not None and slot >= 0:
-                self._search(flat, slab[slot], self._none)
-                done = (slab, slot, True)
-            else:
-                done = (self._bfs(flat)[None, :], 0, False)
-            with self._lock:
-                self._ready[flat] = done
-                self._due.pop(flat, None)
-                self.computed_ahead += 1
-                self._writing = False
-                self._idle.notify_all()
+            try:
+                if slab is not None and slot >= 0:
+                    self._search(flat, slab[slot], self._none)
+                    done = (slab, slot, True)
+                else:
+                    done = (self._bfs(flat)[None, :], 0, False)
+                with self._lock:
+                    self._ready[flat] = done
+                    self._due.pop(flat, None)
+                    self.computed_ahead += 1
+            finally:  # a reroute waiting for this row must never wait for ever
+                with self._lock:
+                    self._writing = False
+                    self._idle.notify_all()
 
     def lookup(self, targets: ArrayLike, cells: ArrayLike) -> NDArray[np.int64]:
         """Distances from many cells to many targets in one gather.

@@ -128,7 +128,7 @@ def _intend_pass(
 ) -> None:
     """Each robot's plain choice (lowest ``dist[j]``, then ``ties[j]``) into ``plan[at[j]]``.
 
-    ``cell``: where each action leads (:func:`~fleetmind.sim.distances.gather_pass`). A move
+    ``cell``: where each action leads (:func:`~fleetmind.sim.distances.moves_pass`). A move
     into a wall is no move (the robot stays). With ``counted`` a move also counts in
     ``incoming`` at the cell it leads to.
     """
@@ -244,6 +244,38 @@ def _release(
         plan[v] = _EMPTY
 
 
+@numba.njit(inline="always", nogil=True)
+def _traffic_keys(
+    here: NDArray[np.int64],
+    at: NDArray[np.int64],
+    cell: NDArray[np.int64],
+    dist: NDArray[np.int64],
+    ties: NDArray[np.float64],
+    blocked: NDArray[np.bool_],
+    width: int,
+    tick: int,
+    counts: NDArray[np.float64],
+    table: NDArray[np.float64],
+    decay: float,
+    wt: NDArray[np.float64],
+    plan: NDArray[np.uint8],
+    incoming: NDArray[np.int32],
+) -> NDArray[np.float64]:
+    """``(M, 5)`` route cost plus traffic cost of the robots at ``at`` (the passes in order).
+
+    Every robot's cell ``here`` claimed, the plain choices, the costs, then ``plan`` and
+    ``incoming`` left empty again. ``cell``: :func:`~fleetmind.sim.distances.moves_pass` of
+    ``at``; ``dist``: their route costs.
+    """
+    counted = wt[3] != 0.0
+    _claim(here, plan)
+    _intend_pass(at, cell, dist, ties, plan, incoming, counted)
+    key = np.empty((at.shape[0], 5), dtype=np.float64)
+    _cost_pass(at, cell, dist, tick, counts, table, decay, wt, plan, incoming, key)
+    _release(here, blocked, width, plan, incoming, counted)
+    return key
+
+
 @numba.njit(_KEYS_SIG, cache=True, nogil=True)
 def _keys(
     here: NDArray[np.int64],
@@ -265,17 +297,12 @@ def _keys(
     ``plan`` (per cell: the action its robot would take) comes in empty and ``incoming`` (per
     cell: the robots heading into it) as 0, and both leave so.
     """
-    m = idx.shape[0]
-    counted = wt[3] != 0.0
     at = here[idx]
-    cell = np.empty((m, 5), dtype=np.int64)
+    cell = np.empty((idx.shape[0], 5), dtype=np.int64)
     moves_pass(at, blocked, width, cell)
-    _claim(here, plan)
-    _intend_pass(at, cell, dist, ties, plan, incoming, counted)
-    key = np.empty((m, 5), dtype=np.float64)
-    _cost_pass(at, cell, dist, tick, counts, table, decay, wt, plan, incoming, key)
-    _release(here, blocked, width, plan, incoming, counted)
-    return key
+    return _traffic_keys(
+        here, at, cell, dist, ties, blocked, width, tick, counts, table, decay, wt, plan, incoming
+    )
 
 
 @numba.njit(_I2(_F2, _F2), cache=True, nogil=True)
@@ -347,18 +374,28 @@ def _rank(
     m = idx.shape[0]
     if m == 0:
         return
-    counted = wt[3] != 0.0
     at = here[idx]
     dist = np.empty((m, 5), dtype=np.int64)
     cell = np.empty((m, 5), dtype=np.int64)
     moves_pass(at, route_blocked, width, cell)
     gather_pass(slab, slots, none, at, cell, step, stepped, dist)
-    _claim(here, plan)
-    _intend_pass(at, cell, dist, ties, plan, incoming, counted)
-    key = np.empty((m, 5), dtype=np.float64)
-    _cost_pass(at, cell, dist, tick, counts, table, decay, wt, plan, incoming, key)
+    key = _traffic_keys(
+        here,
+        at,
+        cell,
+        dist,
+        ties,
+        route_blocked,
+        width,
+        tick,
+        counts,
+        table,
+        decay,
+        wt,
+        plan,
+        incoming,
+    )
     _order_pass(key, ties, idx, ranking)
-    _release(here, route_blocked, width, plan, incoming, counted)
 
 
 class TrafficState:

@@ -317,8 +317,8 @@ def moves_pass(
     that visit a robot's neighbourhood more than once per tick find it once and read it back.
 
     This and the other compiled passes here each loop over the whole fleet, rather than call
-    a helper per robot: arrays handed to a helper inside the robots' loop made the traffic
-    pass at a thousand robots about 1.7x slower (measured, warm caches).
+    a helper per robot: with helpers called per robot on array arguments, the traffic pass
+    at a thousand robots took 0.100 ms instead of 0.038 (measured, warm caches).
     """
     n = blocked.shape[0]
     for j in range(at.shape[0]):
@@ -808,7 +808,6 @@ class DistanceOracle:
         self._ready: dict[int, tuple[NDArray[np.integer], int, bool]] = {}
         self._spare: list[int] = []  # empty slab slots the worker may write into
         self._writing = False  # the worker is writing into a spare slot
-        self._queued: set[int] = set()
         # (due, order asked, target): the worker makes the map needed soonest first.
         self._requests: queue.PriorityQueue[tuple[int, int, int]] = queue.PriorityQueue()
         self._due: dict[int, int] = {}  # a queued target -> the due of its live entry
@@ -881,17 +880,27 @@ class DistanceOracle:
                 self._scratch.nxt,
             )
 
+    def _free_slot(self, *, spare_recent: bool = True) -> int:
+        """An empty slot: one never written, or the least recently used one emptied.
+
+        Without ``spare_recent``, -1 rather than empty a map read at this clock or the last.
+        """
+        if self._filled < self.max_cached:
+            self._filled += 1
+            return self._filled - 1
+        slot = int(np.argmin(self._used))
+        if not spare_recent and self._used[slot] >= self._clock - 1:
+            return -1
+        if self._target_of[slot] >= 0:  # a slot a reroute emptied holds no target
+            self._slot_of[self._target_of[slot]] = -1
+            self._target_of[slot] = -1
+        return slot
+
     def _slot(self, flat: int) -> int:
         """A slot for the map of ``flat``: a free one, or the least recently used."""
         if self._slab is None:
             self._slab = np.empty((self.max_cached, self._cells), dtype=self._dtype)
-        if self._filled < self.max_cached:
-            slot = self._filled
-            self._filled += 1
-        else:
-            slot = int(np.argmin(self._used))
-            if self._target_of[slot] >= 0:  # a slot a reroute emptied holds no target
-                self._slot_of[self._target_of[slot]] = -1
+        slot = self._free_slot()
         self._target_of[slot] = flat
         self._slot_of[flat] = slot
         self._used[slot] = self._clock
@@ -918,7 +927,6 @@ class DistanceOracle:
         if self._ready:
             with self._lock:
                 ready, self._ready = self._ready, {}
-                self._queued.difference_update(ready)
             for flat, (buf, row, slotted) in ready.items():
                 if slotted and buf is self._slab and self._slot_of[flat] < 0:
                     self._slot_of[flat] = row
@@ -947,16 +955,9 @@ class DistanceOracle:
             return
         fresh: list[int] = []
         for _ in range(want):
-            if self._filled < self.max_cached:
-                slot = self._filled
-                self._filled += 1
-            else:
-                slot = int(np.argmin(self._used))
-                if self._used[slot] >= self._clock - 1:
-                    break  # every map was read this tick or the last: none to spare
-                if self._target_of[slot] >= 0:
-                    self._slot_of[self._target_of[slot]] = -1
-                    self._target_of[slot] = -1
+            slot = self._free_slot(spare_recent=False)
+            if slot < 0:
+                break  # every map was read this tick or the last: none to spare
             self._used[slot] = _SPARE
             fresh.append(slot)
         with self._lock:
@@ -1024,6 +1025,9 @@ class DistanceOracle:
         stepped = new._weights is not None
         # Past a quarter of the free cells losing their routes, a new search is as quick.
         most = max(16, int((~new._blocked).sum()) // 4)
+        with self._lock:  # asked for and not taken in: the new oracle asks for them again
+            waiting = sorted(set(self._due) | set(self._ready))
+            dues = [self._due.get(f, 0) for f in waiting]
         self._give_up_spares()
         held = (self._slab, self._target_of, self._filled, new._none, new._blocked, w, step)
         ok = _repair_held(*held, stepped, check, reopened, walled, most)
@@ -1036,9 +1040,6 @@ class DistanceOracle:
         new._slot_of, new._target_of, new._used = self._slot_of, self._target_of, self._used
         new._filled, new._clock = self._filled, self._clock
         new.kept = self.kept
-        with self._lock:
-            waiting = sorted(self._queued)
-            dues = [self._due.get(f, 0) for f in waiting]
         if waiting:
             new.request((divmod(f, w) for f in waiting), due=dues)
         return new
@@ -1091,7 +1092,6 @@ class DistanceOracle:
                 if f in self._due and self._due[f] <= d:
                     continue
                 self._due[f] = d
-                self._queued.add(f)
                 self._asked += 1
                 self._requests.put((d, self._asked, f))
             if self._due and self._worker is None:
@@ -1116,10 +1116,8 @@ class DistanceOracle:
                 # The caller's thread may have made this map since (it was needed before it
                 # was ready): a worker that made it again would fall behind the requests.
                 if self._slot_of[flat] >= 0:
-                    self._queued.discard(flat)
                     del self._due[flat]
                     continue
-            with self._lock:
                 slab = self._slab
                 slot = self._spare.pop() if self._spare and slab is not None else -1
                 self._writing = slot >= 0

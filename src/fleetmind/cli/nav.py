@@ -300,6 +300,13 @@ def nav_guide(
             "candidate's rank in its generation (every case weighs alike; keeps the mean)."
         ),
     ] = "ratio",
+    only: Annotated[
+        str | None,
+        typer.Option(
+            help="Comma-separated parameters to search (names as in the model's vector, e.g. "
+            "plain,plain_density,plain_aisles); the others keep --init's values."
+        ),
+    ] = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print every generation as JSON.")
     ] = False,
@@ -328,6 +335,7 @@ def nav_guide(
         seed=seed,
         workers=workers,
         fitness=fitness,
+        only=tuple(n.strip() for n in (only or "").split(",") if n.strip()),
     )
 
     def report(row: dict[str, Any]) -> None:

@@ -89,6 +89,8 @@ class GuideSearch:
         workers: processes the runs of a generation share (the result does not depend on it).
         fitness: ``ratio`` (mean over cases of tasks over guidance's) or ``rank`` (mean over
             cases of the candidate's rank in its generation: every case weighs alike).
+        only: the parameters to search (:meth:`GuideModel.names`); the others stay at the
+            starting model's values. Empty: all of them.
 
     Raises:
         ConfigError: on an empty list, a bench seed among the training or validation seeds, a
@@ -106,11 +108,18 @@ class GuideSearch:
     seed: int = 0
     workers: int = 1
     fitness: str = "ratio"
+    only: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         """Refuse settings that could not train, or that would train on the bench's seeds."""
         if not self.cases or not self.seeds:
             raise ConfigError("guide search: cases and seeds need one value each")
+        unknown = sorted(set(self.only) - set(GuideModel.names()))
+        if unknown:
+            raise ConfigError(
+                f"guide search: --only names no parameter {unknown} "
+                f"(known: {', '.join(GuideModel.names())})"
+            )
         if self.fitness not in ("ratio", "rank"):
             raise ConfigError(f"guide search: fitness {self.fitness!r} is not ratio or rank")
         if min(n for _, n in self.cases) < 1:
@@ -242,6 +251,10 @@ def search(
     }
     if cfg.popsize:
         opts["popsize"] = cfg.popsize
+    if cfg.only:
+        x0 = start.to_vector()
+        kept = [i for i, n in enumerate(GuideModel.names()) if n not in cfg.only]
+        opts["fixed_variables"] = {i: float(x0[i]) for i in kept}
     es = cma.CMAEvolutionStrategy(start.to_vector().tolist(), cfg.sigma, opts)
     scorer = Scorer(cfg.steps, cfg.workers)
     log: list[dict[str, Any]] = []
@@ -275,7 +288,7 @@ def search(
                 _checkpoint(es, cfg, log, out, t0)
         # The final choice, on seeds no generation ranked by: the search's mean or its best.
         val: dict[str, Any] = {}
-        choices = {"mean": np.asarray(es.mean)}
+        choices = {"mean": _mean(es)}
         if cfg.fitness == "ratio":
             choices["best"] = best[1]
         fits = scorer.fitness(
@@ -325,11 +338,16 @@ def _metadata(
     }
 
 
+def _mean(es: Any) -> NDArray[np.float64]:
+    """The search's mean as a whole model vector (fixed parameters included)."""
+    return np.asarray(es.result.xfavorite, dtype=np.float64)
+
+
 def _checkpoint(
     es: Any, cfg: GuideSearch, log: list[dict[str, Any]], out: str | Path, t0: float
 ) -> None:
     """Write the search's mean so far (a killed search still leaves a usable file)."""
     model = GuideModel.from_vector(
-        np.asarray(es.mean), **_metadata(cfg, log, t0, log[-1]["runs"], chosen="mean (unfinished)")
+        _mean(es), **_metadata(cfg, log, t0, log[-1]["runs"], chosen="mean (unfinished)")
     )
     model.save(out)

@@ -46,6 +46,12 @@ def test_table_names_every_executor_and_target() -> None:
     assert "seeds 3 (tasks delivered)" in res.stdout
     assert "Executor time per tick" not in res.stdout  # no scale row asked for
     assert "rl_vs_best_simple/warehouse-small/12" in res.stdout
+    # A learned executor alone has no simple one to be compared with: a dash, not a crash.
+    alone = ["bench", "executors", "--quick", "--seeds", "3", "--scale-robots", "0"]
+    res = CliRunner().invoke(app, [*alone, "--executors", "learned-guidance"])
+    assert res.exit_code == 0, res.output
+    assert "best simple None" in res.stdout
+    assert "  learned-guidance " in res.stdout
 
 
 def test_bad_seeds_get_one_line_and_exit_2(

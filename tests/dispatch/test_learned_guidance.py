@@ -304,6 +304,21 @@ def test_a_search_over_several_maps_in_two_processes_is_the_same_search() -> Non
     assert one.metadata["search"]["cases"] == [["warehouse-small", 10], ["warehouse-tiny", 3]]
 
 
+def test_a_search_of_some_parameters_keeps_the_others_where_they_started() -> None:
+    from fleetmind.eval.guide_train import GuideSearch, search
+
+    start = GuideModel.load(guide.default_guide_path())
+    only = ("plain", "plain_aisles")
+    got = search(replace(_tiny_search(), only=only, sigma=1.0), init=start)
+    names = GuideModel.names()
+    moved = {n for n, a, b in zip(names, got.to_vector(), start.to_vector(), strict=True) if a != b}
+    assert moved
+    assert moved <= set(only)
+    assert list(got.metadata["search"]["only"]) == list(only)
+    with pytest.raises(ConfigError, match=r"--only names no parameter \['bogus'\]"):
+        GuideSearch(only=("plain", "bogus"))
+
+
 def test_the_search_refuses_the_bench_seeds() -> None:
     from fleetmind.eval.guide_train import GuideSearch
 

@@ -393,7 +393,7 @@ def format_table(result: dict[str, Any]) -> str:
             ratio = c.get("vs_best_simple")
             lines.append(
                 f"  {name:22} {c['tasks_mean']:7.1f} {' / '.join(map(str, c['tasks'])):>18} "
-                f"{c['delivered_share']:6.3f} {ratio if ratio is None else f'{ratio:.3f}':>7} "
+                f"{c['delivered_share']:6.3f} {'-' if ratio is None else f'{ratio:.3f}':>7} "
                 f"{c['collisions']:5d} {c['executor_ms']['p50']:7.2f} "
                 f"{c['executor_ms']['p99']:7.2f}"
             )

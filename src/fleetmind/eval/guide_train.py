@@ -243,19 +243,23 @@ def search(
 
     t0 = time.perf_counter()
     start = init or GuideModel.neutral()
-    stds = GuideModel.search_scales()
+    x0 = start.to_vector()
+    # The entries searched (all, or those named in ``only``); the rest stay at ``x0``'s.
+    free = np.array([i for i, n in enumerate(GuideModel.names()) if not cfg.only or n in cfg.only])
+
+    def whole(x: Any) -> NDArray[np.float64]:
+        v = x0.copy()
+        v[free] = np.asarray(x, dtype=np.float64)
+        return v
+
     opts: dict[str, Any] = {
         "seed": cfg.seed + 1,  # cma reads 0 as "seed from the clock"
-        "CMA_stds": stds.tolist(),
+        "CMA_stds": GuideModel.search_scales()[free].tolist(),
         "verbose": -9,
     }
     if cfg.popsize:
         opts["popsize"] = cfg.popsize
-    if cfg.only:
-        x0 = start.to_vector()
-        kept = [i for i, n in enumerate(GuideModel.names()) if n not in cfg.only]
-        opts["fixed_variables"] = {i: float(x0[i]) for i in kept}
-    es = cma.CMAEvolutionStrategy(start.to_vector().tolist(), cfg.sigma, opts)
+    es = cma.CMAEvolutionStrategy(x0[free].tolist(), cfg.sigma, opts)
     scorer = Scorer(cfg.steps, cfg.workers)
     log: list[dict[str, Any]] = []
     best: tuple[float, NDArray[np.float64]] = (-np.inf, start.to_vector())
@@ -263,11 +267,12 @@ def search(
         for gen in range(cfg.generations):
             k = cfg.seeds_per_gen
             seeds = [cfg.seeds[(gen * k + j) % len(cfg.seeds)] for j in range(k)]
-            xs = es.ask()
+            asked = es.ask()
+            xs = [whole(x) for x in asked]
             fits = scorer.fitness([GuideModel.from_vector(x) for x in xs], cfg.cases, seeds)
             scores = [f for f, _ in fits]
             order = scores if cfg.fitness == "ratio" else mean_rank([per for _, per in fits])
-            es.tell(xs, [-f for f in order])  # CMA-ES minimises
+            es.tell(asked, [-f for f in order])  # CMA-ES minimises
             top = int(np.argmax(order))
             if cfg.fitness == "ratio" and scores[top] > best[0]:
                 best = (scores[top], np.asarray(xs[top]))
@@ -285,10 +290,10 @@ def search(
             if progress:
                 progress(row)
             if out is not None:
-                _checkpoint(es, cfg, log, out, t0)
+                _checkpoint(whole(es.mean), cfg, log, out, t0)
         # The final choice, on seeds no generation ranked by: the search's mean or its best.
         val: dict[str, Any] = {}
-        choices = {"mean": _mean(es)}
+        choices = {"mean": whole(es.mean)}
         if cfg.fitness == "ratio":
             choices["best"] = best[1]
         fits = scorer.fitness(
@@ -338,16 +343,15 @@ def _metadata(
     }
 
 
-def _mean(es: Any) -> NDArray[np.float64]:
-    """The search's mean as a whole model vector (fixed parameters included)."""
-    return np.asarray(es.result.xfavorite, dtype=np.float64)
-
-
 def _checkpoint(
-    es: Any, cfg: GuideSearch, log: list[dict[str, Any]], out: str | Path, t0: float
+    mean: NDArray[np.float64],
+    cfg: GuideSearch,
+    log: list[dict[str, Any]],
+    out: str | Path,
+    t0: float,
 ) -> None:
     """Write the search's mean so far (a killed search still leaves a usable file)."""
     model = GuideModel.from_vector(
-        _mean(es), **_metadata(cfg, log, t0, log[-1]["runs"], chosen="mean (unfinished)")
+        mean, **_metadata(cfg, log, t0, log[-1]["runs"], chosen="mean (unfinished)")
     )
     model.save(out)

@@ -13,8 +13,7 @@ from fleetmind.dispatch.executors import GuidanceExecutor, LearnedGuidanceExecut
 from fleetmind.errors import ConfigError
 from fleetmind.rl import guide
 from fleetmind.rl.guide import GuideModel
-from fleetmind.sim.distances import UNREACHABLE
-from fleetmind.sim.grid import DELTAS, DOWN, LEFT, RIGHT, UP, WAIT
+from fleetmind.sim.grid import DOWN, LEFT, RIGHT, UP, WAIT
 from fleetmind.sim.maps import load_map, parse_text_map
 
 # A 3x7 map: row 1 is a one-wide corridor between walls, with free cells above and below its ends.
@@ -308,7 +307,7 @@ def test_a_search_of_some_parameters_keeps_the_others_where_they_started() -> No
     from fleetmind.eval.guide_train import GuideSearch, search
 
     start = GuideModel.load(guide.default_guide_path())
-    only = ("plain", "plain_aisles")
+    only = ("wait", "traffic_stayer")
     got = search(replace(_tiny_search(), only=only, sigma=1.0), init=start)
     names = GuideModel.names()
     moved = {n for n, a, b in zip(names, got.to_vector(), start.to_vector(), strict=True) if a != b}
@@ -316,7 +315,7 @@ def test_a_search_of_some_parameters_keeps_the_others_where_they_started() -> No
     assert moved <= set(only)
     assert list(got.metadata["search"]["only"]) == list(only)
     with pytest.raises(ConfigError, match=r"--only names no parameter \['bogus'\]"):
-        GuideSearch(only=("plain", "bogus"))
+        GuideSearch(only=("wait", "bogus"))
 
 
 def test_the_search_refuses_the_bench_seeds() -> None:
@@ -406,73 +405,3 @@ def test_a_rank_search_keeps_its_mean() -> None:
     assert model.metadata["chosen"] == "mean"
     assert set(model.metadata["validation"]) == {"mean"}
     assert model.metadata["search"]["fitness"] == "rank"
-
-
-def test_the_plain_share_is_one_number_per_map_and_fleet_capped_below_the_cheapest_move() -> None:
-    corridor = parse_text_map(CORRIDOR)
-    # Row 1 holds five one-wide aisle cells out of eleven free cells.
-    assert guide.aisle_share(corridor) == pytest.approx(5 / 11)
-    assert guide.aisle_share(load_map("warehouse-large")) == 0.0  # two-wide aisles only
-    model = GuideModel(theta={}, plain=0.1, plain_aisles=0.18)
-    assert model.plain_weight(corridor, 1) == 2  # 0.1 + 0.18 * 5 / 11 steps, in tenths
-    assert GuideModel(theta={}).plain_weight(corridor, 1) == 0
-    assert GuideModel(theta={}, plain=-1.0).plain_weight(corridor, 1) == 0
-    most = GuideModel(theta={}, plain=9.0).plain_weight(corridor, 1)
-    assert most == round(guide.PLAIN_MAX * guide.SCALE) < guide.W_MIN * guide.SCALE
-    dense = GuideModel(theta={}, plain=0.3, plain_density=-0.1)
-    assert dense.plain_weight(corridor, 1) > dense.plain_weight(corridor, 5)
-
-
-def test_the_plain_share_ranks_in_the_tick_as_its_costs_say(grid, fleet_scene) -> None:
-    from fleetmind.dispatch.traffic import order
-
-    pos, goal, active = fleet_scene(grid, n=60, seed=3)
-    model = replace(GuideModel.load(guide.default_guide_path()), plain=0.3, ties="vertical")
-    ticked = LearnedGuidanceExecutor(grid, seed=5, model=model, robots=60)
-    costed = LearnedGuidanceExecutor(grid, seed=5, model=model, robots=60)
-    without = LearnedGuidanceExecutor(grid, seed=5, model=replace(model, plain=0.0), robots=60)
-    assert ticked.plain_weight == 3
-    assert without.plain_weight == 0
-    idx = np.flatnonzero(active)
-    differs = False
-    for k in range(8):
-        p = _shifted(pos, grid, k)
-        got = ticked.rank(p, goal, active)
-        key, ties = costed.costs(p, goal, idx)
-        assert (got[idx] == order(np.ascontiguousarray(key), ties)).all()
-        # The share is the plain moves left after each action, three tenths of a step each.
-        plain = costed.oracle.after_moves(costed._flat(goal[idx]), costed._flat(p[idx]))
-        routes = costed.guide.after_moves(costed._flat(goal[idx]), costed._flat(p[idx]))
-        ok = routes < UNREACHABLE
-        assert (costed.step_costs(p[idx], goal[idx])[ok] == (routes + 3 * plain)[ok]).all()
-        differs |= bool((without.rank(p, goal, active) != got).any())
-    assert differs
-
-
-def test_with_the_most_plain_share_a_lone_robot_descends_to_its_target() -> None:
-    grid = load_map("warehouse-small")
-    rng = np.random.default_rng(7)
-    free = np.argwhere(~grid.blocked)
-    # The shipped lanes, the cheapest waiting there is, the most plain share: with a share of
-    # a whole step per move (not allowed), a lone robot here waits short of its target on
-    # about one trip in five.
-    none = dict.fromkeys(guide.TRAFFIC, 0.0)
-    lanes = GuideModel.load(guide.default_guide_path())
-    model = replace(lanes, traffic=none, wait=guide.W_MIN, plain=9.0, ties="vertical")
-    ex = LearnedGuidanceExecutor(grid, seed=0, model=model, robots=1)
-    assert ex.plain_weight == round(guide.PLAIN_MAX * guide.SCALE)
-    for _ in range(40):
-        start, target = free[rng.choice(len(free), 2, replace=False)]
-        pos, goal = start[None, :].astype(np.int32), target[None, :].astype(np.int32)
-        seen = []
-        for _ in range(4 * len(free)):
-            if (pos == goal).all():
-                break
-            # What the robot descends: route cost plus the plain share, from where it stands.
-            here = ex.step_costs(pos, goal)[0, WAIT] - model.wait * guide.SCALE
-            assert not seen or here < seen[-1]
-            seen.append(here)
-            a = int(ex.rank(pos, goal, np.ones(1, dtype=bool))[0, 0])
-            assert a != WAIT
-            pos = pos + np.asarray(DELTAS[a], dtype=np.int32)[None, :]
-        assert (pos == goal).all()

@@ -304,7 +304,7 @@ def nav_guide(
         str | None,
         typer.Option(
             help="Comma-separated parameters to search (names as in the model's vector, e.g. "
-            "plain,plain_density,plain_aisles); the others keep --init's values."
+            "wait,traffic_stayer); the others keep --init's values."
         ),
     ] = None,
     as_json: Annotated[

@@ -485,8 +485,6 @@ class CongestionExecutor(ShortestPathRandomExecutor):
 
     name = "congestion"
     default_weights: ClassVar[TrafficWeights] = TrafficWeights()
-    plain_weight = 0
-    """Plain moves left, added this many times to route costs (``learned-guidance``'s)."""
 
     def __init__(
         self,
@@ -534,11 +532,9 @@ class CongestionExecutor(ShortestPathRandomExecutor):
         costs of :meth:`costs`, with no trip through Python per step.
         """
         here = self._flat(fleet.pos)  # (N,) flat cells
-        targets = self._flat(fleet.goal[idx])
-        routes = self.routes.reader(targets)  # the (M,) targets' maps
+        routes = self.routes.reader(self._flat(fleet.goal[idx]))  # the (M,) targets' maps
         ties = self.tie_breakers(len(idx))
-        plain = (self.oracle.reader(targets), self.plain_weight) if self.plain_weight else None
-        self.traffic.rank(here, idx, routes, ties, ranking, plain)  # every call: it advances
+        self.traffic.rank(here, idx, routes, ties, ranking)  # every call: it advances traffic
 
     def tie_breakers(self, robots: int) -> NDArray[np.float64]:
         """``(robots, 5)`` tie-breakers of one tick's rankings: a seeded random draw."""
@@ -762,7 +758,6 @@ class LearnedGuidanceExecutor(GuidanceExecutor):
         self.robots = robots if robots is not None else max(1, round(guide.DENSITY_UNIT * free))
         weights = self._traffic_weights(model)
         super().__init__(grid, oracle, seed=seed, max_bytes=max_bytes, weights=weights)
-        self.plain_weight = model.plain_weight(grid, self.robots)
 
     @staticmethod
     def _traffic_weights(model: Any) -> TrafficWeights:
@@ -775,19 +770,6 @@ class LearnedGuidanceExecutor(GuidanceExecutor):
     def step_weights(self, grid: GridMap) -> NDArray[np.int64]:
         """The learned graph's step weights, in ``1 / SCALE`` steps."""
         return self.model.move_weights(grid, self.robots)
-
-    def step_costs(self, pos: NDArray[np.int32], goal: NDArray[np.int32]) -> NDArray[np.int64]:
-        """Route costs on the learned graph, plus the model's share of the plain moves left."""
-        cost = super().step_costs(pos, goal)
-        if not self.plain_weight:
-            return cost
-        moves = self.oracle.after_moves(self._flat(goal), self._flat(pos))
-        out: NDArray[np.int64] = np.where(
-            (cost < UNREACHABLE) & (moves < UNREACHABLE),
-            cost + self.plain_weight * moves,
-            UNREACHABLE,
-        )
-        return out
 
     @staticmethod
     def _fixed_ties(model: Any) -> NDArray[np.float64] | None:
@@ -815,7 +797,6 @@ class LearnedGuidanceExecutor(GuidanceExecutor):
         """
         self.model = model
         self._tie_table = self._fixed_ties(model)
-        self.plain_weight = model.plain_weight(self.base_grid, self.robots)
         self.weights = self._traffic_weights(model)
         self.traffic.retune(self.weights.decay, self._terms(self.weights))
         self._build(self.grid)

@@ -19,7 +19,7 @@ import numba
 import numpy as np
 from numpy.typing import NDArray
 
-from fleetmind.sim.distances import RouteReader, gather_pass, moves_pass, next_cell, plain_pass
+from fleetmind.sim.distances import RouteReader, gather_pass, moves_pass, next_cell
 
 _POW_TABLE = 4096
 """Ages with a precomputed ``decay ** age``; older counts take ``math.pow``."""
@@ -325,10 +325,6 @@ _RANK_SIG = [
         numba.int64,
         numba.uint16[:, ::1],
         numba.boolean,
-        plain[:, ::1],
-        _I1,
-        numba.int64,
-        numba.int64,
         _F2,
         numba.int64,
         _F2,
@@ -340,7 +336,6 @@ _RANK_SIG = [
         _I2,
     )
     for slab in (numba.uint16, numba.int32)
-    for plain in (numba.uint16, numba.int32)
 ]
 
 
@@ -356,10 +351,6 @@ def _rank(
     width: int,
     step: NDArray[np.uint16],
     stepped: bool,
-    plain_slab: NDArray[np.integer],
-    plain_slots: NDArray[np.int64],
-    plain_none: int,
-    plain_weight: int,
     ties: NDArray[np.float64],
     tick: int,
     counts: NDArray[np.float64],
@@ -376,8 +367,7 @@ def _rank(
     ``DistanceOracle.after_moves``, :func:`_keys` and :func:`order`, one pass over the fleet
     each: where each move leads, the route costs, every robot's plain choice, the costs (a
     robot's traffic cost needs its neighbours' choices), the rankings. The walls are the
-    route maps' (the traffic pass's own, after any reroute). With ``plain_weight`` the
-    plain maps' distances after each move, that many times over, join the route costs.
+    route maps' (the traffic pass's own, after any reroute).
     """
     if _counts_read(wt):
         _advance(here, last, tick, counts, table, decay, width)
@@ -389,8 +379,6 @@ def _rank(
     cell = np.empty((m, 5), dtype=np.int64)
     moves_pass(at, route_blocked, width, cell)
     gather_pass(slab, slots, none, at, cell, step, stepped, dist)
-    if plain_weight:
-        plain_pass(plain_slab, plain_slots, plain_none, cell, plain_weight, dist)
     key = _traffic_keys(
         here,
         at,
@@ -498,7 +486,6 @@ class TrafficState:
         routes: RouteReader,
         ties: NDArray[np.float64],
         ranking: NDArray[np.int64],
-        plain: tuple[RouteReader, int] | None = None,
     ) -> None:
         """Count one tick and write the rows ``idx`` of ``ranking``, all in one compiled call.
 
@@ -511,14 +498,11 @@ class TrafficState:
             routes: the route costs to the targets of ``idx`` (``DistanceOracle.reader``).
             ties: ``(M, 5)`` their random tie-breakers.
             ranking: ``(N, 5)`` rankings; rows ``idx`` are written.
-            plain: the plain distances to the same targets and their weight, added to the
-                route costs (``learned-guidance``'s plain share); None: none.
         """
         at = np.ascontiguousarray(here, dtype=np.int64)
         self.tick += 1
         moved = at, self.last, np.asarray(idx, dtype=np.int64)
-        # ``routes``' fields come in ``_rank``'s order; no plain share reads no second map.
-        extra = (*plain[0][:3], plain[1]) if plain is not None else (*routes[:3], 0)
-        args: tuple[Any, ...] = (*moved, *routes, *extra, ties, *self._traffic(), ranking)
+        # ``routes``' fields come in ``_rank``'s order.
+        args: tuple[Any, ...] = (*moved, *routes, ties, *self._traffic(), ranking)
         _rank(*args)
         self.last = at.copy()

@@ -28,12 +28,6 @@ maps it was never trained on:
   ``corridor``, ``against_corridor`` and ``lane_against``, so that one model can route sparse
   and jammed fleets differently.
 
-The model can also add the shortest path to the route cost: ``plain`` steps per move of the
-plain distance left to the target (:meth:`GuideModel.plain_weight`: a base, plus shares by
-fleet density and by how much of the map's floor is one-wide aisle), so that a robot keeps to
-the lanes only where they pay for their detour. It is capped below ``W_MIN`` (:data:`PLAIN_MAX`)
-so that it can never make a robot circle.
-
 The model also sets the executor's traffic terms (:data:`TRAFFIC`, in steps, scaled so that
 together they stay below the cost of waiting: a free move along the route always beats
 waiting, the lesson of ``docs/executors.md``), the cost of waiting itself, and the order of
@@ -71,12 +65,6 @@ W_MIN: Final = 0.5
 W_MAX: Final = 3.5
 """Bounds of a move's weight in steps. With ``SCALE`` 10 the longest route on a 140x500 LoRR
 map (about 700 steps) stays below the int16 maps' unreachable mark (30,000) at ``W_MAX``."""
-PLAIN_MAX: Final = W_MIN - 1 / SCALE
-"""Most steps of route cost per move of the shortest path left (:meth:`GuideModel.plain_weight`).
-
-Below ``W_MIN``, every move a robot ranks first lowers ``route cost + plain * moves left``
-(no move costs less than ``W_MIN``, and a move changes the moves left by one), so a robot
-alone never circles or stops short of its target, whatever the weights."""
 TRAFFIC_CAP: Final = 0.95
 """The traffic terms together cost at most this share of waiting (see the module docstring)."""
 DENSITY_UNIT: Final = 0.1
@@ -111,8 +99,6 @@ GUIDANCE_TRAFFIC: Final = {
     "against": 0.0,
 }
 GUIDANCE_DECAY: Final = 0.9
-PLAIN: Final = ("plain", "plain_density", "plain_aisles")
-"""The fields that set :meth:`GuideModel.plain_weight` (the last entries of its vector)."""
 TIES: Final = ("random", "vertical", "horizontal")
 """Orders of moves that cost the same: seeded random, vertical first, horizontal first."""
 _TIE_VALUE: Final = {"random": 0.0, "vertical": 1.0, "horizontal": -1.0}
@@ -188,13 +174,6 @@ def lane_ranks(grid: GridMap) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
     column, one of a vertical aisle.
     """
     return _lane_ranks(*one_wide_aisles(grid))
-
-
-def aisle_share(grid: GridMap) -> float:
-    """The share of the free cells that are one-wide aisle cells (:func:`one_wide_aisles`)."""
-    horizontal, vertical = one_wide_aisles(grid)
-    free = max(1, int((~grid.blocked).sum()))
-    return float((horizontal | vertical).sum() / free)
 
 
 def _lane_ranks(
@@ -304,10 +283,6 @@ class GuideModel:
         decay: per-tick decay of the traffic counts, in [0, 0.99].
         wait: cost of waiting, in steps (>= 0.5).
         ties: the order of moves that cost the same, one of :data:`TIES`.
-        plain: steps of route cost per move of the plain distance left (the base; see
-            :meth:`plain_weight`).
-        plain_density: more of it per unit of fleet density (:func:`density`).
-        plain_aisles: more of it per share of the floor in one-wide aisles (:func:`aisle_share`).
         metadata: how the model was made (free-form, saved with it).
 
     Raises:
@@ -319,9 +294,6 @@ class GuideModel:
     decay: float = GUIDANCE_DECAY
     wait: float = 1.0
     ties: str = "random"
-    plain: float = 0.0
-    plain_density: float = 0.0
-    plain_aisles: float = 0.0
     metadata: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
@@ -383,35 +355,21 @@ class GuideModel:
             t = {k: v * cap / total for k, v in t.items()}
         return t
 
-    def plain_weight(self, grid: GridMap, robots: int) -> int:
-        """Route cost per move of plain distance left, in ``1 / SCALE`` steps (0: none).
-
-        ``plain + plain_density * density + plain_aisles * aisle_share``, clipped to
-        ``[0, PLAIN_MAX]``: one number per map and fleet, so the cost a robot descends stays
-        one potential (see :data:`PLAIN_MAX`).
-        """
-        share = self.plain + self.plain_density * density(grid, robots)
-        if self.plain_aisles:
-            share += self.plain_aisles * aisle_share(grid)
-        return round(SCALE * float(np.clip(share, 0.0, PLAIN_MAX)))
-
     # ----------------------------------------------------------- flat vector
 
     @staticmethod
     def names() -> tuple[str, ...]:
         """Names of the entries of :meth:`to_vector`, in order."""
-        traffic = (f"traffic_{k}" for k in TRAFFIC)
-        return (*FEATURES, *traffic, "decay", "wait", "ties", *PLAIN)
+        return (*FEATURES, *(f"traffic_{k}" for k in TRAFFIC), "decay", "wait", "ties")
 
     @staticmethod
     def search_scales() -> NDArray[np.float64]:
-        """Each entry's search scale: move weights, traffic terms, decay, wait, ties, plain share.
+        """Each entry's search scale: move weights in steps, traffic terms, decay, wait, ties.
 
         The step sizes of the searches over :meth:`to_vector` (``fleetmind nav guide`` and the
         live learner of ``fleetmind run --learn-every``).
         """
-        scales = [0.5] * len(FEATURES) + [0.15] * len(TRAFFIC) + [0.03, 0.3, 1.0]
-        return np.array(scales + [0.2] * len(PLAIN))
+        return np.array([0.5] * len(FEATURES) + [0.15] * len(TRAFFIC) + [0.03, 0.3, 1.0])
 
     def to_vector(self) -> NDArray[np.float64]:
         """The parameters as one flat vector (the search space of ``fleetmind nav guide``)."""
@@ -422,7 +380,6 @@ class GuideModel:
                 self.decay,
                 self.wait,
                 _TIE_VALUE[self.ties],
-                *(getattr(self, k) for k in PLAIN),
             ]
         )
 
@@ -443,7 +400,6 @@ class GuideModel:
             decay=float(np.clip(x[nf + nt], 0.0, 0.99)),
             wait=float(np.clip(x[nf + nt + 1], W_MIN, W_MAX)),
             ties=_tie_order(float(x[nf + nt + 2])),
-            **{k: float(v) for k, v in zip(PLAIN, x[nf + nt + 3 :], strict=True)},
             metadata=dict(metadata),
         )
 
@@ -458,7 +414,6 @@ class GuideModel:
             "decay": self.decay,
             "wait": self.wait,
             "ties": self.ties,
-            **{k: getattr(self, k) for k in PLAIN},
             "metadata": self.metadata,
         }
         Path(path).write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
@@ -484,7 +439,6 @@ class GuideModel:
                 decay=float(data["decay"]),
                 wait=float(data["wait"]),
                 ties=str(data.get("ties", "random")),  # files before tie orders: random
-                **{k: float(data.get(k, 0.0)) for k in PLAIN},  # files before it: none
                 metadata=dict(data.get("metadata") or {}),
             )
         except (KeyError, TypeError, AttributeError, ValueError) as exc:

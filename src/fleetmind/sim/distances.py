@@ -364,30 +364,6 @@ def gather_pass(
                 out[j, a] = raw
 
 
-@numba.njit(inline="always", nogil=True)
-def plain_pass(
-    slab: NDArray[np.integer],
-    slots: NDArray[np.int64],
-    none: int,
-    cell: NDArray[np.int64],
-    weight: int,
-    out: NDArray[np.int64],
-) -> None:
-    """``out[j, a] += weight * `` map row ``slots[j]``'s value at ``cell[j, a]``.
-
-    A second map added to route costs :func:`gather_pass` wrote (the plain distance left,
-    weighted, on top of a guidance graph's cost); :data:`UNREACHABLE` entries stay so, and
-    so does an entry whose cell has no path in this map.
-    """
-    for j in range(cell.shape[0]):
-        slot = slots[j]
-        for a in range(5):
-            if out[j, a] >= UNREACHABLE:
-                continue
-            raw = slab[slot, cell[j, a]]
-            out[j, a] = UNREACHABLE if raw == none else out[j, a] + weight * raw
-
-
 @numba.njit(_GATHER_SIG, cache=True, nogil=True)
 def gather_after_moves(
     slab: NDArray[np.integer],

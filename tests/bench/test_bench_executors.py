@@ -83,6 +83,29 @@ def test_scale_row_reuses_a_case_of_its_map_and_size() -> None:
     )
 
 
+def test_maps_made_beside_the_loop_are_counted_for_each_executor() -> None:
+    from fleetmind.eval.runner import RunConfig, execute
+
+    # Shortest path makes plain maps only (the loop's, shared); learned-guidance also makes
+    # maps of its own graph. Both workers' CPU time lands in the run's metrics.
+    run = {"map": "warehouse-small", "robots": 20, "steps": 60, "seed": 0}
+    plain = execute(RunConfig(**run, executor="shortest-path"), None)["distance_maps"]
+    own = execute(RunConfig(**run, executor="learned-guidance"), None)["distance_maps"]
+    assert set(plain) == {"plain"}
+    assert set(own) == {"plain", "executor"}
+    for counts in (plain["plain"], own["plain"], own["executor"]):
+        made = counts["made_ahead"] + counts["made_in_caller"]
+        assert made > 0
+        assert (counts["made_ahead_cpu_s"] > 0) == (counts["made_ahead"] > 0)
+    cases = (bench.Case("warehouse-small", 20, 1.0, held_out=False),)
+    both = ("shortest-path", "learned-guidance")
+    result = bench.run(quick=True, cases=cases, scale_robots=20, executors=both)
+    ahead = result["scale"]["maps_ahead_ms"]
+    assert set(ahead) == set(both)
+    assert all(v >= 0 for v in ahead.values())
+    assert " maps" in bench.format_table(result)
+
+
 @pytest.mark.parametrize("learner", ["learned-guidance", "rl-guided"])
 def test_learning_bench_compares_learning_with_the_same_runs_without_updates(learner) -> None:
     args = ["bench", "executors", "--learn", "--quick", "--learn-executor", learner]

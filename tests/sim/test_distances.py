@@ -164,6 +164,13 @@ def test_the_worker_writes_maps_into_the_cache_itself_and_they_read_exact(weight
     want = fresh.lookup(targets, np.tile(free, (len(targets), 1)))
     assert np.array_equal(got, want)
     assert oracle.cached == 1 + len(targets)  # empty slots kept for the worker are not maps
+    # The worker's maps and their CPU time are counted, and go on across a reroute.
+    counts = oracle.counts()
+    assert counts["made_in_caller"] == 1
+    assert counts["made_ahead"] >= len(targets)
+    assert counts["made_ahead_cpu_s"] > 0
+    closed = grid.with_walls([divmod(int(free[-1]), 40)])
+    assert oracle.rerouted(closed, weights=weights).counts() == counts
 
 
 def test_the_worker_makes_the_maps_needed_soonest_first() -> None:

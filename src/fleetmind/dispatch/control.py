@@ -691,6 +691,18 @@ class ControlLoop:
         if callable(close):
             close()
 
+    def _map_counts(self) -> dict[str, dict[str, float]]:
+        """Distance maps made: the loop's plain ones, and an executor's own (guidance graphs).
+
+        Maps made by a background worker cost no tick's time; their CPU time is here, so that
+        an executor's cost per tick can be told in full (``fleetmind bench executors``).
+        """
+        out = {"plain": self._oracle.counts()}
+        own = getattr(self.executor, "routes", None)
+        if isinstance(own, DistanceOracle) and own is not self._oracle:
+            out["executor"] = own.counts()
+        return out
+
     def metrics(self) -> dict[str, Any]:
         """The DESIGN.md metrics of the run so far."""
         s = self.stats
@@ -732,6 +744,7 @@ class ControlLoop:
                     "planner": percentiles(s.planner_ms),
                 },
                 "faults": list(self._fault_log),
+                "distance_maps": self._map_counts(),
             }
         )
         desk = self.desk.metrics()

@@ -30,6 +30,7 @@ from __future__ import annotations
 import heapq
 import queue
 import threading
+import time
 from collections.abc import Iterable
 from typing import NamedTuple
 
@@ -47,6 +48,8 @@ _U16_NONE = np.iinfo(np.uint16).max  # "unreachable" in a uint16 slab
 _IDLE_EXIT_S = 2.0  # a background worker with nothing to do for this long stops
 _SPARE_SLOTS = 16  # empty slab slots kept for the background worker to write maps into
 _SPARE = np.iinfo(np.int64).max  # the last use of a spare slot: never the least recent
+# Counters an oracle hands on to the one that replaces it (``DistanceOracle.rerouted``).
+_COUNTS = ("computed", "computed_ahead", "computed_s", "computed_ahead_s", "adopted", "kept")
 
 
 def adjacency(blocked: NDArray[np.bool_]) -> csr_matrix:
@@ -797,6 +800,10 @@ class DistanceOracle:
         self._filled = 0
         self.computed = 0  # maps computed on the caller's thread
         self.computed_ahead = 0  # maps computed by the background worker
+        # CPU seconds of those searches (each thread's own clock): the worker's are spent beside
+        # the control loop, in no tick's time, and a fair account of an executor counts them.
+        self.computed_s = 0.0
+        self.computed_ahead_s = 0.0
         self.adopted = 0  # of those, maps taken in where the worker wrote them (no copy)
         self.kept = 0  # maps a reroute repaired instead of dropping (:meth:`rerouted`)
         self._table: tuple[bytes, NDArray[np.int64], NDArray[np.int32]] | None = None
@@ -824,6 +831,15 @@ class DistanceOracle:
     def nbytes(self) -> int:
         """Bytes of the maps held."""
         return self.cached * self._cells * self._dtype.itemsize
+
+    def counts(self) -> dict[str, float]:
+        """Maps made so far and their CPU time: on the caller's thread, and by the worker."""
+        return {
+            "made_in_caller": self.computed,
+            "made_ahead": self.computed_ahead,
+            "made_in_caller_cpu_s": round(self.computed_s, 4),
+            "made_ahead_cpu_s": round(self.computed_ahead_s, 4),
+        }
 
     def reserve(self, count: int, *, touch: bool = False) -> None:
         """Keep room for at least ``count`` maps (e.g. one per robot target).
@@ -976,9 +992,12 @@ class DistanceOracle:
         held, k = _touch(flats, self._slot_of, self._used, self._clock, missing)
         if keep_all:
             self.reserve(held + k + len(self._spare))
+        t0 = time.thread_time()
         for flat in sorted(missing[:k].tolist()):
             self._store(flat)
             self.computed += 1
+        if k:
+            self.computed_s += time.thread_time() - t0
 
     def rerouted(
         self, grid: GridMap, *, weights: NDArray[np.integer] | None = None
@@ -998,6 +1017,8 @@ class DistanceOracle:
             weights: the move weights on ``grid`` (a weighted oracle's; may differ near walls).
         """
         new = DistanceOracle(grid, max_cached=self.max_cached, weights=weights)
+        for count in _COUNTS:  # the run's totals go on across reroutes
+            setattr(new, count, getattr(self, count))
         old_blocked = self._blocked
         if (
             self._slab is None
@@ -1039,7 +1060,7 @@ class DistanceOracle:
         new._slab, self._slab = self._slab, None
         new._slot_of, new._target_of, new._used = self._slot_of, self._target_of, self._used
         new._filled, new._clock = self._filled, self._clock
-        new.kept = self.kept
+        new.kept = self.kept  # with the maps repaired just now
         if waiting:
             new.request((divmod(f, w) for f in waiting), due=dues)
         return new
@@ -1122,6 +1143,7 @@ class DistanceOracle:
                 slot = self._spare.pop() if self._spare and slab is not None else -1
                 self._writing = slot >= 0
             try:
+                t0 = time.thread_time()
                 if slab is not None and slot >= 0:
                     self._search(flat, slab[slot], self._none)
                     done = (slab, slot, True)
@@ -1131,6 +1153,7 @@ class DistanceOracle:
                     self._ready[flat] = done
                     self._due.pop(flat, None)
                     self.computed_ahead += 1
+                    self.computed_ahead_s += time.thread_time() - t0
             finally:  # a reroute waiting for this row must never wait for ever
                 with self._lock:
                     self._writing = False

@@ -12,6 +12,13 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-2}"
+# llama.cpp builds for the building CPU by default (-march=native). On a CPU with AMX
+# (seen: Xeon with avx512_fp16 and amx_int8, llama-cpp-python 0.3.36) that build crashes on
+# the embedded model's Q4_1 weights; an AVX2 build runs on any x86-64 CPU of the last decade
+# and is what the tests ran on. Set CMAKE_ARGS yourself to build otherwise.
+if [ "$(uname -m)" = x86_64 ]; then
+  export CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON}"
+fi
 install() {
   .venv/bin/python -m pip install --quiet --upgrade pip
   .venv/bin/python -m pip install --quiet -e ".[$1]"

@@ -695,7 +695,9 @@ class ControlLoop:
         """Distance maps made: the loop's plain ones, and an executor's own (guidance graphs).
 
         Maps made by a background worker cost no tick's time; their CPU time is here, so that
-        an executor's cost per tick can be told in full (``fleetmind bench executors``).
+        an executor's cost per tick can be told in full (``fleetmind bench executors``). Which
+        maps the worker made before they were needed depends on timing (the run itself does
+        not): a strict replay leaves these out (``eval.replay.VOLATILE_METRICS``).
         """
         out = {"plain": self._oracle.counts()}
         own = getattr(self.executor, "routes", None)

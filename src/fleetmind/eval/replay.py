@@ -35,7 +35,15 @@ from fleetmind.eval.store import (
 )
 
 LATENCY_KEYS = ("latency_ms", "latency_s")
-VOLATILE_METRICS = ("step_latency_ms", "planner_latency_ms", "tier_latency_ms", "run_dir")
+# Metrics of timing, not of the run: latencies, and which distance maps a background worker
+# made before they were needed (and their CPU time), which the same run splits differently.
+VOLATILE_METRICS = (
+    "step_latency_ms",
+    "planner_latency_ms",
+    "tier_latency_ms",
+    "distance_maps",
+    "run_dir",
+)
 
 
 def recorded_config(run_dir: str | Path) -> RunConfig:

@@ -837,8 +837,8 @@ class DistanceOracle:
         return {
             "made_in_caller": self.computed,
             "made_ahead": self.computed_ahead,
-            "made_in_caller_cpu_s": round(self.computed_s, 4),
-            "made_ahead_cpu_s": round(self.computed_ahead_s, 4),
+            "made_in_caller_cpu_s": self.computed_s,
+            "made_ahead_cpu_s": self.computed_ahead_s,
         }
 
     def reserve(self, count: int, *, touch: bool = False) -> None:

@@ -19,8 +19,27 @@ export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-2}"
 if [ "$(uname -m)" = x86_64 ]; then
   export CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON}"
 fi
+# The flags llama-cpp-python was last built with, kept in .venv. A .venv built with other
+# flags (before run.sh set them, or by hand) gets it rebuilt once, from source: pip keeps an
+# installed package that satisfies the pin, and keys its cache of built wheels by version, not
+# by build flags, so neither an old build nor a cached wheel would ever be replaced.
+LLAMA_BUILT=.venv/.llama-cpp-build
+llama_build() {
+  local flags="${CMAKE_ARGS:-default}"
+  if [ "$(cat "$LLAMA_BUILT" 2>/dev/null || true)" = "$flags" ]; then
+    return
+  fi
+  local spec
+  spec="$(.venv/bin/python -c 'import tomllib
+deps = tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["llm"]
+print(next(d for d in deps if d.startswith("llama-cpp-python")))')"
+  echo "run.sh: building llama-cpp-python with CMAKE_ARGS='$flags' (a few minutes)" >&2
+  .venv/bin/python -m pip install --quiet --force-reinstall --no-deps --no-cache-dir "$spec"
+  echo "$flags" >"$LLAMA_BUILT"
+}
 install() {
   .venv/bin/python -m pip install --quiet --upgrade pip
+  llama_build
   .venv/bin/python -m pip install --quiet -e ".[$1]"
 }
 case "$what" in

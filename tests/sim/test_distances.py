@@ -16,6 +16,8 @@ from fleetmind.sim.distances import (
     DistanceOracle,
     adjacency,
     bfs_distances,
+    chain_dial,
+    contract,
     grid_bfs,
     grid_dial,
     incoming_weights,
@@ -275,6 +277,91 @@ def test_the_weighted_search_equals_scipy_dijkstra(
     plain = np.zeros(cells, dtype=dtype)
     grid_bfs(blocked, grid.shape[1], flat, plain, none)
     assert np.array_equal(out, plain)
+
+
+@st.composite
+def aisle_grids(draw: st.DrawFn) -> GridMap:
+    """Random grids, many with aisles: rows of racks, crossing lanes, rings, long corridors."""
+    h = draw(st.integers(1, 14))
+    w = draw(st.integers(1, 14))
+    rng = np.random.default_rng(draw(st.integers(0, 2**31 - 1)))
+    kind = draw(st.sampled_from(["random", "racks", "lanes"]))
+    blocked = rng.random((h, w)) < draw(st.sampled_from([0.0, 0.2, 0.4]))
+    if kind == "racks":  # every other row mostly racks: one-wide aisles between them
+        blocked[::2] = rng.random(blocked[::2].shape) < 0.85
+    elif kind == "lanes":  # walls but for one row and one column: four long corridors
+        blocked[:] = True
+        blocked[rng.integers(0, h)] = False
+        blocked[:, rng.integers(0, w)] = False
+    return _grid(blocked)
+
+
+def _dial(
+    grid: GridMap, weights: NDArray[np.uint16], flat: int, out: NDArray[np.integer], none: int
+) -> None:
+    """The weighted search over every cell (:func:`grid_dial`) into ``out``."""
+    cells = grid.shape[0] * grid.shape[1]
+    blocked = grid.blocked.reshape(-1)
+    node, nxt = np.empty(4 * cells + 1, dtype=np.int32), np.empty(4 * cells + 1, dtype=np.int32)
+    incoming = incoming_weights(blocked, grid.shape[1], weights)
+    top = int(weights[:, 1:].max())
+    grid_dial(blocked, grid.shape[1], incoming, top, flat, out, none, node, nxt)
+
+
+@settings(max_examples=120, deadline=None)
+@given(aisle_grids(), st.data(), st.sampled_from([np.uint16, np.int32]), st.integers(1, 36))
+def test_the_search_on_chains_equals_the_search_over_every_cell(
+    grid: GridMap, data: st.DataObject, dtype: type, top: int
+) -> None:
+    cells = grid.shape[0] * grid.shape[1]
+    seed = data.draw(st.integers(0, 2**31 - 1))
+    weights = np.random.default_rng(seed).integers(1, top + 1, size=(cells, 5), dtype=np.uint16)
+    none = np.iinfo(np.uint16).max if dtype is np.uint16 else UNREACHABLE
+    blocked = grid.blocked.reshape(-1)
+    chains = contract(blocked, grid.shape[1], weights)
+    dist = np.empty(len(chains.node_cell), dtype=np.int64)
+    qnode = np.empty(len(chains.in_src) + 3, dtype=np.int32)
+    qnext = np.empty(len(chains.in_src) + 3, dtype=np.int32)
+    want, got = np.empty(cells, dtype=dtype), np.empty(cells, dtype=dtype)
+    for flat in range(cells):  # every target: a node, a chain's end or a cell inside one
+        _dial(grid, weights, flat, want, none)
+        chain_dial(blocked, *chains[:-1], chains.top, flat, got, none, dist, qnode, qnext)
+        assert np.array_equal(got, want), flat
+
+
+def test_a_long_corridor_is_cut_into_short_chains_and_a_ring_has_a_node() -> None:
+    weights = np.full((300, 5), 7, dtype=np.uint16)
+    chains = contract(np.zeros(300, dtype=bool), 300, weights)
+    lengths = np.diff(chains.ch_ptr)
+    assert lengths.max() == 16
+    assert len(chains.ch_cells) > 250
+    assert chains.top == 17 * 7  # the dearest edge: a whole chain and the move out of it
+    # A ring of eight cells, each with two free neighbours: no cell is a node until one is made.
+    blocked = np.ones((3, 3), dtype=bool)
+    blocked[[0, 0, 0, 1, 1, 2, 2, 2], [0, 1, 2, 0, 2, 0, 1, 2]] = False
+    ring = contract(blocked.reshape(-1), 3, np.ones((9, 5), dtype=np.uint16))
+    assert len(ring.node_cell) == 1
+    assert len(ring.ch_cells) == 7
+
+
+def test_an_oracle_searches_on_chains_where_aisles_are_many_to_the_same_maps() -> None:
+    from fleetmind.envs.warehouse import resolve_map
+
+    for name, on_chains in (("warehouse_large", True), ("sortation_large", False)):
+        grid = resolve_map(f"benchmarks/data/lorr/maps/{name}.map")
+        cells = grid.blocked.size
+        weights = np.random.default_rng(3).integers(5, 36, size=(cells, 5), dtype=np.uint16)
+        oracle = DistanceOracle(grid, max_cached=4, weights=weights)
+        # LoRR warehouse_large: 63% of the free cells in aisles; sortation_large: lone gaps.
+        assert (oracle._chains is not None) is on_chains
+        want = np.empty(cells, dtype=oracle._dtype)
+        for cell in np.argwhere(grid.stations)[:: max(1, int(grid.stations.sum()) // 5)][:5]:
+            target = (int(cell[0]), int(cell[1]))
+            _dial(grid, weights, target[0] * grid.shape[1] + target[1], want, oracle._none)
+            got = oracle.to(target).reshape(-1)
+            unreached = got >= UNREACHABLE
+            assert np.array_equal(want == oracle._none, unreached)
+            assert np.array_equal(want[~unreached], got[~unreached])
 
 
 def test_a_weighted_oracle_costs_moves_against_the_way_and_reads_them_in_one_gather() -> None:

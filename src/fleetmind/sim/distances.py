@@ -19,8 +19,9 @@ An oracle can also hold the maps of a weighted guidance graph (``weights``: the 
 move from each cell, whole numbers): each map is then one compiled bucket-queue Dijkstra search
 (:func:`grid_dial`), stored and read the same way. On a map where many cells lie in aisles (two
 free neighbours), the search runs on the cells between aisles and fills the aisles from their
-ends (:func:`chain_dial` on :func:`contract`'s :class:`Chains`), to the same values. :meth:`DistanceOracle.after_moves` reads the
-route cost after each of a robot's five actions for a whole fleet in one compiled pass.
+ends (:func:`chain_dial` on :func:`contract`'s :class:`Chains`), to the same values.
+:meth:`DistanceOracle.after_moves` reads the route cost after each of a robot's five actions for a
+whole fleet in one compiled pass.
 
 When walls change (a robot stops, an aisle closes or reopens), :meth:`DistanceOracle.rerouted`
 repairs the held maps in place from the changed cells outward (``_repair``) rather than

@@ -354,6 +354,9 @@ def test_an_oracle_searches_on_chains_where_aisles_are_many_to_the_same_maps() -
         oracle = DistanceOracle(grid, max_cached=4, weights=weights)
         # LoRR warehouse_large: 63% of the free cells in aisles; sortation_large: lone gaps.
         assert (oracle._chains is not None) is on_chains
+        # Moves so dear that a chain would need too many buckets: the search over every cell.
+        dear = DistanceOracle(grid, max_cached=2, weights=np.full((cells, 5), 5_000))
+        assert dear._chains is None
         want = np.empty(cells, dtype=oracle._dtype)
         for cell in np.argwhere(grid.stations)[:: max(1, int(grid.stations.sum()) // 5)][:5]:
             target = (int(cell[0]), int(cell[1]))

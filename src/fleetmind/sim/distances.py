@@ -308,6 +308,8 @@ _CHAIN_MAX = 16
 ``_CHAIN_MAX + 1`` moves and Dial's bucket queue stays small."""
 _CHAIN_SHARE = 0.25
 """The share of free cells in chains from which an oracle searches on chains."""
+_CHAIN_TOP = 1 << 12
+"""The dearest chain an oracle searches on: Dial's queue holds a bucket per unit of it."""
 _BIG = np.iinfo(np.int64).max // 4
 
 
@@ -1132,7 +1134,8 @@ class DistanceOracle:
         weights: ``(H * W, 5)`` whole cost >= 1 of each action from each cell (``sim.grid``
             action ids; the ``WAIT`` column is unread): maps then hold the cheapest route cost
             (:func:`grid_dial`, or :func:`chain_dial` when a quarter of the free cells or more
-            lie in chains) instead of moves. None: every move costs 1.
+            lie in chains and no chain costs more than ``_CHAIN_TOP``) instead of moves. None:
+            every move costs 1.
 
     Raises:
         ValueError: ``weights`` of the wrong shape, or a move weight below 1.
@@ -1169,7 +1172,8 @@ class DistanceOracle:
                 raise ValueError(f"weights: up to {self._top} a move is too costly for this map")
             self._weights = np.ascontiguousarray(wt, dtype=np.uint16)
             chains = contract(self._blocked, w, self._weights)
-            if len(chains.ch_cells) >= _CHAIN_SHARE * int((~grid.blocked).sum()):
+            many = len(chains.ch_cells) >= _CHAIN_SHARE * int((~grid.blocked).sum())
+            if many and chains.top <= _CHAIN_TOP:
                 self._chains = chains
             else:
                 self._incoming = incoming_weights(self._blocked, w, self._weights)

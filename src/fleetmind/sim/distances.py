@@ -418,17 +418,16 @@ def _contract(blocked: NDArray[np.bool_], width: int, step: NDArray[np.uint16]) 
     e_cost = np.empty(4 * n + 4, dtype=np.int32)
     ne = nc = nl = 0
     top = 1
-    i = 0
+    i = scan = 0
     while True:  # nodes are added below (loops, long chains): walk until none is left
+        while i == nn and scan < n:  # a loop of chain cells with no node: one cell becomes one
+            if not blocked[scan] and node_of[scan] < 0 and chain_of[scan] < 0:
+                node_of[scan] = nn
+                node_cell[nn] = scan
+                nn += 1
+            scan += 1  # every cell before it is a wall, a node or a chain cell: never again
         if i == nn:
-            for x in range(n):  # a loop of chain cells with no node: one of them becomes one
-                if not blocked[x] and node_of[x] < 0 and chain_of[x] < 0:
-                    node_of[x] = nn
-                    node_cell[nn] = x
-                    nn += 1
-                    break
-            if i == nn:
-                break
+            break
         v = node_cell[i]
         for k in range(4):
             u = _free_next(v, k, width, blocked)
@@ -631,6 +630,7 @@ def chain_dial(
         last = ch_ptr[sc + 1] - 1
         a, b = ch_a[sc], ch_b[sc]
         dist[a] = ent_a[sc] + to_b[base] - to_b[base + m]
+        # min: a loop's two ends are one node
         dist[b] = min(dist[b], ent_b[sc] + to_a[last] - to_a[base + m])
         for s in (a, b):
             ds = dist[s]

@@ -153,6 +153,50 @@ def test_weights_stay_in_range_and_traffic_under_waiting(grid) -> None:
     assert total <= guide.TRAFFIC_CAP * model.wait + 1e-9
 
 
+def test_below_the_knee_weights_fade_toward_one_step_and_above_it_stay_exact(grid) -> None:
+    shipped = GuideModel.load(guide.default_guide_path())
+    assert shipped.knee > 0
+    unfaded = replace(shipped, knee=0.0)
+    free = int((~grid.blocked).sum())
+    at_knee = int(np.ceil(shipped.knee * guide.DENSITY_UNIT * free))  # the density of the knee
+    for robots in (at_knee, 2 * at_knee):
+        assert shipped.fade(grid, robots) == 1.0
+        assert (shipped.move_weights(grid, robots) == unfaded.move_weights(grid, robots)).all()
+    moves = [UP, DOWN, LEFT, RIGHT]
+    one = guide.SCALE
+    spread = []
+    for robots in (at_knee // 2, at_knee // 8, 1):
+        fade = shipped.fade(grid, robots)
+        assert fade == pytest.approx(guide.density(grid, robots) / shipped.knee)
+        w = shipped.move_weights(grid, robots)[:, moves]
+        full = unfaded.move_weights(grid, robots)[:, moves]
+        # Each weight keeps ``fade`` of its departure from one step (to the rounding of a unit),
+        # where the full weight was not cut at a bound.
+        inside = (full > guide.W_MIN * one) & (full < guide.W_MAX * one)
+        assert inside.mean() > 0.9
+        assert np.abs((w - one) - fade * (full - one))[inside].max() <= 1
+        spread.append(np.abs(w - one).mean())
+    assert spread[0] > spread[1] > spread[2]  # the sparser the fleet, the plainer the map
+    assert GuideModel(theta={"against": 1.0}, knee=3.0).fade(grid, 1) < 0.01
+    with pytest.raises(ConfigError, match="knee"):
+        GuideModel(theta={}, knee=-0.1)
+
+
+def test_the_knee_is_in_the_vector_and_files_and_old_files_never_fade(tmp_path) -> None:
+    model = GuideModel(theta={"against": 1.0}, knee=0.5)
+    x = model.to_vector()
+    assert x[GuideModel.names().index("knee")] == 0.5
+    assert GuideModel.from_vector(x).knee == 0.5
+    x[GuideModel.names().index("knee")] = 9.0  # a search's proposal, clipped into range
+    assert GuideModel.from_vector(x).knee == guide.KNEE_MAX
+    model.save(tmp_path / "g.json")
+    assert GuideModel.load(tmp_path / "g.json").knee == 0.5
+    data = json.loads((tmp_path / "g.json").read_text())
+    del data["knee"]
+    (tmp_path / "old.json").write_text(json.dumps(data))
+    assert GuideModel.load(tmp_path / "old.json").knee == 0.0
+
+
 def test_vector_and_file_round_trip(tmp_path) -> None:
     rng = np.random.default_rng(0)
     x = GuideModel.neutral().to_vector() + rng.normal(0, 0.1, len(GuideModel.names()))

@@ -93,6 +93,37 @@ def test_the_guard_brings_back_the_model_before_an_update_that_lowered_throughpu
     assert learner.curve[-1]["rolled_back"] is True
 
 
+_KNEES: list[float] = []
+
+
+def _scored_by_change(run: dict, model: str, seed: int, tasks: str) -> int:
+    """A replay scoring 1 for a model whose weights left the shipped ones; notes each knee."""
+    m = GuideModel.load(model)
+    _KNEES.append(m.knee)
+    return int(m.theta != GuideModel.load(default_guide_path()).theta)
+
+
+def test_a_live_search_moves_the_weights_and_holds_the_knee() -> None:
+    shipped = GuideModel.load(default_guide_path())
+    ex = LearnedGuidanceExecutor(load_map(LORR_SMALL), robots=40)
+    world = _World()
+    cfg = RunConfig(map=LORR_SMALL, robots=40, executor="learned-guidance")
+    learner = LiveGuideLearner(cfg, world, ex, LiveLearnConfig(every=10), _scored_by_change)
+    _KNEES.clear()
+    for tick in (10, 20, 30):
+        world.done += 20
+        learner.after_tick(tick)
+    # The first generation's mean is the shipped model; the second's took over.
+    assert learner.updates == 3
+    assert learner.version >= 1
+    assert ex.model.theta != shipped.theta
+    # The knee says how weights fade with fleet density; one fleet has one density, so every
+    # model scored, and the one the fleet runs now, keep the shipped knee.
+    assert len(_KNEES) > 10
+    assert set(_KNEES) == {shipped.knee}
+    assert ex.model.knee == shipped.knee
+
+
 def test_learning_settings_are_checked() -> None:
     with pytest.raises(ConfigError, match="lag"):
         LiveLearnConfig(every=10, lag=10)

@@ -190,13 +190,16 @@ class LiveGuideLearner:
         self.run = {"map": run.map, "robots": run.robots, "planner": run.planner}
         self.steps = run.steps  # no update starts on the run's last tick
         self.model: GuideModel = executor.model
+        # The knee says how the weights fade as a fleet thins out; one live fleet has one
+        # density, so its search holds the knee where the model has it.
+        self._free = np.array([i for i, n in enumerate(GuideModel.names()) if n != "knee"])
         opts = {
             "seed": config.seed + 1,  # cma reads 0 as "seed from the clock"
-            "CMA_stds": GuideModel.search_scales().tolist(),
+            "CMA_stds": GuideModel.search_scales()[self._free].tolist(),
             "popsize": config.popsize,
             "verbose": -9,
         }
-        start = self.model.to_vector().tolist()
+        start = self.model.to_vector()[self._free].tolist()
         self._es = cma.CMAEvolutionStrategy(start, config.sigma, opts)
         self._pool: ProcessPoolExecutor | None = None
         self._pending: _Pending | None = None
@@ -281,8 +284,12 @@ class LiveGuideLearner:
         cfg = self.config
         xs = [np.asarray(x) for x in self._es.ask()]
         current = self.model.to_vector()
-        mean = np.asarray(self._es.mean)
-        vectors = [v.tolist() for v in (current, mean, *xs)]
+        searched = (np.asarray(self._es.mean), *xs)
+        vectors = [current.tolist()]
+        for x in searched:  # whole models: the searched entries, the knee the fleet's
+            v = current.copy()
+            v[self._free] = x
+            vectors.append(v.tolist())
         seeds = [cfg.seed * 1_000 + self.updates * cfg.replays + j for j in range(cfg.replays)]
         run = {**self.run, "steps": min(cfg.replay, tick)}
         args = (run, self._recorded(tick), vectors, seeds, self.replay)
@@ -336,5 +343,9 @@ class LiveGuideLearner:
             "updates": self.updates,
             "rollbacks": self.rollbacks,
             "curve": list(self.curve),
-            "model": {"theta": self.model.theta, "traffic": self.model.traffic},
+            "model": {
+                "theta": self.model.theta,
+                "traffic": self.model.traffic,
+                "knee": self.model.knee,
+            },
         }

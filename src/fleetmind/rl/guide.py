@@ -28,6 +28,12 @@ maps it was never trained on:
   ``corridor``, ``against_corridor`` and ``lane_against``, so that one model can route sparse
   and jammed fleets differently.
 
+A sparse fleet gains little from any guidance (there is little traffic to steer) and pays its
+detours in full, and the linear density terms cannot take a weight back to one step as the fleet
+thins out. So the model also has a *knee*: below that density every move's departure from one
+step fades in proportion (``1 + theta . phi`` becomes ``1 + (density / knee) * theta . phi``),
+and at or above it the weights are the linear model's exactly (knee 0: never faded).
+
 The model also sets the executor's traffic terms (:data:`TRAFFIC`, in steps, scaled so that
 together they stay below the cost of waiting: a free move along the route always beats
 waiting, the lesson of ``docs/executors.md``), the cost of waiting itself, and the order of
@@ -70,6 +76,8 @@ TRAFFIC_CAP: Final = 0.95
 DENSITY_UNIT: Final = 0.1
 """Robots per free cell that read as density 1 (LoRR warehouse_small: 100 robots 0.78)."""
 MOVES: Final = (UP, DOWN, LEFT, RIGHT)
+KNEE_MAX: Final = 3.0
+"""The largest knee: the density the model reads is capped at 3 (:func:`density`)."""
 
 BASE_FEATURES: Final = (
     "against",
@@ -283,6 +291,8 @@ class GuideModel:
         decay: per-tick decay of the traffic counts, in [0, 0.99].
         wait: cost of waiting, in steps (>= 0.5).
         ties: the order of moves that cost the same, one of :data:`TIES`.
+        knee: the density below which move weights fade toward one step, in [0, 3] (0: never;
+            see the module docstring).
         metadata: how the model was made (free-form, saved with it).
 
     Raises:
@@ -294,6 +304,7 @@ class GuideModel:
     decay: float = GUIDANCE_DECAY
     wait: float = 1.0
     ties: str = "random"
+    knee: float = 0.0
     metadata: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
@@ -309,6 +320,8 @@ class GuideModel:
             raise ConfigError(f"guide model: negative traffic weight in {self.traffic}")
         if self.ties not in TIES:
             raise ConfigError(f"guide model: ties {self.ties!r} not one of {', '.join(TIES)}")
+        if not 0.0 <= self.knee <= KNEE_MAX:
+            raise ConfigError(f"guide model: knee {self.knee} not in [0, {KNEE_MAX}]")
 
     @classmethod
     def neutral(cls) -> Self:
@@ -335,12 +348,21 @@ class GuideModel:
         """
         phi = move_features(grid, robots)  # (H * W, 4, F)
         theta = np.array([self.theta.get(f, 0.0) for f in FEATURES])
-        weight = np.clip(1.0 + phi @ theta, W_MIN, W_MAX)  # (H * W, 4)
+        weight = np.clip(1.0 + self.fade(grid, robots) * (phi @ theta), W_MIN, W_MAX)  # (H*W, 4)
         out = np.empty((phi.shape[0], N_ACTIONS), dtype=np.int64)
         out[:, WAIT] = round(self.wait * SCALE)
         for j, action in enumerate(MOVES):
             out[:, action] = np.rint(weight[:, j] * SCALE).astype(np.int64)
         return out
+
+    def fade(self, grid: GridMap, robots: int) -> float:
+        """The share of each move weight's departure from one step kept at this density.
+
+        ``density / knee`` below the knee, 1 at or above it (and always 1 with knee 0).
+        """
+        if self.knee <= 0.0:
+            return 1.0
+        return min(1.0, density(grid, robots) / self.knee)
 
     def traffic_costs(self) -> dict[str, float]:
         """The traffic terms in steps, scaled down so that together they cost under waiting.
@@ -360,16 +382,16 @@ class GuideModel:
     @staticmethod
     def names() -> tuple[str, ...]:
         """Names of the entries of :meth:`to_vector`, in order."""
-        return (*FEATURES, *(f"traffic_{k}" for k in TRAFFIC), "decay", "wait", "ties")
+        return (*FEATURES, *(f"traffic_{k}" for k in TRAFFIC), "decay", "wait", "ties", "knee")
 
     @staticmethod
     def search_scales() -> NDArray[np.float64]:
-        """Each entry's search scale: move weights in steps, traffic terms, decay, wait, ties.
+        """Each entry's search scale: move weights in steps, traffic terms, decay, wait, ties, knee.
 
         The step sizes of the searches over :meth:`to_vector` (``fleetmind nav guide`` and the
         live learner of ``fleetmind run --learn-every``).
         """
-        return np.array([0.5] * len(FEATURES) + [0.15] * len(TRAFFIC) + [0.03, 0.3, 1.0])
+        return np.array([0.5] * len(FEATURES) + [0.15] * len(TRAFFIC) + [0.03, 0.3, 1.0, 0.25])
 
     def to_vector(self) -> NDArray[np.float64]:
         """The parameters as one flat vector (the search space of ``fleetmind nav guide``)."""
@@ -380,6 +402,7 @@ class GuideModel:
                 self.decay,
                 self.wait,
                 _TIE_VALUE[self.ties],
+                self.knee,
             ]
         )
 
@@ -387,7 +410,7 @@ class GuideModel:
     def from_vector(cls, x: NDArray[np.float64], **metadata: Any) -> Self:
         """A model from a flat vector, clipped into range (black-box search proposes anything).
 
-        The last entry picks the tie order: above 0.5 vertical first, below -0.5 horizontal
+        The entry ``ties`` picks the tie order: above 0.5 vertical first, below -0.5 horizontal
         first, random between.
         """
         x = np.asarray(x, dtype=np.float64)
@@ -400,6 +423,7 @@ class GuideModel:
             decay=float(np.clip(x[nf + nt], 0.0, 0.99)),
             wait=float(np.clip(x[nf + nt + 1], W_MIN, W_MAX)),
             ties=_tie_order(float(x[nf + nt + 2])),
+            knee=float(np.clip(x[nf + nt + 3], 0.0, KNEE_MAX)),
             metadata=dict(metadata),
         )
 
@@ -414,6 +438,7 @@ class GuideModel:
             "decay": self.decay,
             "wait": self.wait,
             "ties": self.ties,
+            "knee": self.knee,
             "metadata": self.metadata,
         }
         Path(path).write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
@@ -439,6 +464,7 @@ class GuideModel:
                 decay=float(data["decay"]),
                 wait=float(data["wait"]),
                 ties=str(data.get("ties", "random")),  # files before tie orders: random
+                knee=float(data.get("knee", 0.0)),  # files before the knee: never faded
                 metadata=dict(data.get("metadata") or {}),
             )
         except (KeyError, TypeError, AttributeError, ValueError) as exc:

@@ -391,6 +391,33 @@ def test_weighted_maps_store_uint16_only_when_every_route_cost_fits() -> None:
 
 
 @settings(max_examples=40, deadline=None)
+@given(grids(), st.data(), st.integers(16, 20), st.sampled_from([np.int32, np.int64]))
+def test_a_fleet_reader_reads_the_maps_of_the_chosen_robots_targets(
+    grid: GridMap, data: st.DataObject, cached: int, kind: type
+) -> None:
+    h, w = grid.shape
+    oracle = DistanceOracle(grid, max_cached=cached)
+    for _ in range(3):
+        n = data.draw(st.integers(1, 40))
+        cells = np.array(
+            data.draw(
+                st.lists(
+                    st.tuples(st.integers(0, h - 1), st.integers(0, w - 1)), min_size=n, max_size=n
+                )
+            ),
+            dtype=kind,
+        )
+        rows = np.flatnonzero(np.array(data.draw(st.lists(st.booleans(), min_size=n, max_size=n))))
+        slab, slots, none, *_ = oracle.fleet_reader(cells, rows.astype(np.int64))
+        assert len(slots) == len(rows)
+        for j, i in enumerate(rows):
+            t = int(cells[i, 0]) * w + int(cells[i, 1])
+            want = _reference(grid, t)
+            got = slab[slots[j]].astype(np.int64)
+            assert np.array_equal(np.where(got == none, UNREACHABLE, got), want)
+
+
+@settings(max_examples=40, deadline=None)
 @given(grids(), st.data(), st.booleans())
 def test_after_moves_reads_each_actions_cell_plus_its_weight(
     grid: GridMap, data: st.DataObject, weighted: bool

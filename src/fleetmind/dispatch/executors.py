@@ -531,10 +531,10 @@ class CongestionExecutor(ShortestPathRandomExecutor):
         One compiled call per tick (``TrafficState.rank``): the same rankings as ordering the
         costs of :meth:`costs`, with no trip through Python per step.
         """
-        here = self._flat(fleet.pos)  # (N,) flat cells
-        routes = self.routes.reader(self._flat(fleet.goal[idx]))  # the (M,) targets' maps
-        ties = self.tie_breakers(len(idx))
-        self.traffic.rank(here, idx, routes, ties, ranking)  # every call: it advances traffic
+        rows = np.asarray(idx, dtype=np.int64)
+        routes = self.routes.fleet_reader(fleet.goal, rows)  # the (M,) targets' maps
+        ties = self.tie_breakers(len(rows))
+        self.traffic.rank(fleet.pos, rows, routes, ties, ranking)  # every call: it advances
 
     def tie_breakers(self, robots: int) -> NDArray[np.float64]:
         """``(robots, 5)`` tie-breakers of one tick's rankings: a seeded random draw."""

@@ -315,6 +315,7 @@ def order(key: NDArray[np.float64], ties: NDArray[np.float64]) -> NDArray[np.int
 
 _RANK_SIG = [
     numba.void(
+        numba.int32[:, ::1],
         _I1,
         _I1,
         _I1,
@@ -341,6 +342,7 @@ _RANK_SIG = [
 
 @numba.njit(_RANK_SIG, cache=True, nogil=True)
 def _rank(
+    pos: NDArray[np.int32],
     here: NDArray[np.int64],
     last: NDArray[np.int64],
     idx: NDArray[np.int64],
@@ -363,18 +365,23 @@ def _rank(
 ) -> None:
     """A whole tick in one call: count it, read route costs, add traffic, order the rows ``idx``.
 
-    The same steps as :func:`_advance` (while a term reads the counts),
+    ``here``: written, the flat cell of each robot at ``pos``. Then the same steps as
+    :func:`_advance` (while a term reads the counts),
     ``DistanceOracle.after_moves``, :func:`_keys` and :func:`order`, one pass over the fleet
     each: where each move leads, the route costs, every robot's plain choice, the costs (a
     robot's traffic cost needs its neighbours' choices), the rankings. The walls are the
     route maps' (the traffic pass's own, after any reroute).
     """
+    for i in range(pos.shape[0]):
+        here[i] = pos[i, 0] * width + pos[i, 1]
     if _counts_read(wt):
         _advance(here, last, tick, counts, table, decay, width)
     m = idx.shape[0]
     if m == 0:
         return
-    at = here[idx]
+    at = np.empty(m, dtype=np.int64)
+    for j in range(m):
+        at[j] = here[idx[j]]
     dist = np.empty((m, 5), dtype=np.int64)
     cell = np.empty((m, 5), dtype=np.int64)
     moves_pass(at, route_blocked, width, cell)
@@ -481,28 +488,29 @@ class TrafficState:
 
     def rank(
         self,
-        here: NDArray[np.int64],
-        idx: NDArray[np.intp],
+        pos: NDArray[np.integer],
+        idx: NDArray[np.int64],
         routes: RouteReader,
         ties: NDArray[np.float64],
         ranking: NDArray[np.int64],
     ) -> None:
         """Count one tick and write the rows ``idx`` of ``ranking``, all in one compiled call.
 
-        The same as :meth:`advance`, the route costs ``routes`` give, :meth:`keys` and
-        :func:`order`, one after the other.
+        The same as :meth:`advance` (of the flat cells of ``pos``), the route costs ``routes``
+        give, :meth:`keys` and :func:`order`, one after the other.
 
         Args:
-            here: ``(N,)`` flat cells of every robot.
+            pos: ``(N, 2)`` cells of every robot.
             idx: ``(M,)`` the robots to rank.
             routes: the route costs to the targets of ``idx`` (``DistanceOracle.reader``).
             ties: ``(M, 5)`` their random tie-breakers.
             ranking: ``(N, 5)`` rankings; rows ``idx`` are written.
         """
-        at = np.ascontiguousarray(here, dtype=np.int64)
+        cells = np.ascontiguousarray(pos, dtype=np.int32)
+        here = np.empty(len(cells), dtype=np.int64)  # the kernel writes it: next tick's last
         self.tick += 1
-        moved = at, self.last, np.asarray(idx, dtype=np.int64)
+        moved = cells, here, self.last, np.asarray(idx, dtype=np.int64)
         # ``routes``' fields come in ``_rank``'s order.
         args: tuple[Any, ...] = (*moved, *routes, ties, *self._traffic(), ranking)
         _rank(*args)
-        self.last = at.copy()
+        self.last = here

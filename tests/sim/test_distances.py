@@ -175,6 +175,27 @@ def test_the_worker_writes_maps_into_the_cache_itself_and_they_read_exact(weight
     assert oracle.rerouted(closed, weights=weights).counts() == counts
 
 
+def test_a_map_needed_while_the_worker_makes_it_is_taken_from_the_worker_not_made_twice() -> None:
+    # Early in a large run robots load before the worker reaches their station's map; where it
+    # is making that very map, the tick waits for the rest of that search instead of its own.
+    rng = np.random.default_rng(9)
+    grid = _grid(rng.random((400, 400)) < 0.2)
+    free = np.flatnonzero(~grid.blocked.ravel())
+    weights = rng.integers(1, 9, size=(400 * 400, 5))
+    oracle = DistanceOracle(grid, weights=weights)
+    target = int(free[len(free) // 2])
+    oracle.request([divmod(target, 400)])
+    deadline = time.monotonic() + 30
+    while oracle._making != target and oracle.computed_ahead == 0:
+        assert time.monotonic() < deadline
+        time.sleep(0.0001)
+    got = oracle.lookup(np.array([target]), free[None, :200])
+    assert oracle.computed == 0  # the worker's map, taken in
+    assert oracle.computed_ahead == 1
+    fresh = DistanceOracle(grid, weights=weights)
+    assert np.array_equal(got, fresh.lookup(np.array([target]), free[None, :200]))
+
+
 def test_the_worker_makes_the_maps_needed_soonest_first() -> None:
     # At a thousand robots the station maps asked for at one plan outnumber what the worker
     # makes before the first is needed: it makes them in the order they are due, and one asked

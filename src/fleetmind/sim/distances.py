@@ -1235,6 +1235,7 @@ class DistanceOracle:
         self._ready: dict[int, tuple[NDArray[np.integer], int, bool]] = {}
         self._spare: list[int] = []  # empty slab slots the worker may write into
         self._writing = False  # the worker is writing into a spare slot
+        self._making = -1  # the target whose map the worker is making now (-1: none)
         # (due, order asked, target): the worker makes the map needed soonest first.
         self._requests: queue.PriorityQueue[tuple[int, int, int]] = queue.PriorityQueue()
         self._due: dict[int, int] = {}  # a queued target -> the due of its live entry
@@ -1434,12 +1435,32 @@ class DistanceOracle:
         if not k:
             return slots  # the common tick: every map held, no clock read
         t0 = time.thread_time()
+        making = self._making  # the worker's map is taken when it is done, not made twice
         for flat in sorted(missing[:k].tolist()):
-            self._store(flat)
-            self.computed += 1
+            if flat != making:
+                self._store(flat)
+                self.computed += 1
         self.computed_s += time.thread_time() - t0
+        if making in missing[:k]:
+            self._await(making)
         out: NDArray[np.int64] = self._slot_of[flats]
         return out
+
+    def _await(self, flat: int) -> None:
+        """Hold the map of ``flat``: the worker's, once it has made it, else made now.
+
+        Called when the map is needed while the worker is making it: waiting for the rest of
+        that search costs less than a whole search of its own in the caller.
+        """
+        with self._idle:
+            while self._making == flat:
+                self._idle.wait()
+        self._absorb()
+        if self._slot_of[flat] < 0:  # the worker failed, or a reroute took the map away
+            t0 = time.thread_time()
+            self._store(flat)
+            self.computed += 1
+            self.computed_s += time.thread_time() - t0
 
     def rerouted(
         self, grid: GridMap, *, weights: NDArray[np.integer] | None = None
@@ -1584,6 +1605,7 @@ class DistanceOracle:
                 slab = self._slab
                 slot = self._spare.pop() if self._spare and slab is not None else -1
                 self._writing = slot >= 0
+                self._making = flat
             try:
                 t0 = time.thread_time()
                 if slab is not None and slot >= 0:
@@ -1599,6 +1621,7 @@ class DistanceOracle:
             finally:  # a reroute waiting for this row must never wait for ever
                 with self._lock:
                     self._writing = False
+                    self._making = -1
                     self._idle.notify_all()
 
     def lookup(self, targets: ArrayLike, cells: ArrayLike) -> NDArray[np.int64]:

@@ -422,6 +422,49 @@ def test_the_loop_has_guidance_maps_made_ahead_and_room_kept_for_the_fleet() -> 
     assert (ex.step_costs(pos, goal) == fresh.step_costs(pos, goal)).all()
 
 
+def test_the_deadlock_monitor_watches_the_cost_maps_routes_and_stations_get_no_plain_map() -> None:
+    from fleetmind.dispatch.control import ControlLoop, LoopConfig
+    from fleetmind.eval.runner import RunConfig, make_planner, prepare
+
+    lorr = "benchmarks/data/lorr/maps/warehouse_small.map"
+    cfg = RunConfig(map=lorr, robots=30, steps=60, executor="learned-guidance", seed=3)
+    ready = prepare(cfg)
+    ex = ready.executor
+    planner = make_planner(cfg, ready.grid, None)
+    loop = ControlLoop(ready.world, planner, ex, config=LoopConfig(planner_mode="sync"))
+    plain, w, width = loop._oracle, ready.world, ready.grid.shape[1]
+    resolve = loop.shield.resolve
+    last = np.full(len(w.robot_ids), -1)
+    seen = {"changed": 0, "same": 0}
+
+    def watched(*args, dist_to_target, target_changed, **kw):
+        # What the monitor is handed: the executor's own route costs (1/SCALE steps) to each
+        # target, and the robots whose target is not the one it had last tick.
+        nonlocal last
+        idx = np.flatnonzero(w.has_task)
+        targets = w.goal[idx].astype(np.int64) @ [width, 1]
+        assert (dist_to_target[idx] == ex.guide.lookup(targets, w.pos[idx] @ [width, 1])).all()
+        now = np.full(len(last), -1)
+        now[idx] = targets
+        if seen["changed"]:  # after the first tick (everything new then)
+            assert (target_changed == (now != last)).all()
+        last = now
+        seen["changed"] += int(target_changed[idx].sum())
+        seen["same"] += int((~target_changed[idx]).sum())
+        return resolve(*args, dist_to_target=dist_to_target, target_changed=target_changed, **kw)
+
+    loop.shield.resolve = watched
+    assert loop.run(60)["tasks_completed"] > 0
+    assert seen["same"] > 5 * seen["changed"] > 0
+    # The plain maps made are the planner's pickups' only: no station's.
+    made = plain.counts()
+    assert made["made_in_caller"] + made["made_ahead"] <= int(ready.grid.pickups.sum())
+    # A new model means new maps, so every robot's cost may jump: all count as changed.
+    ex.set_model(guide.GuideModel.neutral())
+    assert loop._progress()[1].all()
+    assert not loop._progress()[1][w.has_task].any()
+
+
 def test_rank_fitness_weighs_every_case_alike() -> None:
     from fleetmind.eval.guide_train import GuideSearch, mean_rank
 

@@ -45,6 +45,24 @@ def test_progress_inactive_target_reached_and_new_target_restart_the_count() -> 
     assert feed(m, [[9], [9]]) == [[], []]
 
 
+def test_told_of_changes_a_rise_of_several_steps_is_no_new_target() -> None:
+    # A route cost on a weighted map: 40 -> 35 -> 70 (one move against a dear lane) and back.
+    rows = [[40], [35], [70], [35], [70], [35], [70]]
+    told = DeadlockMonitor(window=4)
+    out = [told.update(np.array(r), changed=np.array([False])) for r in rows]
+    assert out == [[], [], [], [], [], [0], []]  # the shuffle never beats 35: reported
+    # Read without ``changed``, every rise looks like a new target and the shuffle goes unseen.
+    assert feed(DeadlockMonitor(window=4), rows) == [[]] * len(rows)
+    # A robot whose target changed starts over, whatever its cost did.
+    m = DeadlockMonitor(window=2)
+    assert [m.update(np.array([9]), changed=np.array([False])) for _ in range(2)] == [[], []]
+    assert m.update(np.array([9]), changed=np.array([True])) == []
+    assert m.update(np.array([9]), changed=np.array([False])) == []
+    assert m.update(np.array([9]), changed=np.array([False])) == [0]
+    with pytest.raises(MonitorInputError, match="changed"):
+        m.update(np.array([9]), changed=np.array([True, False]))
+
+
 def test_fleet_size_change_starts_over() -> None:
     m = DeadlockMonitor(window=1)
     assert feed(m, [[2, 2], [2, 2]]) == [[], [0, 1]]

@@ -213,6 +213,9 @@ class ControlLoop:
         self._width = g.shape[1]
         self._closed: list[tuple[int, int]] = list(self.config.forbidden)
         self._detours: frozenset[int] = frozenset()  # flat cells of stopped robots
+        # What the deadlock monitor last watched on the executor's own maps (``_progress``).
+        self._watched = np.full(n, -1, dtype=np.int64)
+        self._watched_routes: DistanceOracle | None = None
         # Room for a map per robot target, and the pickup maps made before the first tick (a
         # new robot target is then a station, asked for in the background at assignment).
         self._oracle.reserve(n + int(g.pickups.sum()) + 64, touch=True)
@@ -345,11 +348,13 @@ class ControlLoop:
             due.append(w.tick + abs(int(y) - py) + abs(int(x) - px))
             self._emit("assign", robot=a.robot, order=a.order, snapshot_tick=plan.tick)
         if stations:
-            self._oracle.request(stations, due)
-            # An executor with maps of its own (guidance graphs) has them made ahead too.
+            # An executor with maps of its own (guidance graphs) has them made ahead; the plain
+            # ones only where something reads them (the executor, or the deadlock monitor).
             request = getattr(self.executor, "request", None)
             if callable(request):
                 request(stations, due)
+            if self._own_routes() is None:
+                self._oracle.request(stations, due)
         self._boosts = dict(plan.boosts)
         if plan.wake_at is not None:
             self._wake_at = (
@@ -538,14 +543,40 @@ class ControlLoop:
             pr += np.array([self.desk.boost_of(rid) for rid in w.robot_ids])
         return pr
 
-    def _dist_to_target(self) -> NDArray[np.int64]:
+    def _own_routes(self) -> DistanceOracle | None:
+        """The executor's route-cost maps when it has maps of its own (a cost map), else None."""
+        routes = getattr(self.executor, "routes", None)
+        if isinstance(routes, DistanceOracle) and routes is not self._oracle:
+            return routes
+        return None
+
+    def _progress(self) -> tuple[NDArray[np.int64], NDArray[np.bool_] | None]:
+        """What the deadlock monitor watches: each robot's distance to its target, and changes.
+
+        An executor with route costs of its own (``guidance``, ``learned-guidance``) is watched
+        on those: a robot on its lanes progresses along its route even where a lane takes it
+        away from the target for a while, and the loop needs no plain map of every station.
+        One move can raise such a cost by several steps, so the monitor is also told whose
+        target changed, or that every cost did (new maps: a reroute, a new model). Otherwise
+        the plain distance, and None: the monitor reads a jump of more than a step as a new
+        target.
+        """
         w = self.world
         d = np.zeros(len(w.robot_ids), dtype=np.int64)
         idx = np.flatnonzero(w.has_task)
         goal, pos = w.goal[idx].astype(np.int64), w.pos[idx].astype(np.int64)
         width = self._width
-        d[idx] = self._oracle.lookup(goal[:, 0] * width + goal[:, 1], pos[:, 0] * width + pos[:, 1])
-        return np.minimum(d, UNREACHABLE)
+        targets, here = goal[:, 0] * width + goal[:, 1], pos[:, 0] * width + pos[:, 1]
+        routes = self._own_routes()
+        if routes is None:
+            d[idx] = self._oracle.lookup(targets, here)
+            return np.minimum(d, UNREACHABLE), None
+        d[idx] = routes.lookup(targets, here)
+        watched = np.full(len(d), -1, dtype=np.int64)
+        watched[idx] = targets
+        changed = (watched != self._watched) | (routes is not self._watched_routes)
+        self._watched, self._watched_routes = watched, routes
+        return np.minimum(d, UNREACHABLE), changed
 
     def step(self) -> None:
         """Run one control tick."""
@@ -570,13 +601,15 @@ class ControlLoop:
         t2 = time.perf_counter()
         proposed = ranking[:, 0].copy()
         if self.config.shield:
+            dist, changed = self._progress()
             decision = self.shield.resolve(
                 pos,
                 ranking,
                 priorities=self._priorities(),
                 broken=frozen,
-                dist_to_target=self._dist_to_target(),
+                dist_to_target=dist,
                 active=active,
+                target_changed=changed,
             )
             actions = np.asarray(decision.actions, dtype=np.int64)
             intervened = np.asarray(decision.intervened, dtype=bool)

@@ -50,8 +50,11 @@ class DeadlockMonitor:
     Per robot it keeps the best (smallest) distance seen and the number of ticks since that
     best improved. The counter restarts when the robot is inactive (no target), at its target
     (distance 0), or when its distance jumps by more than one cell in a tick (a new target: a robot
-    moves at most one cell a tick). A robot that is reported starts counting afresh, so a robot
-    stuck for good is reported again every ``window`` ticks.
+    moves at most one cell a tick). A caller that knows when targets change says so instead
+    (``changed``): then no rise is read as a new target, so the distance may be any route cost
+    that falls along the route (a weighted cost map's, where one move against a lane can raise it
+    by several steps). A robot that is reported starts counting afresh, so a robot stuck for good
+    is reported again every ``window`` ticks.
 
     Args:
         window: ticks without progress before a robot is reported; at least 1.
@@ -90,13 +93,21 @@ class DeadlockMonitor:
             self._best[idx] = np.iinfo(np.int64).max
             self._last[idx] = np.iinfo(np.int64).max
 
-    def update(self, dist_to_target: ArrayLike, active: ArrayLike | None = None) -> list[int]:
+    def update(
+        self,
+        dist_to_target: ArrayLike,
+        active: ArrayLike | None = None,
+        changed: ArrayLike | None = None,
+    ) -> list[int]:
         """Record one tick and report the robots stuck for ``window`` ticks.
 
         Args:
             dist_to_target: ``(N,)`` int, each robot's distance to its current target (a path
-                length or Manhattan distance; the monitor only compares it with itself).
+                length or Manhattan distance; the monitor only compares it with itself). With
+                ``changed``, any route cost to the target.
             active: ``(N,)`` bool, robots that have a target this tick; all when None.
+            changed: ``(N,)`` bool, robots whose target or map changed since the last call;
+                when None, a rise of more than one step is read as a new target.
 
         Returns:
             The indices of the robots reported this tick, ascending.
@@ -114,6 +125,8 @@ class DeadlockMonitor:
         if n and int(dist.min()) < 0:
             raise MonitorInputError("dist_to_target: distances must be >= 0")
         act = per_robot(active, n, "active", fill=True, dtype=np.bool_, error=MonitorInputError)
+        told = changed is not None
+        new = per_robot(changed, n, "changed", fill=False, dtype=np.bool_, error=MonitorInputError)
         if self._since.shape != (n,):
             # First call, or the fleet changed size: start over.
             big = np.iinfo(np.int64).max
@@ -121,8 +134,11 @@ class DeadlockMonitor:
             self._last = np.full(n, big, dtype=np.int64)
             self._since = np.zeros(n, dtype=np.int64)
 
-        jumped = (self._last != np.iinfo(np.int64).max) & (dist > self._last + 1)
-        restart = ~act | (dist == 0) | jumped
+        if told:
+            restart = ~act | (dist == 0) | new
+        else:
+            jumped = (self._last != np.iinfo(np.int64).max) & (dist > self._last + 1)
+            restart = ~act | (dist == 0) | jumped
         improved = dist < self._best
         self._best = np.where(restart, dist, np.minimum(self._best, dist))
         self._since = np.where(restart | improved, 0, self._since + 1)

@@ -477,6 +477,7 @@ class Shield:
         broken: ArrayLike | None = None,
         dist_to_target: ArrayLike | None = None,
         active: ArrayLike | None = None,
+        target_changed: ArrayLike | None = None,
     ) -> ShieldDecision:
         """Choose one collision-free joint move for one tick.
 
@@ -490,6 +491,9 @@ class Shield:
             dist_to_target: ``(N,)`` int, each robot's distance to its target; when given, the
                 deadlock monitor is updated and stuck robots start an escape.
             active: ``(N,)`` bool, robots that have a target (for the deadlock monitor).
+            target_changed: ``(N,)`` bool, robots whose target or map changed since the last
+                call (for the deadlock monitor, which then takes ``dist_to_target`` as any
+                route cost: ``DeadlockMonitor.update``'s ``changed``).
 
         Returns:
             The decision; ``actions`` never contains a vertex conflict, a swap, or a move into a
@@ -519,7 +523,7 @@ class Shield:
         stuck: list[int] = []
         if dist_to_target is not None:
             try:
-                stuck = self.monitor.update(dist_to_target, active)
+                stuck = self.monitor.update(dist_to_target, active, target_changed)
             except ValueError as exc:
                 raise ShieldInputError(str(exc)) from exc
             fresh = [i for i in stuck if not brk[i]]

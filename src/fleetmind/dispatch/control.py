@@ -217,8 +217,11 @@ class ControlLoop:
         self._watched = np.full(n, -1, dtype=np.int64)
         self._watched_routes: DistanceOracle | None = None
         # Room for a map per robot target, and the pickup maps made before the first tick (a
-        # new robot target is then a station, asked for in the background at assignment).
-        self._oracle.reserve(n + int(g.pickups.sum()) + 64, touch=True)
+        # new robot target is then a station, asked for in the background at assignment). An
+        # executor with route costs of its own reads no plain station map (``_progress``), so
+        # the plain maps need room for the pickups' only: fresh memory is paid for when touched.
+        stations = n if self._own_routes() is None else 0
+        self._oracle.reserve(stations + int(g.pickups.sum()) + 64, touch=True)
         reserve = getattr(executor, "reserve", None)  # an executor with maps of its own
         if callable(reserve):
             reserve(n)

@@ -1381,19 +1381,23 @@ class DistanceOracle:
         if self._ready:
             with self._lock:
                 ready, self._ready = self._ready, {}
-            for flat, (buf, row, slotted) in ready.items():
-                if slotted and buf is self._slab and self._slot_of[flat] < 0:
-                    self._slot_of[flat] = row
-                    self._target_of[row] = flat
-                    self._used[row] = self._clock
-                    self.adopted += 1
-                    continue
-                self._store(flat, buf[row])
-                if slotted:  # the slot is empty again (an older slab, or a map made twice)
-                    with self._lock:
-                        self._spare.append(row)
+            for flat, done in ready.items():
+                self._take(flat, *done)
         if self._worker is not None:
             self._top_up()
+
+    def _take(self, flat: int, buf: NDArray[np.integer], row: int, slotted: bool) -> None:
+        """Hold the map of ``flat`` the worker wrote into row ``row`` of ``buf``."""
+        if slotted and buf is self._slab and self._slot_of[flat] < 0:
+            self._slot_of[flat] = row
+            self._target_of[row] = flat
+            self._used[row] = self._clock
+            self.adopted += 1
+            return
+        self._store(flat, buf[row])
+        if slotted:  # the slot is empty again (an older slab, or a map made twice)
+            with self._lock:
+                self._spare.append(row)
 
     def _top_up(self) -> None:
         """Keep :data:`_SPARE_SLOTS` empty slab slots for the worker to write maps into.
@@ -1455,7 +1459,10 @@ class DistanceOracle:
         with self._idle:
             while self._making == flat:
                 self._idle.wait()
-        self._absorb()
+            done = self._ready.pop(flat, None)
+        # Only this map is taken in: room was kept for it, not for others finished meanwhile.
+        if done is not None:
+            self._take(flat, *done)
         if self._slot_of[flat] < 0:  # the worker failed, or a reroute took the map away
             t0 = time.thread_time()
             self._store(flat)

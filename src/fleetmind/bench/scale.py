@@ -164,7 +164,11 @@ class _Timed(ControlLoop):
             acts[idx] = self.executor.order(self.executor.distances(pos[idx], goal[idx]))[:, 0]
             for name, fast, slow in (
                 ("priorities", self._priorities, lambda: reference_priorities(self)),
-                ("distances", lambda: self._progress()[0], lambda: reference_dist_to_target(self)),
+                (
+                    "distances",
+                    lambda: self._dist_to_target()[0],
+                    lambda: reference_dist_to_target(self),
+                ),
                 (
                     "executor",
                     lambda: self.executor.distances(pos[idx], goal[idx]),

@@ -553,6 +553,25 @@ class ControlLoop:
             return routes
         return None
 
+    def _dist_to_target(self) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+        """Each robot's distance to its target on the maps the monitor watches, and the target.
+
+        The executor's own route costs when it has some (:meth:`_own_routes`), else the plain
+        distance. Returns ``(dist, watched)``: ``watched`` the flat target of each robot with
+        a task, -1 for the others. Reads only: :meth:`_progress` keeps what changed.
+        """
+        w = self.world
+        d = np.zeros(len(w.robot_ids), dtype=np.int64)
+        idx = np.flatnonzero(w.has_task)
+        goal, pos = w.goal[idx].astype(np.int64), w.pos[idx].astype(np.int64)
+        width = self._width
+        targets, here = goal[:, 0] * width + goal[:, 1], pos[:, 0] * width + pos[:, 1]
+        routes = self._own_routes()
+        d[idx] = (self._oracle if routes is None else routes).lookup(targets, here)
+        watched = np.full(len(d), -1, dtype=np.int64)
+        watched[idx] = targets
+        return np.minimum(d, UNREACHABLE), watched
+
     def _progress(self) -> tuple[NDArray[np.int64], NDArray[np.bool_] | None]:
         """What the deadlock monitor watches: each robot's distance to its target, and changes.
 
@@ -564,22 +583,13 @@ class ControlLoop:
         the plain distance, and None: the monitor reads a jump of more than a step as a new
         target.
         """
-        w = self.world
-        d = np.zeros(len(w.robot_ids), dtype=np.int64)
-        idx = np.flatnonzero(w.has_task)
-        goal, pos = w.goal[idx].astype(np.int64), w.pos[idx].astype(np.int64)
-        width = self._width
-        targets, here = goal[:, 0] * width + goal[:, 1], pos[:, 0] * width + pos[:, 1]
+        dist, watched = self._dist_to_target()
         routes = self._own_routes()
         if routes is None:
-            d[idx] = self._oracle.lookup(targets, here)
-            return np.minimum(d, UNREACHABLE), None
-        d[idx] = routes.lookup(targets, here)
-        watched = np.full(len(d), -1, dtype=np.int64)
-        watched[idx] = targets
+            return dist, None
         changed = (watched != self._watched) | (routes is not self._watched_routes)
         self._watched, self._watched_routes = watched, routes
-        return np.minimum(d, UNREACHABLE), changed
+        return dist, changed
 
     def step(self) -> None:
         """Run one control tick."""

@@ -125,7 +125,6 @@ class DeadlockMonitor:
         if n and int(dist.min()) < 0:
             raise MonitorInputError("dist_to_target: distances must be >= 0")
         act = per_robot(active, n, "active", fill=True, dtype=np.bool_, error=MonitorInputError)
-        told = changed is not None
         new = per_robot(changed, n, "changed", fill=False, dtype=np.bool_, error=MonitorInputError)
         if self._since.shape != (n,):
             # First call, or the fleet changed size: start over.
@@ -134,11 +133,9 @@ class DeadlockMonitor:
             self._last = np.full(n, big, dtype=np.int64)
             self._since = np.zeros(n, dtype=np.int64)
 
-        if told:
-            restart = ~act | (dist == 0) | new
-        else:
-            jumped = (self._last != np.iinfo(np.int64).max) & (dist > self._last + 1)
-            restart = ~act | (dist == 0) | jumped
+        if changed is None:  # a new target shows as a rise of more than one step
+            new = (self._last != np.iinfo(np.int64).max) & (dist > self._last + 1)
+        restart = ~act | (dist == 0) | new
         improved = dist < self._best
         self._best = np.where(restart, dist, np.minimum(self._best, dist))
         self._since = np.where(restart | improved, 0, self._since + 1)

@@ -335,7 +335,7 @@ def compare(
         str,
         typer.Option(
             help="Comma-separated strategies: classical, rl, llm, hybrid, hybrid-direct, "
-            "oracle, greedy (append :noshield to drop the shield)."
+            "oracle, greedy, guidance, learned (append :noshield to drop the shield)."
         ),
     ] = "classical,rl,classical:noshield",
     map_name: MapName = "warehouse-small",

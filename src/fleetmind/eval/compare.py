@@ -41,6 +41,10 @@ ROWS: tuple[tuple[str, str], ...] = (
     ("violations_text_only", "violations: text-only"),
     ("collisions", "collisions executed"),
     ("shield_interventions", "shield interventions"),
+    ("moves_net", "net progress (cells per busy robot-tick)"),
+    ("moves_away_chosen", "moves away, the executor's choice (share)"),
+    ("moves_away_shield", "moves away, the shield's call (share)"),
+    ("moves_held", "held by the shield (share)"),
     ("step_latency_p99_ms", "step latency p99 (ms)"),
     ("planner_calls", "planner calls"),
     ("llm_tokens", "LLM tokens"),
@@ -50,11 +54,16 @@ ROWS: tuple[tuple[str, str], ...] = (
 )
 
 
+MOVE_ROWS: tuple[str, ...] = ("net", "away_chosen", "away_shield", "held")
+"""The shares of :mod:`fleetmind.eval.moves` the table shows."""
+
+
 def run_values(metrics: dict[str, Any], sig: dict[str, Any] | None) -> dict[str, float]:
     """The comparison-table values of one run (NaN where a value does not apply)."""
     cv = metrics.get("constraint_violations", {})
     rewards = list((metrics.get("per_agent_reward") or {}).values())
     rec = (sig or {}).get("recovery", [])
+    moves = (sig or {}).get("moves") or {}
     extra = [r["extra_ticks"] for r in rec if r["recovered"]]
     return {
         "throughput": float(metrics.get("throughput", 0.0)),
@@ -64,6 +73,7 @@ def run_values(metrics: dict[str, Any], sig: dict[str, Any] | None) -> dict[str,
         "violations_text_only": float(cv.get("text_only", 0)),
         "collisions": float(metrics.get("collisions", 0)),
         "shield_interventions": float(metrics.get("shield_interventions", 0)),
+        **{f"moves_{k}": float(moves.get(k, math.nan)) for k in MOVE_ROWS},
         "step_latency_p99_ms": float((metrics.get("step_latency_ms") or {}).get("p99", 0.0)),
         "planner_calls": float(metrics.get("planner_calls", 0)),
         "llm_tokens": float(

@@ -26,6 +26,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from fleetmind.dispatch.plans import percentiles
+from fleetmind.eval.moves import run_moves
 from fleetmind.eval.store import load_calls, load_config, load_events, load_latency, load_metrics
 
 RECOVERY_LEVEL = 0.9
@@ -234,7 +235,8 @@ def signals(run_dir: str | Path, *, window: int = 50) -> dict[str, Any]:
 
     Returns:
         ``tier_latency_ms``, ``throughput`` (``window`` and the trailing curve), ``recovery``
-        (one entry per fault), ``llm_costs``, ``llm_per_order`` (tokens per delivered order).
+        (one entry per fault), ``llm_costs``, ``llm_per_order`` (tokens per delivered order),
+        ``moves`` (where the busy robot-ticks went: :func:`fleetmind.eval.moves.run_moves`).
     """
     events = load_events(run_dir)
     calls = load_calls(run_dir)
@@ -259,6 +261,7 @@ def signals(run_dir: str | Path, *, window: int = 50) -> dict[str, Any]:
         "llm_calls": len(calls),
         "llm_tokens": tokens,
         "llm_tokens_per_order": tokens / delivered if delivered else None,
+        "moves": run_moves(run_dir),
     }
 
 

@@ -98,7 +98,7 @@ def load_metrics(run_dir: str | Path) -> dict[str, Any]:
     return _read_json(path) if path.exists() else {}
 
 
-def _dataset(run_dir: str | Path, name: str) -> pa.Table | None:
+def _dataset(run_dir: str | Path, name: str, columns: list[str] | None = None) -> pa.Table | None:
     folder = run_path(run_dir) / name
     parts = sorted(folder.glob("part-*.parquet"))
     if not parts:
@@ -106,7 +106,7 @@ def _dataset(run_dir: str | Path, name: str) -> pa.Table | None:
     tables = []
     for part in parts:
         try:
-            tables.append(pq.read_table(part))
+            tables.append(pq.read_table(part, columns=columns))
         except (pa.ArrowException, OSError) as exc:
             raise ConfigError(f"{part}: not a readable Parquet file ({_first_line(exc)})") from None
     try:
@@ -120,13 +120,13 @@ def _first_line(exc: BaseException) -> str:
     return text[0][:200] if text else type(exc).__name__
 
 
-def load_episode(run_dir: str | Path) -> pa.Table:
-    """The episode rows, sorted by tick then robot.
+def load_episode(run_dir: str | Path, columns: list[str] | None = None) -> pa.Table:
+    """The episode rows, sorted by tick then robot (only ``columns`` when given).
 
     Raises:
         ConfigError: the run recorded no tick.
     """
-    table = _dataset(run_dir, "episode.parquet")
+    table = _dataset(run_dir, "episode.parquet", columns)
     if table is None:
         raise ConfigError(f"{Path(run_dir)}: episode.parquet holds no rows")
     return table.sort_by([("tick", "ascending"), ("robot", "ascending")])

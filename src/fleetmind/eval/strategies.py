@@ -12,6 +12,9 @@ hybrid-llm    llm-notes    rl            on      (note reader: rules+llm, the LL
 hybrid-direct llm          rl            on      (the LLM writes the task queue itself)
 oracle        oracle       shortest-path on      (evaluation only: knows what notes mean)
 greedy        greedy       shortest-path on
+guidance      assignment   guidance      on      (the strongest simple executor at density)
+learned       assignment   learned-      on      (the guidance graph learned by evolution
+                           guidance              strategies: docs/executors.md)
 ============= ============ ============= ======
 
 ``hybrid`` uses the best note reader on the hand-written labelled sets (``fleetmind notes eval``):
@@ -41,6 +44,8 @@ STRATEGIES: dict[str, dict[str, Any]] = {
     "hybrid-direct": {"planner": "llm", "executor": "rl"},
     "oracle": {"planner": "oracle", "executor": "shortest-path"},
     "greedy": {"planner": "greedy", "executor": "shortest-path"},
+    "guidance": {"planner": "assignment", "executor": "guidance"},
+    "learned": {"planner": "assignment", "executor": "learned-guidance"},
 }
 
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from fleetmind.eval.compare import compare
-from fleetmind.eval.moves import KINDS, move_shares, run_moves
+from fleetmind.eval.moves import COLUMNS, KINDS, move_shares, run_moves
 from fleetmind.eval.runner import RunConfig, execute
 from fleetmind.eval.store import load_episode
 from fleetmind.sim.grid import DOWN, LEFT, RIGHT, UP, WAIT
@@ -26,23 +26,10 @@ def _room(tmp_path: Path) -> Any:
 
 
 def _episode(rows: list[tuple[int, ...]]) -> dict[str, np.ndarray[Any, Any]]:
-    """Columns from (tick, robot, row, col, target_row, target_col, has_task, broken,
-    proposed, executed) rows, recorded as the recorder does: cell before the tick's move,
-    target, task and breakdown after it."""
-    names = (
-        "tick",
-        "robot",
-        "row",
-        "col",
-        "target_row",
-        "target_col",
-        "has_task",
-        "broken",
-        "proposed",
-        "executed",
-    )
+    """Columns from rows in :data:`COLUMNS` order, recorded as the recorder does: the cell
+    before the tick's move; target, task and breakdown after it."""
     arr = np.asarray(rows, dtype=np.int64)
-    return {n: arr[:, k] for k, n in enumerate(names)}
+    return {n: arr[:, k] for k, n in enumerate(COLUMNS)}
 
 
 def test_each_kind_of_robot_tick_is_told_apart_with_the_target_of_the_tick_before(

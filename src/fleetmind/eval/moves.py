@@ -40,7 +40,8 @@ from fleetmind.sim.maps import load_map
 log = logging.getLogger(__name__)
 
 KINDS: Final = ("toward", "away_chosen", "away_shield", "wait_chosen", "held")
-_COLUMNS: Final = (
+"""The kinds of busy robot-tick, each a share in :func:`move_shares`."""
+COLUMNS: Final = (
     "tick",
     "robot",
     "row",
@@ -52,6 +53,7 @@ _COLUMNS: Final = (
     "proposed",
     "executed",
 )
+"""The episode columns the breakdown reads."""
 _CHUNK: Final = 256  # targets whose maps are held at once
 
 
@@ -59,7 +61,7 @@ def move_shares(episode: dict[str, NDArray[Any]], grid: GridMap) -> dict[str, fl
     """The breakdown of busy robot-ticks (see the module docstring) of one episode.
 
     Args:
-        episode: the episode columns of :data:`_COLUMNS` as arrays, one row per robot per tick.
+        episode: the episode columns of :data:`COLUMNS` as arrays, one row per robot per tick.
         grid: the run's map as built.
 
     Returns:
@@ -154,5 +156,5 @@ def run_moves(run_dir: str | Path) -> dict[str, float | int] | None:
             "%s: no move breakdown, the run's map %r is not readable (%s)", run_dir, spec, exc
         )
         return None
-    table = load_episode(run_dir, list(_COLUMNS))
-    return move_shares({c: table.column(c).to_numpy() for c in _COLUMNS}, grid)
+    table = load_episode(run_dir, list(COLUMNS))
+    return move_shares({c: table.column(c).to_numpy() for c in COLUMNS}, grid)

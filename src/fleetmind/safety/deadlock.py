@@ -125,7 +125,6 @@ class DeadlockMonitor:
         if n and int(dist.min()) < 0:
             raise MonitorInputError("dist_to_target: distances must be >= 0")
         act = per_robot(active, n, "active", fill=True, dtype=np.bool_, error=MonitorInputError)
-        new = per_robot(changed, n, "changed", fill=False, dtype=np.bool_, error=MonitorInputError)
         if self._since.shape != (n,):
             # First call, or the fleet changed size: start over.
             big = np.iinfo(np.int64).max
@@ -135,6 +134,10 @@ class DeadlockMonitor:
 
         if changed is None:  # a new target shows as a rise of more than one step
             new = (self._last != np.iinfo(np.int64).max) & (dist > self._last + 1)
+        else:
+            new = per_robot(
+                changed, n, "changed", fill=False, dtype=np.bool_, error=MonitorInputError
+            )
         restart = ~act | (dist == 0) | new
         improved = dist < self._best
         self._best = np.where(restart, dist, np.minimum(self._best, dist))

@@ -94,6 +94,33 @@ def test_a_robot_reaching_its_target_is_judged_against_that_target_not_the_next(
     assert (got["busy"], got["toward"]) == (2, 1.0)
 
 
+def test_a_hold_is_told_apart_by_whether_another_robot_took_the_cell(tmp_path: Path) -> None:
+    grid = _room(tmp_path)
+    # Tick 1: robots 0 and 1 both ask for (0, 2); robot 1 gets it, robot 0 is held (taken).
+    # Tick 2: robot 0 asks for (0, 2) again, where robot 1 now stays: held behind a stayer.
+    # Tick 3: robot 0 asks to go up off the grid: held by the edge, not taken.
+    r0 = [
+        (0, 0, 0, 1, 0, 4, 1, 0, WAIT, WAIT),
+        (1, 0, 0, 1, 0, 4, 1, 0, RIGHT, WAIT),
+        (2, 0, 0, 1, 0, 4, 1, 0, RIGHT, WAIT),
+        (3, 0, 0, 1, 0, 4, 1, 0, UP, WAIT),
+        (4, 0, 0, 1, 0, 4, 1, 0, WAIT, WAIT),
+    ]
+    r1 = [
+        (0, 1, 1, 2, 0, 2, 1, 0, WAIT, WAIT),
+        (1, 1, 1, 2, 2, 2, 0, 0, UP, UP),  # arrived: no task recorded after the tick
+        (2, 1, 0, 2, 2, 2, 0, 0, WAIT, WAIT),
+        (3, 1, 0, 2, 2, 2, 0, 0, WAIT, WAIT),
+        (4, 1, 0, 2, 2, 2, 0, 0, WAIT, WAIT),
+    ]
+    got = move_shares(_episode(r0 + r1), grid)
+    assert got is not None
+    # Robot 0's ticks 1-3 are holds; robot 1's tick 1 is a move toward its target.
+    assert got["busy"] == 4
+    assert got["held"] == pytest.approx(3 / 4)
+    assert got["held_taken"] == pytest.approx(1 / 4)
+
+
 def test_a_recorded_run_breaks_down_into_shares_that_add_up(tmp_path: Path) -> None:
     run = tmp_path / "run"
     execute(RunConfig(map="warehouse-small", robots=12, steps=120, seed=3), run)
@@ -101,6 +128,7 @@ def test_a_recorded_run_breaks_down_into_shares_that_add_up(tmp_path: Path) -> N
     assert got is not None
     assert sum(got[k] for k in KINDS) == pytest.approx(1.0)
     assert 0.0 < got["toward"] <= 1.0
+    assert 0.0 <= got["held_taken"] <= got["held"]
     ep = load_episode(run).to_pandas()
     # Whatever the shield changed is bounded by the rows where it overrode the executor.
     overrides = int(ep["shield_override"].sum())

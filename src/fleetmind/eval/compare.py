@@ -45,6 +45,7 @@ ROWS: tuple[tuple[str, str], ...] = (
     ("moves_away_chosen", "moves away, the executor's choice (share)"),
     ("moves_away_shield", "moves away, the shield's call (share)"),
     ("moves_held", "held by the shield (share)"),
+    ("moves_held_taken", "held, another robot took the cell (share)"),
     ("step_latency_p99_ms", "step latency p99 (ms)"),
     ("planner_calls", "planner calls"),
     ("llm_tokens", "LLM tokens"),
@@ -54,7 +55,7 @@ ROWS: tuple[tuple[str, str], ...] = (
 )
 
 
-MOVE_ROWS: tuple[str, ...] = ("net", "away_chosen", "away_shield", "held")
+MOVE_ROWS: tuple[str, ...] = ("net", "away_chosen", "away_shield", "held", "held_taken")
 """The shares of :mod:`fleetmind.eval.moves` the table shows."""
 
 

@@ -13,6 +13,10 @@ run's map as built. A busy robot-tick (the robot has a task and is not broken) i
 - ``held``: it stayed although the executor asked to move (the shield held it, or, with the
   shield off, the simulator refused the move).
 
+``held_taken``, a part of ``held``, counts the holds where another robot moved into the cell
+the robot asked for that tick: it lost a contested cell (two flows merging), where the rest of
+the holds queue behind a robot that stayed, or ran into a wall or a swap.
+
 On a grid every move changes the distance by exactly one, so ``net`` (``toward`` minus the two
 ``away`` shares) is the distance a busy robot gains per tick: where an executor's throughput
 over another's comes from, beside the task counts. The first and the last recorded tick are not
@@ -34,7 +38,7 @@ from numpy.typing import NDArray
 from fleetmind.errors import FleetmindError
 from fleetmind.eval.store import load_config, load_episode, run_path
 from fleetmind.sim.distances import UNREACHABLE, DistanceOracle
-from fleetmind.sim.grid import WAIT, GridMap
+from fleetmind.sim.grid import DELTAS, WAIT, GridMap
 from fleetmind.sim.maps import load_map
 
 log = logging.getLogger(__name__)
@@ -107,19 +111,56 @@ def move_shares(episode: dict[str, NDArray[Any]], grid: GridMap) -> dict[str, fl
     if total == 0:
         return None
     stayed = step == 0
+    held = stayed & (proposed != WAIT)
     kinds = {
         "toward": step < 0,
         "away_chosen": (step > 0) & (executed == proposed),
         "away_shield": (step > 0) & (executed != proposed),
         "wait_chosen": stayed & (proposed == WAIT),
-        "held": stayed & (proposed != WAIT),
+        "held": held,
     }
     out: dict[str, float | int] = {"busy": total}
     out |= {k: float(v.sum()) / total for k, v in kinds.items()}
     out["net"] = out["toward"] - out["away_chosen"] - out["away_shield"]
+    rows = np.flatnonzero(busy)[ok][held]
+    out["held_taken"] = _taken(episode, grid, tick, robot, after_r, after_c, rows) / total
     counted = int(idle.sum()) + int(busy.sum())
     out["idle"] = float(idle.sum()) / counted if counted else 0.0
     return out
+
+
+def _taken(
+    episode: dict[str, NDArray[Any]],
+    grid: GridMap,
+    tick: NDArray[np.int64],
+    robot: NDArray[np.int64],
+    after_r: NDArray[np.int64],
+    after_c: NDArray[np.int64],
+    rows: NDArray[np.intp],
+) -> int:
+    """How many of the held ``rows`` asked for a cell that another robot entered that tick."""
+    if rows.size == 0:
+        return 0
+    h, w = grid.shape
+    size = h * w
+    row = episode["row"].astype(np.int64)
+    col = episode["col"].astype(np.int64)
+    delta = DELTAS[episode["proposed"][rows].astype(np.int64)]
+    want_r, want_c = row[rows] + delta[:, 0], col[rows] + delta[:, 1]
+    on_grid = (want_r >= 0) & (want_r < h) & (want_c >= 0) & (want_c < w)
+    want = tick[rows] * size + np.where(on_grid, want_r * w + want_c, 0)
+
+    def holder(keys: NDArray[np.int64], who: NDArray[np.int64]) -> NDArray[np.int64]:
+        """The robot whose (tick, cell) key is each of ``want`` (-1: none)."""
+        order = np.argsort(keys, kind="stable")
+        at = np.minimum(np.searchsorted(keys[order], want), keys.size - 1)
+        found = keys[order][at] == want
+        return np.where(found & on_grid, who[order][at], -1)
+
+    known = after_r >= 0
+    before = holder(tick * size + row * w + col, robot)
+    after = holder((tick * size + after_r * w + after_c)[known], robot[known])
+    return int(((after >= 0) & (after != before)).sum())
 
 
 def _distances(

@@ -166,7 +166,7 @@ class _Timed(ControlLoop):
                 ("priorities", self._priorities, lambda: reference_priorities(self)),
                 (
                     "distances",
-                    lambda: self._dist_to_target()[0],
+                    lambda: self._dist_to_target(self._own_routes())[0],
                     lambda: reference_dist_to_target(self),
                 ),
                 (

@@ -553,11 +553,13 @@ class ControlLoop:
             return routes
         return None
 
-    def _dist_to_target(self) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    def _dist_to_target(
+        self, routes: DistanceOracle | None
+    ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
         """Each robot's distance to its target on the maps the monitor watches, and the target.
 
-        The executor's own route costs when it has some (:meth:`_own_routes`), else the plain
-        distance. Returns ``(dist, watched)``: ``watched`` the flat target of each robot with
+        On ``routes``, the executor's own route costs (:meth:`_own_routes`), or, when None, the
+        plain distance. Returns ``(dist, watched)``: ``watched`` the flat target of each robot with
         a task, -1 for the others. Reads only: :meth:`_progress` keeps what changed.
         """
         w = self.world
@@ -566,7 +568,6 @@ class ControlLoop:
         goal, pos = w.goal[idx].astype(np.int64), w.pos[idx].astype(np.int64)
         width = self._width
         targets, here = goal[:, 0] * width + goal[:, 1], pos[:, 0] * width + pos[:, 1]
-        routes = self._own_routes()
         d[idx] = (self._oracle if routes is None else routes).lookup(targets, here)
         watched = np.full(len(d), -1, dtype=np.int64)
         watched[idx] = targets
@@ -583,8 +584,8 @@ class ControlLoop:
         the plain distance, and None: the monitor reads a jump of more than a step as a new
         target.
         """
-        dist, watched = self._dist_to_target()
         routes = self._own_routes()
+        dist, watched = self._dist_to_target(routes)
         if routes is None:
             return dist, None
         changed = (watched != self._watched) | (routes is not self._watched_routes)

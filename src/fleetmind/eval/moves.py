@@ -99,9 +99,10 @@ def move_shares(episode: dict[str, NDArray[Any]], grid: GridMap) -> dict[str, fl
     busy = known & (task == 1)
     idle = known & (task == 0)
     w = grid.shape[1]
+    here = episode["row"].astype(np.int64) * w + episode["col"]  # every row's cell, flat
+    there = np.where(after_r >= 0, after_r * w + after_c, -1)  # where its move took it
     target = (target_r * w + target_c)[busy]
-    before = (episode["row"].astype(np.int64) * w + episode["col"])[busy]
-    after = (after_r * w + after_c)[busy]
+    before, after = here[busy], there[busy]
     d_before, d_after = _distances(grid, target, before, after)
     ok = (d_before < UNREACHABLE) & (d_after < UNREACHABLE)
     proposed = episode["proposed"][busy][ok]
@@ -123,43 +124,45 @@ def move_shares(episode: dict[str, NDArray[Any]], grid: GridMap) -> dict[str, fl
     out |= {k: float(v.sum()) / total for k, v in kinds.items()}
     out["net"] = out["toward"] - out["away_chosen"] - out["away_shield"]
     rows = np.flatnonzero(busy)[ok][held]
-    out["held_taken"] = _taken(episode, grid, tick, robot, after_r, after_c, rows) / total
+    asked = episode["proposed"][rows].astype(np.int64)
+    out["held_taken"] = _taken(grid, tick, robot, here, there, rows, asked) / total
     counted = int(idle.sum()) + int(busy.sum())
     out["idle"] = float(idle.sum()) / counted if counted else 0.0
     return out
 
 
 def _taken(
-    episode: dict[str, NDArray[Any]],
     grid: GridMap,
     tick: NDArray[np.int64],
     robot: NDArray[np.int64],
-    after_r: NDArray[np.int64],
-    after_c: NDArray[np.int64],
+    here: NDArray[np.int64],
+    there: NDArray[np.int64],
     rows: NDArray[np.intp],
+    asked: NDArray[np.int64],
 ) -> int:
-    """How many of the held ``rows`` asked for a cell that another robot entered that tick."""
+    """How many held robot-ticks ``rows`` asked (action ``asked``) for a cell another robot entered.
+
+    ``here`` and ``there``: every row's flat cell before and after its tick's move (-1: not
+    recorded).
+    """
     if rows.size == 0:
         return 0
     h, w = grid.shape
     size = h * w
-    row = episode["row"].astype(np.int64)
-    col = episode["col"].astype(np.int64)
-    delta = DELTAS[episode["proposed"][rows].astype(np.int64)]
-    want_r, want_c = row[rows] + delta[:, 0], col[rows] + delta[:, 1]
-    on_grid = (want_r >= 0) & (want_r < h) & (want_c >= 0) & (want_c < w)
-    want = tick[rows] * size + np.where(on_grid, want_r * w + want_c, 0)
+    r, c = np.divmod(here[rows], w)
+    r, c = r + DELTAS[asked, 0], c + DELTAS[asked, 1]
+    on_grid = (r >= 0) & (r < h) & (c >= 0) & (c < w)
+    want = tick[rows] * size + r * w + c
 
-    def holder(keys: NDArray[np.int64], who: NDArray[np.int64]) -> NDArray[np.int64]:
-        """The robot whose (tick, cell) key is each of ``want`` (-1: none)."""
+    def holder(cells: NDArray[np.int64]) -> NDArray[np.int64]:
+        """The robot whose cell is each of ``want`` at its tick (-1: none)."""
+        keys = np.where(cells >= 0, tick * size + cells, -1)
         order = np.argsort(keys, kind="stable")
         at = np.minimum(np.searchsorted(keys[order], want), keys.size - 1)
-        found = keys[order][at] == want
-        return np.where(found & on_grid, who[order][at], -1)
+        found = on_grid & (keys[order][at] == want)
+        return np.where(found, robot[order][at], -1)
 
-    known = after_r >= 0
-    before = holder(tick * size + row * w + col, robot)
-    after = holder((tick * size + after_r * w + after_c)[known], robot[known])
+    before, after = holder(here), holder(there)
     return int(((after >= 0) & (after != before)).sum())
 
 

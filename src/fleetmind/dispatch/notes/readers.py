@@ -234,7 +234,7 @@ def _as_constraint(q: _Question, kind: str, arrival_tick: int) -> Constraint | N
 def _judge(c: Candidates, arrival_tick: int | None) -> list[_Question]:
     """The rules' judgement of every mention (bare numbers that cannot be times left out)."""
     out = []
-    for m, j in rules.judge_all(c):
+    for m, j in rules.scoped(c, rules.judge_all(c)):
         # A bare number no cue speaks for is a quantity, an aisle, an order number; one not after
         # the arrival tick cannot be a time limit of this order.
         if (
@@ -268,6 +268,9 @@ class RulesReader:
         questions = _judge(c, arrival_tick)
         if self.strict and any(not q.prior.certain for q in questions):
             return review("a mention no rule can read", latency_ms=_ms(start))
+        doubt = next((q.prior.doubt for q in questions if q.prior.doubt), None)
+        if doubt is not None:
+            return review(f"the rules cannot read {doubt} with confidence", latency_ms=_ms(start))
         found = [
             (q.mention.start, k, q.prior.sticky)
             for q in questions

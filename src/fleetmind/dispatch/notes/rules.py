@@ -17,7 +17,7 @@ model and a strict one sends to review.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from fleetmind.dispatch.notes.text import Candidates, RobotMention, TimeMention
@@ -29,7 +29,8 @@ TimeVerdict = Literal["deadline", "hold"] | None
 _CLAUSE = re.compile(
     r"[,.;!?。，；！？\n]|—|–| - |\bthen\b|\balso\b|\bplus\b|\band then\b|而且|并且|然后|但是|另外|同时|此外"
     r"|(?<!any robot )(?<!anyone )(?<!anybody )(?<!everyone )(?<!all )(?<!nobody )(?<!no one )"
-    r"(?<!none )(?<!every robot )(?<!any bot )\bbut\b"
+    r"(?<!none )(?<!every robot )(?<!any bot )(?<!nothing )(?<!no robot )(?<!no bot )(?<!no unit )"
+    r"\bbut\b"
 )
 
 
@@ -43,6 +44,16 @@ _ANYONE_BUT = _c(
     r"\b(?:anyone|anybody|any robot|any bot|any unit|everyone|every robot|all|whoever|fleet|"
     r"any other robot)\s+(?:but|except|other than|minus)\s*$"
 )
+# An exception under a negation is the only one allowed ("no robot other than unit 5", "don't
+# send anyone except r2", "不得使用除2号以外的车"); without one it is excluded ("anyone but r2").
+_NEG_EXCEPT = _c(
+    r"\b(?:no|not|nobody|no one|noone|none|nothing|never|neither|don'?t|do not|dont|must not|"
+    r"mustn'?t|may not|can'?t|cannot|shouldn'?t|should not|won'?t)\b[^,;.]*?"
+    r"\b(?:other than|except(?: for)?|but|apart from|besides|aside from|save for)\s+(?:the\s+)?$"
+    r"|(?:不得|不能|不要|不许|不准|禁止|别|勿|不可|没有)\S{0,4}?(?:除了|除)\s*$"
+)
+# "非3号车不可", "非得4号车来不可": nothing but that robot will do.
+_ZH_NON_NOT = (_c(r"非(?:得|要)?\s*$"), _c(r"^[^,;。]{0,6}?(?:不可|不行|莫属|不成)"))
 _NOT_PRE = [
     _c(r"\b(?:not|never|no|neither)\s+(?:by|with|on|via|to|for|using|use|the|even)?\s*$"),
     _c(
@@ -70,7 +81,8 @@ _NOT_SUF = [
         r"^\s*(?:must not|mustn'?t|should not|shouldn'?t|can ?not|can'?t|may not|is not allowed|"
         r"isn'?t allowed|not allowed|is banned|banned|is excluded|excluded|is off[- ]limits|"
         r"off[- ]limits|stays? away|keep away|is not to|must never|should never|never|not|"
-        r"(?:must|should|can|will) sit (?:this|it|this one) out|sits? (?:this|it|this one) out|sit out)\b"
+        # "sit out" and "sit <it> out": the phrasal verb for not taking part.
+        r"(?:(?:must|should|can|will|has to|needs to) )?sits? (?:\w+ ){0,2}?out)\b"
     ),
     _c(
         r"^\s*(?:请)?\s*(?:都|也|就)?\s*(?:不要|不能|不可以|不准|不许|不得|别|勿|禁止|禁用|不行|不可|排除|除外|不参与|不碰|不要碰|不能碰|不用|免)"
@@ -82,7 +94,7 @@ _NOT_SUF = [
         r"|^\s*(?:that|who|which)?\s*(?:is|are)?\s*(?:banned|excluded|barred)\b"
     ),
 ]
-_KEEP_AWAY = (_c(r"\b(?:keep|stay)\s+$"), _c(r"^\s*(?:away|off|out|clear)\b"))
+_KEEP_AWAY = (_c(r"\b(?:keep|stay|leave)\s+$"), _c(r"^\s*(?:away|off|out|clear)\b"))
 _BROKEN = (
     _c(
         r"^\s*(?:is |was |has been |'s )?(?:broken|down|faulty|out of service|out of order|"
@@ -99,7 +111,7 @@ _ONLY_PRE = [
         r"none but|nothing but)\s*:?\s+(?:(?!not\b|no\b|never\b|don)\w+\s+){0,2}?$"
     ),
     _c(
-        r"\b(?:reserved|earmarked|dedicated|allocated|assigned|assign(?: it| this)?|give(?: it| this)?|"
+        r"\b(?:reserved?|earmark(?:ed)?|dedicated?|allocated?|assigned|assign(?: it| this)?|give(?: it| this)?|"
         r"hand(?: it| this)?(?: over)?|send(?: it| this)?|route(?: it| this)?|goes|go|belongs)"
         r"\s+(?:to|for|with|via|on)\s+(?:the\s+)?$"
     ),
@@ -129,9 +141,10 @@ _ONLY_SUF = [
     ),
     _c(r"^\s*(?:独家|专门|包办|全权)|^\s*(?:送|配送)(?!过|了|得|的)"),
     _c(
-        r"^\s*(?:only|exclusively|alone|and no one else|and nobody else|and noone else|and no other|"
-        r"or nobody|or no one|or none|or noone|"
-        r"and none other|no one else|nobody else|not anyone else|no other|is the only|"
+        # A negative universal right after the robot ("robot 3 and nobody else", "r3, no other
+        # robot", "robot 3 or no one"): everyone but it is excluded.
+        r"^\s*(?:only|exclusively|alone|(?:and |or |but )?(?:nobody|no one|noone|none|not anyone|no other)\b|"
+        r"is the only|"
         r"(?:must|should|has to|needs to|shall) (?:do|take|handle|carry|deliver|move|pick|get|be)"
         r"|takes this|to take this|专用|专属|专送|独享|独占|负责|来送|来搬|来拿|来取|来运|去送|去取)"
     ),
@@ -139,12 +152,14 @@ _ONLY_SUF = [
 _EXCEPT_ZH = _c(r"(?:除了|除)\s*$")
 _EXCEPT_ZH_SUF = _c(r"^\s*(?:以外|之外|除外)")
 _ZH_NOT_BUT = _c(r"^\s*(?:车|号)?\s*[,，]?\s*(?:而)?是")
-_EXCEPT_ZH_ONLY = _c(r"^[^,。]*?(?:都不|都别|别的.*不|其他.*不|其它.*不|谁都不|一律不)")
+_EXCEPT_ZH_ONLY = _c(
+    r"^[,\s]*[^,。]*?(?:都不|都别|别的.*不|其他.*不|其它.*不|谁都不|谁也不|谁都别|谁也别|一律不|均不|全都不)"
+)
 
 # ---------------------------------------------------------------------------- time cues
 _HOLD_STRONG = _c(
     r"\b(?:not before|no earlier than|not earlier than|not until|not till|not prior to|"
-    r"no sooner than|not sooner than|earliest pickup|pickup window|no pick(?:ing| ?ups?)?\b|no loading|hold|holding|on hold|wait|waiting|embargo|embargoed|"
+    r"no sooner than|not sooner than|earliest pickup|pickup window|no pick(?:ing| ?ups?)?\b|no loading|hold|holding|on hold|wait|waiting|"
     r"release|released|releases|earliest|"
     r"(?:don'?t|do not|dont|never|can'?t|cannot|may not|must not|shouldn'?t|should not|no one|nobody)"
     r"\s+(?:\w+\s+){0,2}?(?:pick|grab|load|touch|collect|move|take|start|lift|pull|get)"
@@ -159,6 +174,9 @@ _HOLD_STRONG = _c(
     r"[^,]*?\b(?:before|earlier|sooner|until|prior to))"
     r"|等到|等|暂缓|暂扣|扣住|扣到|压到|留到|先放|先别|先不要|(?:不|别|勿)\S{0,2}早于|不要提前|别提前|不能提前|勿提前|过"
     r"|最早|最快|起码等|至少等|延后|推迟|晚点|过会"
+    # "ship after 200", "deliver it no earlier than 300": leaving after T is a hold at T.
+    r"|\b(?:ship|deliver|send|dispatch|leave|go|move)\w*\s+(?:\w+\s+){0,2}?"
+    r"(?:after|no earlier than|not before|not until)\s*$"
 )
 _HOLD_PRE = _c(
     r"\b(?:after|starting|on or after|until|no earlier|ready at|ready after|ready in|once|"
@@ -186,7 +204,7 @@ _DEADLINE_PRE = _c(
     r"cut-off|expires?|asap|beat|make|catch|in time for|late after|late past|late if after|"
     r"late beyond|refund after|not after|closes at|closing at|closes|shuts at|prior to|ahead of)"
     r"\s+(?:\w+\s+){0,3}?$"
-    r"|(?:截止|最晚|最迟|不晚于|不迟于|限时|限|务必在|必须在|要在|请在|得在|于|只给|只有|赶|期限|时限)\s*(?:时间|日期|时刻)?\s*(?:到|在|是|为)?\s*$"
+    r"|(?:截止|最晚|最迟|不晚于|不迟于|限时|限|务必在|必须在|要在|请在|得在|于|只给|只有|赶|期限|时限)\s*(?:时间|日期|时刻)?\s*(?:到|在|是|为|改成|改为|改到|定为|调整为|调到)?\s*$"
 )
 # Weak cues: a duration ("in 25 ticks") or a time word, never a bare number ("pack in 2 boxes").
 _DEADLINE_WEAK = _c(
@@ -212,8 +230,8 @@ _CANCEL_ALL = _c(
     r"is wrong|was wrong|are wrong|mistake|by mistake|in error|not anymore|no constraints?|"
     r"no restrictions?|unrestricted|was dropped|were dropped|been dropped|not restricted|"
     r"no longer restricted)\b|没有限制|无限制|没限制"
-    r"|\b(?:scrap|scrapped|forget|unrelated|not related|irrelevant|fyi only)\b"
-    r"|不用了|不需要了|取消|作废|撤销|撤回|搞错|弄错|写错|说错|标错|无效|不算|不再|不用管|忽略|无关"
+    r"|\b(?:scrap|scrapped|forget|unrelated|not related|irrelevant)\b"
+    r"|不(?:用|需要|必)[^\d号]{0,3}了|取消|作废|撤销|撤回|搞错|弄错|写错|说错|标错|无效|不算|不再|不用管|忽略|无关"
 )
 _CANCEL_ROBOT = _c(
     r"\b(?:anyone can|anybody can|any robot (?:can|is fine|will do|works)|whoever|any bot|"
@@ -235,11 +253,14 @@ class Judgement:
         certain: whether a cue decided it (False: no cue spoke; a model or a person may judge).
         sticky: an exception construction ("anyone but robot_2", "除了6号车，谁都可以"): its
             "anyone can" is part of the constraint, not a cancellation.
+        doubt: why the rules cannot read this mention with confidence (a conditional, a
+            correction with nothing to correct): the note goes to review.
     """
 
     kind: str | None
     certain: bool
     sticky: bool = False
+    doubt: str | None = None
 
 
 def _clause_bounds(text: str, start: int, end: int) -> tuple[int, int]:
@@ -284,6 +305,10 @@ def _best(
 def judge_robot(c: Candidates, mention: RobotMention) -> Judgement:
     """Only, not, or nothing, for one robot mention."""
     pre, suf = _windows(c, mention.start, mention.end)
+    if _NEG_EXCEPT.search(pre):
+        return Judgement("only_robot", True, sticky=True)
+    if _ZH_NON_NOT[0].search(pre) and _ZH_NON_NOT[1].search(c.text[mention.end :]):
+        return Judgement("only_robot", True, sticky=True)
     if _EXCEPT_ZH.search(pre):
         rest = c.text[mention.end :]
         kind = "only_robot" if _EXCEPT_ZH_ONLY.search(rest) else "not_robot"
@@ -344,12 +369,19 @@ def cancelled(c: Candidates, kind: str, start: int, *, sticky: bool = False) -> 
         pats.append(_CANCEL_TIME)
     elif not sticky:
         pats.append(_CANCEL_ROBOT)
+    _, right = _clause_bounds(c.text, start, start + 1)
+    spans = [(r.start, r.end) for r in c.robots] + [(t.start, t.end) for t in c.times]
     for p in pats:
         for m in p.finditer(c.text):
-            if m.start() >= left:
-                # A cancellation after the constraint, or in its clause, unless a new clause
-                # restates a constraint of the same kind after the cancellation.
-                return True
+            if left <= m.start() < right:
+                return True  # in the constraint's own clause
+            if m.start() >= right:
+                # A later clause cancels what came before only when it names nothing itself
+                # ("that's cancelled", "现在不用了"); one that names a robot or a time
+                # ("原来的680作废") cancels what it names.
+                lo, hi = _clause_bounds(c.text, m.start(), m.end())
+                if not any(lo <= s0 < hi for s0, _ in spans):
+                    return True
     return False
 
 
@@ -368,7 +400,8 @@ _PRONOUN_NOT = _c(
 _HANDS_OFF = _c(r"\b(?:hands off|keep away|stay away|off limits|not this one)\s*[,:]?\s*$")
 _USE_OTHER = _c(
     r"\b(?:use|send|pick|take|get|try)\s+(?:another|a different|someone else|some other|other|a other)\b"
-    r"|\b(?:someone else|somebody else|another robot|another one|a different robot)\b"
+    r"|\b(?:someone else|somebody else|anyone else|anybody else|another robot|another one|"
+    r"a different robot)\b"
     r"|(?:安排|派|用|找)(?:其他|其它|别的)|(?:其他|其它|别的)车辆"
     r"|(?:别的|别得|其他|其它|换别的|换别得|换个|换)\s*(?:车|机器人)?\s*(?:送|来|去|拿|取|搬)|换别的|换别得|换个|换一台|换一辆"
 )
@@ -410,3 +443,122 @@ def judge_all(c: Candidates) -> list[tuple[RobotMention | TimeMention, Judgement
     times = [(t, judge_time(c, t)) for t in c.times]
     out: list[tuple[RobotMention | TimeMention, Judgement]] = [*robots, *times]
     return sorted(out, key=lambda mj: mj[0].start)
+
+
+# ---------------------------------------------------------------------------- scope
+# Self-repair: what follows the last of these replaces what came before ("keep robot 2 off this
+# - sorry, I meant robot 6", "hold till 250, no wait, 280", "不要用2号车，说错了，是4号").
+_REPAIR = _c(
+    r"\b(?:sorry|i meant|i mean|meant to say|correction|corrected|no wait|wait,? no|make that|"
+    r"make it|or rather|typo|my mistake|my bad|scratch that|oops)\b|\bno\s*[-,]"
+    r"|不对|说错|写错|打错|更正|纠正|哦不|我是说|我的意思是|改成|改为|应该是"
+)
+# A constraint about another order than this one ("the 400 cutoff is for the other order").
+_OTHER_ORDER = _c(
+    r"\b(?:other|another|different|separate|sister|neighbou?ring)\s+"
+    r"(?:customer'?s?\s+)?(?:orders?|shipments?|deliver(?:y|ies)|batch(?:es)?|jobs?|consignments?|"
+    r"tickets?|pick lists?)\b"
+    r"|(?:另一|另外一|另|别的|其他|其它|隔壁那?)\s*(?:个|张)?\s*(?:订单|单)"
+)
+_NOT_THIS_ORDER = _c(r"\bnot (?:for )?(?:this|ours|our) (?:one|order)\b|不是(?:这|本)(?:一)?单")
+# A request that was declined is not a constraint ("they asked for it within 30 ticks; we said
+# we can't promise", "客户想要300之前送到，我们没答应").
+_REQUEST = _c(
+    r"\b(?:asked|asks|ask|wanted|wants|want|requested|requests|request|would like|wished|wish|"
+    r"hoped|hopes|hope|prefers?|preferred|begged|ideally|preferably)\b|想要|要求|希望|想|提出|请求|最好"
+)
+_DECLINE = _c(
+    r"\b(?:declined|decline|refused|refuse|rejected|turned (?:it |that |them |this )?down|"
+    r"denied|can'?t promise|cannot promise|can'?t guarantee|cannot guarantee|not possible|"
+    r"impossible|unable|can'?t do (?:it|that)|cannot do (?:it|that)|we can'?t|we cannot|"
+    r"we said no|told (?:them|him|her) no|said no)\b"
+    r"|没答应|没有答应|没同意|没有同意|不同意|拒绝|做不到|办不到|无法保证|不能保证|保证不了|答应不了"
+    r"|不能答应|无法满足|满足不了|没办法"
+)
+# A clause that states a condition ("if robot 2 is free, use it"): what it sets is not certain.
+_CONDITION = _c(
+    # A polite "if" ("grateful if it could be held", "if possible") states no condition.
+    r"(?<!grateful )(?<!appreciate it )(?<!appreciated )(?<!glad )(?<!happy )"
+    r"\b(?:if|unless|in case|provided|assuming)\b(?!\s+possible)(?!\s+(?:\w+\s+){0,4}?(?:could|would)\b)"
+    r"|如果|要是|假如|万一|除非|若是|的话"
+)
+
+Judged = list[tuple[RobotMention | TimeMention, Judgement]]
+
+
+def _sentence(text: str, start: int) -> tuple[int, int]:
+    """The sentence around ``start`` (split at . ; ! ? and their Chinese forms)."""
+    left = max((m.end() for m in re.finditer(r"[.;!?。；！？\n]", text[:start])), default=0)
+    after = re.search(r"[.;!?。；！？\n]", text[start:])
+    return left, (start + after.start() if after else len(text))
+
+
+def _repaired(c: Candidates, judged: Judged) -> Judged:
+    """The last self-repair wins: later mentions replace earlier ones of the same family.
+
+    A mention after the repair with no cue of its own takes the kind of the one it corrects
+    ("hold till 250, no wait, 280" -> a hold at 280).
+    """
+    marks = list(_REPAIR.finditer(c.text))
+    for mark in reversed(marks):
+        before = [(m, j) for m, j in judged if m.end <= mark.start() and j.kind is not None]
+        after = [(m, j) for m, j in judged if m.start >= mark.end()]
+        if not after:
+            continue
+        if not before:
+            return judged
+        last = {
+            fam: next((j for m, j in reversed(before) if isinstance(m, cls)), None)
+            for fam, cls in (("robot", RobotMention), ("time", TimeMention))
+        }
+        out: Judged = []
+        for m, j in judged:
+            fam = "robot" if isinstance(m, RobotMention) else "time"
+            prior = last[fam]
+            if m.start >= mark.end() and j.kind is None and prior is not None:
+                j = replace(prior, certain=True)
+            out.append((m, j))
+        replaced = {
+            ("robot" if isinstance(m, RobotMention) else j.kind)
+            for m, j in out
+            if m.start >= mark.end() and j.kind is not None
+        }
+        return [
+            (m, Judgement(None, True))
+            if m.end <= mark.start()
+            and j.kind is not None
+            and ("robot" if isinstance(m, RobotMention) else j.kind) in replaced
+            else (m, j)
+            for m, j in out
+        ]
+    return judged
+
+
+def _out_of_scope(c: Candidates, m: RobotMention | TimeMention) -> bool:
+    """Whether the mention belongs to another order or to a request that was declined."""
+    left, right = _clause_bounds(c.text, m.start, m.end)
+    s_left, s_right = _sentence(c.text, m.start)
+    if _OTHER_ORDER.search(c.text, left, right) or _NOT_THIS_ORDER.search(c.text, s_left, s_right):
+        return True
+    if _REQUEST.search(c.text, s_left, m.start):
+        return any(d.start() >= right for d in _DECLINE.finditer(c.text))
+    return False
+
+
+def scoped(c: Candidates, judged: Judged) -> Judged:
+    """Judgements after self-repairs, other orders, declined requests and conditions.
+
+    A constraint in a clause about another order, or one asked for and then declined, is no
+    constraint; one under a condition is in doubt (the note goes to review).
+    """
+    out: Judged = []
+    for m, j in _repaired(c, judged):
+        if j.kind is not None and _out_of_scope(c, m):
+            j = Judgement(None, True)
+        elif j.kind is not None:
+            _, right = _clause_bounds(c.text, m.start, m.end)
+            s_left, _ = _sentence(c.text, m.start)
+            if _CONDITION.search(c.text, s_left, right):
+                j = replace(j, doubt="a condition")
+        out.append((m, j))
+    return out

@@ -18,9 +18,10 @@ rules see one spelling. It is also the cache key: a note is read once per normal
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import cn2an
@@ -84,145 +85,52 @@ CUE_WORDS = (
     "insists",
     "insist",
     "than",
-    "ready",
     "next",
+    "exclude",
+    "excluded",
+    "avoid",
+    "without",
 )
-# Real words one edit away from a cue word: never "mended" into it.
-_KEEP = frozenset(
-    {
-        "hole",
-        "holt",
-        "bold",
-        "cold",
-        "gold",
-        "told",
-        "sold",
-        "fold",
-        "mold",
-        "wail",
-        "waist",
-        "pack",
-        "pick",
-        "rick",
-        "kick",
-        "lick",
-        "nick",
-        "sick",
-        "wick",
-        "tack",
-        "tuck",
-        "tics",
-        "steep",
-        "stops",
-        "step",
-        "anyway",
-        "mist",
-        "must",
-        "bust",
-        "dust",
-        "gust",
-        "just",
-        "lust",
-        "rust",
-        "ones",
-        "onto",
-        "ugly",
-        "holy",
-        "hood",
-        "mother",
-        "otter",
-        "either",
-        "withing",
-        "rabbit",
-        "robin",
-        "reboot",
-        "after",
-        "alter",
-        "inside",
-        "later",
-        "layer",
-        "latter",
-        "water",
-        "hater",
-        "pickup",
-        "picked",
-        "ticket",
-        "tickets",
-        "dead",
-        "allow",
-        "allows",
-        "should",
-        "would",
-        "could",
-        "assign",
-        "assigns",
-        "cancels",
-        "never",
-        "fever",
-        "lever",
-        "clever",
-        "sever",
-        "except",
-        "expect",
-        "accept",
-        "earlier",
-        "early",
-        "steps",
-        "form",
-        "late",
-        "rate",
-        "date",
-        "gate",
-        "frog",
-        "give",
-        "live",
-        "love",
-        "lose",
-        "else",
-        "elsa",
-        "sent",
-        "send",
-        "sand",
-        "seed",
-        "lend",
-        "read",
-        "keep",
-        "kept",
-        "peep",
-        "deep",
-        "weep",
-        "leaf",
-        "lease",
-        "ready",
-        "touch",
-        "tough",
-        "couch",
-        "pouch",
-        "often",
-        "sender",
-        "given",
-    }
-)
+# A token that is an English word this often in the spell checker's frequency list (a corpus of
+# tens of millions of words) is a word: never "mended", however close it is to a cue word
+# ("that" stays "that", not "than"). Rare entries below it are mostly typos ("robt": 50).
+_WORD_MIN_COUNT = 100
+# Misspellings of cue words more than one edit away, from general lists of common English
+# misspellings (not from any note).
+_MISSPELLINGS = {
+    "untill": "until",
+    "unitl": "until",
+    "recieve": "receive",
+    "deliever": "deliver",
+    "excpet": "except",
+    "exept": "except",
+    "dont": "don't",
+    "cant": "can't",
+    "wont": "won't",
+    "shouldnt": "shouldn't",
+    "mustnt": "mustn't",
+    "doesnt": "doesn't",
+    "isnt": "isn't",
+    "noone": "no one",
+    "nobdy": "nobody",
+    "anyoen": "anyone",
+}
 
 _CJK = re.compile(r"[\u3400-\u9fff]")
-# Cantonese words the cue rules would not know, as their Mandarin equivalents.
+# Written Cantonese's core function words as their Mandarin equivalents (the standard
+# correspondences of any Cantonese-Mandarin glossary: negation, give, at, it, possessive,
+# perfective, not have), so the Mandarin cue rules read Cantonese notes.
 _CANTONESE = (
     ("唔好", "不要"),
-    ("唔可以", "不可以"),
     ("唔得", "不行"),
-    ("唔该", "请"),
-    ("唔使", "不用"),
     ("唔", "不"),
+    ("冇", "没有"),
     ("俾", "给"),
+    ("畀", "给"),
     ("喺", "在"),
-    ("先好", "才"),
-    ("先可以", "才可以"),
-    ("执货", "取货"),
-    ("等多", "再等"),
-    ("呢", "这"),
     ("佢", "它"),
     ("嘅", "的"),
-    ("同埋", "而且"),
+    ("咗", "了"),
 )
 # Shorthand people type; rewritten before the cue rules look.
 _SLANG = (
@@ -283,9 +191,8 @@ _EN_RUN = re.compile(
 )
 # "one" is a pronoun far more often than a number ("no one else", "this one"): it counts only
 # next to a robot word or a time unit.
-_ONE_AS_NUMBER = re.compile(
-    r"(?:robot|bot|r|#|tick|t|step|no\.|number)\s*[_#-]?\s*$|^\s*(?:ticks?|steps?|hundred|thousand)"
-)
+_ONE_BEFORE = re.compile(r"(?:robot|bot|r|#|tick|t|step|no\.|number)\s*[_#-]?\s*$")
+_ONE_AFTER = re.compile(r"^\s*(?:ticks?|steps?|hundred|thousand)")
 
 _ZH_DIGITS = "零〇一二两三四五六七八九十百千万"
 # A run of Chinese numerals, possibly mixed with Arabic digits ("3百", "1百2十").
@@ -328,23 +235,111 @@ def _zh_value(run: str) -> int | None:
     return int(value)
 
 
+@functools.cache
+def _english() -> Mapping[str, int]:
+    """English word counts (pyspellchecker's list), loaded once on first use."""
+    from spellchecker import SpellChecker
+
+    counts: Mapping[str, int] = SpellChecker(language="en").word_frequency.dictionary
+    return counts
+
+
+def is_word(token: str) -> bool:
+    """Whether ``token`` is an ordinary English word (never rewritten by :func:`normalize`)."""
+    return _english().get(token, 0) >= _WORD_MIN_COUNT
+
+
 def _mend(token: str) -> str:
-    """A token one edit away from a cue word becomes the cue word (typos like ``hodl``)."""
-    if (
-        len(token) < 4
-        or token in _KEEP
-        or token in CUE_WORDS
-        or token in _NUMBER_WORDS
-        or not token.isalpha()
-    ):
+    """A misspelt cue word becomes the cue word (``hodl`` -> ``hold``); a real word stays.
+
+    Only tokens that are not English words are candidates: one edit (Damerau-Levenshtein,
+    ``jellyfish``) from exactly one cue word, or a listed common misspelling.
+    """
+    if token in _MISSPELLINGS:
+        return _MISSPELLINGS[token]
+    if len(token) < 4 or token in _NUMBER_WORDS or not token.isalpha() or is_word(token):
         return token
-    for cue in CUE_WORDS:
-        if (
-            abs(len(cue) - len(token)) <= 1
-            and jellyfish.damerau_levenshtein_distance(token, cue) == 1
-        ):
-            return cue
+    close = {
+        cue
+        for cue in CUE_WORDS
+        if abs(len(cue) - len(token)) <= 1
+        and jellyfish.damerau_levenshtein_distance(token, cue) == 1
+    }
+    # Two cue words equally close ("tics": "tick"/"ticks"): prefer the one of the same length.
+    same = {cue for cue in close if len(cue) == len(token)}
+    if len(close) == 1:
+        return close.pop()
+    if len(same) == 1:
+        return same.pop()
     return token
+
+
+# Structured exports ("blocked_agv=2", "due_tick: 820", "禁用车辆=2"): the key's words say the
+# field's role, the value is a robot id or a tick. General field vocabulary, not note strings.
+_FIELD = re.compile(
+    r"(?<![\w=])([a-z]+(?:[_-][a-z]+)*|[\u3400-\u9fff]{1,6})\s*[=:]\s*"
+    r"((?:robot|bot|agv|amr|unit|r)?[_#-]?\d+)(?![\w.]|\s*(?:ticks?|steps?|个|时刻|号|%))"
+)
+_KEY_ROBOT = frozenset({"robot", "robots", "bot", "bots", "agv", "agvs", "amr", "unit", "vehicle"})
+_KEY_NOT = frozenset(
+    {"not", "no", "excluded", "exclude", "blocked", "block", "banned", "ban", "forbidden",
+     "disallowed", "blacklist", "blacklisted", "deny", "denied", "avoid", "except", "skip"}
+)  # fmt: skip
+_KEY_ONLY = frozenset(
+    {"only", "allowed", "allow", "permitted", "required", "assigned", "assign", "dedicated",
+     "reserved", "whitelist", "exclusive", "designated"}
+)  # fmt: skip
+_KEY_DEADLINE = frozenset(
+    {"due", "deadline", "latest", "cutoff", "sla", "by", "before", "deliver", "delivery"}
+)
+_KEY_HOLD = frozenset(
+    {"hold", "earliest", "release", "ready", "after", "available", "start", "embargo"}
+)
+_ZH_KEY = (
+    (re.compile(r"禁用|禁止|排除|屏蔽|不用|不可用"), "not"),
+    (re.compile(r"指定|限定|只用|专用|仅限|限用"), "only"),
+    (re.compile(r"最早|放行|不早于|释放|可取"), "hold"),
+    (re.compile(r"截止|最晚|最迟|期限|交期|送达"), "deadline"),
+)
+
+
+def _field_role(key: str) -> str | None:
+    """The role of a structured field from its key: not/only (a robot), deadline/hold, None."""
+    if _CJK.search(key):
+        return next((role for pat, role in _ZH_KEY if pat.search(key)), None)
+    words = set(re.split(r"[_-]", key))
+    robotish = bool(words & _KEY_ROBOT)
+    if robotish and words & _KEY_NOT:
+        return "not"
+    if robotish and words & _KEY_ONLY:
+        return "only"
+    if robotish:
+        return None
+    if words & _KEY_HOLD or {"not", "before"} <= words or {"no", "earlier"} <= words:
+        return "hold"
+    if words & _KEY_DEADLINE:
+        return "deadline"
+    return None
+
+
+def _fields(text: str) -> str:
+    """Structured fields rewritten as the plain phrases the cue rules read."""
+
+    def field(m: re.Match[str]) -> str:
+        role = _field_role(m.group(1))
+        number = re.search(r"\d+", m.group(2))
+        if role is None or number is None:
+            return m.group(0)
+        n = number.group(0)
+        phrase = {
+            "not": f"not robot {n}",
+            "only": f"only robot {n}",
+            "deadline": f"deliver before tick {n}",
+            "hold": f"not before tick {n}",
+        }[role]
+        return f"{phrase};"
+
+    return _FIELD.sub(field, text)
 
 
 def normalize(note: str) -> str:
@@ -361,6 +356,7 @@ def normalize(note: str) -> str:
             text = text.replace(yue, mandarin)
     text = re.sub(r"(?<=[a-z0-9])'s\b", " is", text)
     text = re.sub(r"\s+", " ", text).strip()
+    text = _fields(text)
     text = re.sub(r"[a-z]+", lambda m: _mend(m.group(0)), text)
     for slang, word in _SLANG:
         text = slang.sub(word, text)
@@ -370,7 +366,7 @@ def normalize(note: str) -> str:
         if words in ("one", "a", "an"):
             before = text[: m.start()]
             after = text[m.end() :]
-            if not (_ONE_AS_NUMBER.search(before) or _ONE_AS_NUMBER.match(after)):
+            if not (_ONE_BEFORE.search(before) or _ONE_AFTER.match(after)):
                 return words
         value = _en_value(words)
         return words if value is None else str(value)
@@ -457,13 +453,15 @@ _ROBOT_PATTERNS = (
     re.compile(r"(?<![a-z])r\s*[_#-]?\s*(\d+)(?!\d)"),
     re.compile(r"#\s*(\d+)\s*(?:robot|bot)"),
     re.compile(
-        r"(\d+)\s*号\s*(?:机器人|车|机|小车|搬运车|agv|robot|bot)?(?!\s*(?:货架|架|通道|仓|箱|门|口|位|区|库|线|台|楼))"
+        r"(\d+)\s*号\s*(?:机器人|车|机|小车|搬运车|agv|robot|bot)?(?!\s*(?:货架|架|通道|仓|箱|门|口|位|区|库|线|台|楼|托|格|层|排|柜|单|件|包|批|站|月|日|房|室|桌|码头))"
     ),
     re.compile(r"(\d+)\s*(?:机器人|小车)"),
 )
 _ABS_TIME = re.compile(
-    r"(?:(?<![a-z])tick|(?<![a-z])t\s*[=:]|(?<![a-z])t(?=\d)|(?<![a-z])step|第)"
+    r"(?:(?<![a-z])tick|(?<![a-z])t\s*[=:]|(?<![a-z])t(?=\d)|(?<![a-z])step)"
     r"\s*[=:#-]?\s*(\d+)\s*(?:个)?\s*(?:时刻|tick|步|拍)?"
+    # "第300个时刻" is a time; "第4排" (row 4) is not: after 第 the unit is required.
+    r"|第\s*(\d+)\s*(?:个)?\s*(?:时刻|tick|步|拍)"
 )
 _ARRIVAL_PLUS = re.compile(
     r"(?:arrival|arrives?|comes in|came in|receipt|到货|到达|入库|下单)"
@@ -480,6 +478,22 @@ _NUMBER = re.compile(r"\d+")
 _NOT_A_TIME = re.compile(
     r"^\s*(?:st|nd|rd|th|kg|g|lb|lbs|kgs|cm|mm|m|%|pcs|pieces|cartons?|boxes|box|items?|units?|"
     r"pallets?|bags?|cases?|公斤|千克|斤|克|件|箱|个箱|盒|袋|托|只|块|米|厘米|%)\b|^\s*(?:件|箱|盒|袋|托|公斤|斤|克)"
+    # "一个客户", "3个箱子": a count of things; "20个时刻" stays a time.
+    r"|^\s*个(?!\s*(?:时刻|时间|tick|步|拍|小时|分钟))"
+)
+
+
+# Bare numbers right after a noun that names a place, a container, a quantity or an id: their
+# role is that noun's ("shelf 12", "pallet 3", "order #4412", "单号8801"), never a time.
+_ID_NOUN = re.compile(
+    r"(?:\b(?:shelf|shelves|bin|bins|aisle|pallet|pallets|dock|zone|row|bay|slot|door|gate|"
+    r"order|orders|ref|reference|po|sku|box|boxes|case|carton|cartons|item|items|qty|quantity|"
+    r"lot|level|rack|lane|tote|crate|location|loc|priority|prio|floor|section|area|batch|"
+    r"line|id|code|customer|client|invoice|room|block|account|ticket|seat|pick list|"
+    r"shipment|parcel|package|door|bay|level|pos|position|station|platform|column|col)"
+    r"\s*(?:no\.?|number|#)?\s*[#:.=-]?\s*"
+    r"|(?:货架|架|单号|编号|订单号?|批次|库位|货位|仓|区|排|托盘|箱号|客户号?|工单|通道|站台|门)"
+    r"\s*[#:：=-]?\s*)$"
 )
 
 
@@ -513,7 +527,8 @@ def extract(note: str, robots: Sequence[str]) -> Candidates:
     for pat, relative in ((_ABS_TIME, False), (_REL_TIME, True)):
         for m in pat.finditer(text):
             if free(m.start(), m.end()):
-                found_t.append(TimeMention(int(m.group(1)), relative, True, m.start(), m.end()))
+                value = int(next(g for g in m.groups() if g is not None))
+                found_t.append(TimeMention(value, relative, True, m.start(), m.end()))
                 taken.append((m.start(), m.end()))
     for m in _ZH_BARE_TIME.finditer(text):
         if free(m.start(), m.end()):
@@ -522,7 +537,11 @@ def extract(note: str, robots: Sequence[str]) -> Candidates:
             )
             taken.append((m.start(), m.end()))
     for m in _NUMBER.finditer(text):
-        if free(m.start(), m.end()) and not _NOT_A_TIME.match(text[m.end() :]):
+        if (
+            free(m.start(), m.end())
+            and not _NOT_A_TIME.match(text[m.end() :])
+            and not _ID_NOUN.search(text[max(0, m.start() - 24) : m.start()])
+        ):
             found_t.append(TimeMention(int(m.group(0)), False, False, m.start(), m.end()))
             taken.append((m.start(), m.end()))
     return Candidates(

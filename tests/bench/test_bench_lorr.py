@@ -25,7 +25,7 @@ def test_run_instance_writes_the_run_folder_and_validates(tmp_path: Path) -> Non
     output = json.loads((tmp_path / "lorr_output.json").read_text())
     assert output["numTaskFinished"] == m["tasks_completed"]
     inst = lorr.read_instance(bench.resolve("2023/warehouse_small_10"))
-    assert lorr.validate(output, inst).ok
+    assert lorr.validate(output, inst, time_limit=None).ok
     rows = pq.read_table(tmp_path / "episode.parquet").to_pydict()
     assert len(rows["tick"]) == 60 * 10
     assert rows["orientation"][:10] == [0] * 10  # everyone starts facing east
@@ -56,4 +56,26 @@ def test_cli_lorr_run_prints_the_score_and_refuses_bad_input(tmp_path: Path) -> 
     assert "10 robots, 40 steps" in res.output
     assert "0 conflicts (validated: True)" in res.output
     res = runner.invoke(app, ["lorr", "run", "2023/warehouse_small_10", "--levers", "magic"])
+    assert res.exit_code != 0
+
+
+def test_cli_lorr_validate_passes_our_file_and_names_an_altered_action(tmp_path: Path) -> None:
+    runner = CliRunner()
+    run = ["lorr", "run", "2023/warehouse_small_10", "--steps", "40", "--out", str(tmp_path), "-q"]
+    assert runner.invoke(app, run).exit_code == 0
+    output = tmp_path / "lorr_output.json"
+    check = ["lorr", "validate", str(output), "--instance", "2023/warehouse_small_10"]
+    res = runner.invoke(app, check)
+    assert res.exit_code == 0, res.output
+    assert "agrees with the rules" in res.output
+    data = json.loads(output.read_text())
+    path = data["actualPaths"][3].split(",")
+    path[12] = "R" if path[12] != "R" else "C"
+    data["actualPaths"][3] = ",".join(path)
+    output.write_text(lorr.dumps(data))
+    res = runner.invoke(app, [*check, "--json"])
+    assert res.exit_code == 1
+    problems = json.loads(res.output)["problems"]
+    assert problems[0].startswith("robot 3, timestep 13 (action 12): actualPaths has")
+    res = runner.invoke(app, ["lorr", "validate", str(tmp_path / "none.json"), "--instance", "x"])
     assert res.exit_code != 0

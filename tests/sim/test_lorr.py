@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fleetmind.errors import ConfigError, MapError, TaskFileError
+from fleetmind.errors import BudgetExceeded, ConfigError, MapError, TaskFileError
 from fleetmind.sim import lorr
 from fleetmind.sim.lorr import CCR, CR, FW, TIMEOUT, WAIT, Plan, View, World, write_instance
 
@@ -133,15 +133,15 @@ def test_forward_and_rotations_follow_the_start_kit(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("starts", "rows", "plan", "kind"),
     [
-        ([3], OPEN, [FW], "wall"),  # east edge
-        ([0], [".@..", "....", "...."], [FW], "wall"),
+        ([3], OPEN, [FW], [0, -1, 1, "unallowed move"]),  # east edge
+        ([0], [".@..", "....", "...."], [FW], [0, -1, 1, "unallowed move"]),
         ([0, 2], OPEN, [FW, WAIT], None),  # into a free cell
-        ([0, 1], OPEN, [FW, WAIT], "vertex"),  # into a robot that stays
+        ([0, 1], OPEN, [FW, WAIT], [1, 0, 1, "vertex conflict"]),  # the later robot is named
         ([0, 2], OPEN, [FW, CR], None),
     ],
 )
 def test_refused_moves_make_everyone_wait(
-    tmp_path: Path, starts: list[int], rows: list[str], plan: list[int], kind: str | None
+    tmp_path: Path, starts: list[int], rows: list[str], plan: list[int], kind: list[Any] | None
 ) -> None:
     w = world(tmp_path, starts, rows)
     before = w.loc.copy()
@@ -151,7 +151,7 @@ def test_refused_moves_make_everyone_wait(
         assert not np.array_equal(w.loc, before) or (np.array(plan) != FW).all()
     else:
         assert np.array_equal(w.loc, before)
-        assert kind in w.record.errors[0][3]
+        assert w.record.errors == [kind]  # the kit's text, robots, timestep after the move
         assert (w.record.actions[0] == WAIT).all()
 
 
@@ -159,7 +159,7 @@ def test_swap_is_refused_following_and_cycles_are_not(tmp_path: Path) -> None:
     w = world(tmp_path, [0, 1])
     w.ori[1] = 2  # facing each other
     w.advance(acts(FW, FW))
-    assert "swap" in w.record.errors[0][3]
+    assert w.record.errors == [[1, 0, 1, "edge conflict"]]
     assert w.loc.tolist() == [0, 1]
     w = world(tmp_path, [0, 1])  # both east: the first follows the second
     w.advance(acts(FW, FW))
@@ -206,19 +206,51 @@ def test_2024_pool_reveal_reassign_and_count(tmp_path: Path) -> None:
     w.advance(acts(WAIT, WAIT), np.array([0, 1]))  # unstarted: may be traded
     assert w.robot_task().tolist() == [0, 1]
     assert not w.record.schedule_errors
-    w.advance(acts(FW, WAIT))  # robot 0 reaches errand 1 of task 0: started
+    w.advance(acts(FW, WAIT))  # robot 0 reaches errand 1 of task 0 at timestep 3: started
     assert w.pool_next[w._slot_of[0]] == 1
-    w.advance(acts(WAIT, WAIT), np.array([2, 1]))  # leaving a started task: refused whole
-    assert w.record.schedule_errors[-1][3] == "robot's task already started"
+    assert w.record.events == [[3, 0, 0, 1]]  # errands counted from 1, as the kit does
+    # The kit's texts, [task, robot, other robot, timestep + 1]; refused whole, robots in order.
+    w.advance(acts(WAIT, WAIT), np.array([2, 1]))  # leaving a started task
+    assert w.record.schedule_errors[-1] == [
+        2, 0, 0, 5, "task is already opened by the second agent"
+    ]  # fmt: skip
     assert w.robot_task().tolist() == [0, 1]
-    w.advance(acts(WAIT, WAIT), np.array([0, 0]))  # one task, two robots: refused
-    assert w.record.schedule_errors[-1][3] == "task given to two robots"
+    w.advance(acts(WAIT, WAIT), np.array([0, 0]))  # one task, two robots
+    assert w.record.schedule_errors[-1] == [
+        0, 1, 0, 6, "task is already assigned by the second agent at the same time"
+    ]  # fmt: skip
     w.advance(acts(WAIT, WAIT), np.array([0, 7]))  # not revealed yet
-    assert w.record.schedule_errors[-1][3] == "task not in the pool"
+    assert w.record.schedule_errors[-1] == [7, 1, -1, 7, "task already finished"]
     assert w.advance(acts(FW, WAIT)) == 1  # last errand of task 0: counts, leaves the pool
+    assert w.record.events[-1] == [7, 0, 0, 2]
     assert w.robot_task().tolist() == [-1, 1]
     assert sorted(w.pool_task.tolist()) == [1, 2, 3]  # task 3 revealed to refill
+    assert w.record.revealed[-1] == [3, 7]
     assert w.finished == 1
+    # Schedules as the kit logs them: every change of the proposal, every accepted change.
+    assert w.record.planner_schedule == [
+        [(1, 1), (2, 0), (4, 2), (5, 0)],
+        [(1, 0), (2, 1), (5, 0), (6, 7), (7, 1)],
+    ]
+    assert w.record.actual_schedule == [[(1, 1), (2, 0)], [(1, 0), (2, 1)]]
+
+
+def test_2024_errands_wait_for_an_executed_plan(tmp_path: Path) -> None:
+    # Task 0's two errands are both cell 1: the second is reached on the next executed step,
+    # never during a step the robots waited for a late planner.
+    path = write_instance(tmp_path, OPEN, [0, 7], [[1, 1], [8, 9], [10, 11]], reveal=1.5)
+    w = World(lorr.read_instance(path), steps=20)
+    w.advance(acts(FW, WAIT), np.array([0, -1]))
+    assert w.record.events == [[1, 0, 0, 1]]
+    w.advance(None, np.array([0, -1]), timed_out=True)
+    w.advance(None, np.array([0, -1]), timed_out=True)
+    assert w.record.events == [[1, 0, 0, 1]]
+    assert w.finished == 0
+    assert (w.record.actions[1:3] == TIMEOUT).all()
+    w.advance(acts(WAIT, WAIT), np.array([0, -1]))
+    assert w.record.events == [[1, 0, 0, 1], [4, 0, 0, 2]]
+    assert w.finished == 1
+    assert w.record.schedule_errors == []
 
 
 # --------------------------------------------------------------------------- time limit
@@ -262,6 +294,32 @@ def test_over_running_the_limit_makes_everyone_wait_while_planning_goes_on(
     assert again.steps == 3
 
 
+class Peeking(Scripted):
+    """Records what preprocessing was shown."""
+
+    def initialize(self, instance: lorr.Instance) -> None:
+        self.seen = (len(instance.tasks), len(instance.task_len), instance.team_size)
+        super().initialize(instance)
+
+
+def test_preprocessing_sees_no_task_and_has_a_limit(tmp_path: Path) -> None:
+    inst = lorr.read_instance(write_instance(tmp_path, OPEN, [0], [[11], [2]]))
+    clock = [0.0]
+    planner = Peeking([[WAIT]], [0.1], clock)
+    lorr.simulate(inst, planner, steps=2, time_limit=1.0, clock=lambda: clock[0])
+    assert planner.seen == (0, 0, 1)  # the kit preprocesses before revealing any task
+    assert len(inst.tasks) == 2  # the run itself still has them
+    # Scripted preprocessing takes 100 s of the fake clock: over a 99 s limit, the run ends.
+    with pytest.raises(
+        BudgetExceeded, match=r"preprocessing took 100\.0 s, over the limit of 99 s"
+    ):
+        lorr.simulate(
+            inst, Scripted([[WAIT]], [0.1], clock), steps=2, clock=lambda: clock[0],
+            preprocess_limit=99.0,
+        )  # fmt: skip
+    assert lorr.PREPROCESS_LIMIT_S == 1800.0
+
+
 # --------------------------------------------------------------------------- validator
 
 
@@ -289,41 +347,95 @@ def run_file(tmp_path: Path) -> tuple[lorr.Instance, dict[str, Any]]:
 
 def test_validator_agrees_with_a_clean_run_and_its_format(tmp_path: Path) -> None:
     inst, out = run_file(tmp_path)
+    assert list(out) == [
+        "actionModel", "version", "teamSize", "numTaskFinished", "makespan",
+        "numPlannerErrors", "numScheduleErrors", "numEntryTimeouts", "start", "actualPaths",
+        "plannerPaths", "plannerTimes", "errors", "actualSchedule", "plannerSchedule",
+        "scheduleErrors", "events", "tasks",
+    ]  # fmt: skip
     assert out["actualPaths"] == ["F,F,W,W", "W,R,F,W"]
     assert out["start"] == [[0, 0, "E"], [1, 3, "E"]]
     assert out["numTaskFinished"] == 1
-    assert out["actualSchedule"] == ["0:0", "0:1"]
-    assert out["events"] == [[1, 0, 0, 0], [2, 0, 0, 1]]  # errands 0 and 1 of task 0
-    check = lorr.validate(out, inst)
-    assert check.ok, check
+    # Robot 0 finished task 0 at timestep 2; the next schedule leaves it free: the kit logs -1.
+    assert out["actualSchedule"] == ["1:0,3:-1", "1:1"]
+    assert out["events"] == [[1, 0, 0, 1], [2, 0, 0, 2]]  # errands 1 and 2 of task 0
+    assert out["tasks"][:3] == [[0, 0, [0, 1, 0, 2]], [1, 0, [2, 0, 2, 1]], [2, 0, [2, 2, 2, 3]]]
+    check = lorr.validate(out, inst, time_limit=None)
+    assert check.ok, check.problems
     assert check.finished == 1
 
 
 @pytest.mark.parametrize(
-    ("paths", "field"),
+    ("field", "robot", "value", "expected"),
     [
-        (["F,F,W,W", "W,W,W,F"], "illegal"),  # robot 1 (east edge, facing east) drives off
-        (["F,F,W,W", "C,F,C,F"], "vertex_conflicts"),  # 7 -> 3 -> 2: meets robot 0 at 2
-        (["F,F,W,W", "W,C,W,W"], "finished"),  # robot 1 never reaches 11: 1 claimed, 0 found
-        (["F,F,W,W", "W,R,X,W"], "illegal"),
+        # An altered action: one line naming the robot and the step.
+        ("actualPaths", 1, "W,R,W,W", "robot 1, timestep 3 (action 2): actualPaths has W, the"),
+        # Planned and executed: robot 1 would leave the map, the rules refuse it.
+        (
+            "plannerPaths",
+            1,
+            "W,R,F,F",
+            "timestep 4 (action 3): the rules refuse the joint action "
+            "(unallowed move, robot 1), actualPaths executes it",
+        ),
+        ("numTaskFinished", None, 2, "numTaskFinished: the file claims 2, the rules give 1"),
+        ("events", None, [[1, 0, 0, 1]], "events[1]: the file has None"),
+        ("errors", None, [[0, -1, 2, "unallowed move"]], "errors[0]: the file has"),
+        ("actualSchedule", None, ["1:0", "1:1"], "actualSchedule[0]"),
     ],
 )
-def test_validator_catches_tampered_files(tmp_path: Path, paths: list[str], field: str) -> None:
+def test_validator_names_each_disagreement(
+    tmp_path: Path, field: str, robot: int | None, value: Any, expected: str
+) -> None:
     inst, out = run_file(tmp_path)
-    out["actualPaths"] = paths
-    if field == "finished":
-        out["numTaskFinished"] = 2
-    check = lorr.validate(out, inst)
-    assert not check.ok
-    if field == "finished":
-        assert check.finished != check.claimed
+    if robot is None:
+        out[field] = value
     else:
-        assert getattr(check, field) > 0
+        out["actualPaths"][robot] = value
+        if field == "plannerPaths":
+            out["plannerPaths"][robot] = value
+    check = lorr.validate(out, inst, time_limit=None)
+    assert not check.ok
+    assert any(p.startswith(expected) for p in check.problems), check.problems
 
 
-def test_validator_finds_a_swap(tmp_path: Path) -> None:
-    inst = lorr.read_instance(write_instance(tmp_path, OPEN, [0, 1], [[11]]))
-    out = {"start": [[0, 0, "E"], [0, 1, "W"]], "actualPaths": ["F", "F"], "numTaskFinished": 0}
-    check = lorr.validate(out, inst)
-    assert check.swap_conflicts == 1
-    assert any("facing east" in p for p in check.problems)
+def test_validator_checks_timeouts_against_planner_times(tmp_path: Path) -> None:
+    inst, out = run_file(tmp_path)
+    out["plannerTimes"] = [0.2, 0.3, 0.1, 0.4]
+    assert lorr.validate(out, inst, time_limit=1.0).ok
+    out["plannerTimes"] = [0.2, 2.5, 0.1, 0.4]  # 2.5 s at a 1 s limit: two waits, none shown
+    check = lorr.validate(out, inst, time_limit=1.0)
+    assert check.problems == (
+        "plannerTimes[1]: 2.500 s means 2 timed-out steps at a 1 s limit, the paths show 0",
+    )
+    assert lorr.validate(out, inst, time_limit=5.0).ok
+
+
+def test_2023_layout_and_validator(tmp_path: Path) -> None:
+    path = write_instance(tmp_path, OPEN, [0, 4], [[1], [5], [2], [6], [3]], edition="2023")
+    inst = lorr.read_instance(path)
+    clock = [0.0]
+    planner = Scripted([[FW, FW], [FW, FW], [FW, FW]], [0.1, 1.5, 0.1], clock)
+    result = lorr.simulate(inst, planner, steps=4, time_limit=1.0, clock=lambda: clock[0])
+    out = lorr.result_json(result)
+    assert list(out) == [
+        "actionModel", "AllValid", "teamSize", "start", "numTaskFinished", "sumOfCost",
+        "makespan", "actualPaths", "plannerPaths", "plannerTimes", "errors", "events", "tasks",
+    ]  # fmt: skip
+    # The late answer: T planned, W executed, "incorrect vector size", as the 2023 kit writes.
+    assert out["plannerPaths"] == ["F,T,F,F", "F,T,F,F"]
+    assert out["actualPaths"] == ["F,W,F,F", "F,W,F,F"]
+    assert out["errors"] == [[-1, -1, 2, "incorrect vector size"]]
+    assert out["AllValid"] == "No"
+    assert (out["sumOfCost"], out["makespan"]) == (8, 4)
+    # One plannerTimes entry per executed step; the late step's limit goes to the one before.
+    assert out["plannerTimes"] == pytest.approx([1.1, 0.5, 0.1])
+    # Kit task ids in hand-out order: robots 0 and 1 get 0 and 1, then 2 and 3 at timestep 1.
+    assert out["events"][0] == [
+        [0, 0, "assigned"], [0, 1, "finished"], [2, 1, "assigned"], [2, 3, "finished"],
+        [4, 3, "assigned"], [4, 4, "finished"], [6, 4, "assigned"],
+    ]  # fmt: skip
+    assert out["tasks"][:4] == [[0, 0, 1], [1, 1, 1], [2, 0, 2], [3, 1, 2]]
+    check = lorr.validate(out, inst, time_limit=1.0)
+    assert check.ok, check.problems
+    assert (check.finished, check.timeouts) == (5, 1)

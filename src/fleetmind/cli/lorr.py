@@ -68,3 +68,61 @@ def lorr_run(
             console.print(f"run folder: {out} (lorr_output.json in the start kit's layout)")
     if m["collisions"] or not m["lorr"]["validated"]:
         raise typer.Exit(1)
+
+
+@lorr_app.command("validate")
+def lorr_validate(
+    output: Annotated[Path, typer.Argument(help="A start-kit output file (the kit's or ours).")],
+    instance: Annotated[
+        str, typer.Option(help="The instance .json it was run on (or a short name).")
+    ],
+    time_limit: Annotated[
+        float, typer.Option(help="The run's seconds per step, to check plannerTimes (0: skip).")
+    ] = 1.0,
+    as_json: JsonFlag = False,
+) -> None:
+    """Replay a start-kit output file under the LoRR rules; one line per disagreement.
+
+    The team is the file's ``teamSize`` (the kit reads the first ``teamSize`` agents). Exits 1
+    when the file disagrees with the rules anywhere.
+    """
+    from fleetmind.bench.lorr import resolve
+    from fleetmind.errors import ConfigError
+    from fleetmind.sim import lorr
+
+    data = lorr.referee.load(output)
+    team = data.get("teamSize")
+    if not isinstance(team, int) or isinstance(team, bool):
+        raise ConfigError(f"{output}: field 'teamSize' missing or not an integer")
+    inst = lorr.read_instance(resolve(instance), team_size=team)
+    check = lorr.validate(data, inst, time_limit=time_limit or None, source=str(output))
+    summary = {
+        "output": str(output),
+        "instance": str(inst.path),
+        "edition": check.edition,
+        "team_size": team,
+        "steps": check.steps,
+        "finished": check.finished,
+        "claimed": check.claimed,
+        "errors": len(check.errors),
+        "schedule_errors": len(check.schedule_errors),
+        "timeouts": check.timeouts,
+        "ok": check.ok,
+        "problems": list(check.problems),
+    }
+    if as_json:
+        print_json(summary)
+    else:
+        verdict = "agrees with the rules" if check.ok else f"{len(check.problems)} disagreements"
+        console.print(
+            f"{output}: {check.edition} rules, {team} robots, {check.steps} steps: "
+            f"{check.finished:,} finished (file: {check.claimed:,}), {len(check.errors)} errors, "
+            f"{len(check.schedule_errors)} schedule errors, {check.timeouts} timed-out steps; "
+            f"{verdict}",
+            soft_wrap=True,
+            markup=False,
+        )
+        for line in check.problems:
+            console.print(line, soft_wrap=True, markup=False)
+    if not check.ok:
+        raise typer.Exit(1)

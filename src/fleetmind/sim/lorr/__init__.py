@@ -42,6 +42,7 @@ code of its own (vectorised replay of the actions, then the errand rules again) 
 conflicts, illegal actions and the task count it finds.
 """
 
+from fleetmind.sim.lorr import referee
 from fleetmind.sim.lorr.instance import (
     Instance,
     read_agents,
@@ -50,7 +51,8 @@ from fleetmind.sim.lorr.instance import (
     read_tasks,
     write_instance,
 )
-from fleetmind.sim.lorr.output import Validation, result_json, validate, write_output
+from fleetmind.sim.lorr.output import dumps, result_json, write_output
+from fleetmind.sim.lorr.referee import Validation, validate
 from fleetmind.sim.lorr.rules import (
     ACTION_CHARS,
     CCR,
@@ -65,6 +67,7 @@ from fleetmind.sim.lorr.rules import (
     next_state,
 )
 from fleetmind.sim.lorr.world import (
+    PREPROCESS_LIMIT_S,
     LorrPlanner,
     Plan,
     Record,
@@ -81,6 +84,7 @@ __all__ = [
     "FW",
     "HEADING",
     "ORIENT_CHARS",
+    "PREPROCESS_LIMIT_S",
     "TIMEOUT",
     "WAIT",
     "Edition",
@@ -93,11 +97,13 @@ __all__ = [
     "View",
     "World",
     "conflicts",
+    "dumps",
     "next_state",
     "read_agents",
     "read_instance",
     "read_map",
     "read_tasks",
+    "referee",
     "result_json",
     "simulate",
     "validate",

@@ -166,8 +166,8 @@ def read_tasks(path: str | Path, grid: GridMap) -> tuple[NDArray[np.int64], NDAr
     for i, locs in enumerate(parsed):
         tasks[i, : len(locs)] = locs
     h, w = grid.shape
-    valid = tasks >= 0
-    inside = valid & (tasks < h * w)
+    valid = np.arange(tasks.shape[1])[None, :] < lengths[:, None]  # not the -1 padding
+    inside = valid & (tasks >= 0) & (tasks < h * w)
     bad = valid & ~inside
     bad[inside] = grid.blocked.ravel()[tasks[inside]]
     if bad.any():

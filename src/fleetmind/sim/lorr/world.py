@@ -5,13 +5,13 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
 
-from fleetmind.errors import ConfigError
+from fleetmind.errors import BudgetExceeded, ConfigError
 from fleetmind.sim.lorr.instance import Instance
 from fleetmind.sim.lorr.rules import FW, TIMEOUT, WAIT, conflicts, next_state
 
@@ -69,32 +69,46 @@ def _readonly(a: NDArray[np.int64]) -> NDArray[np.int64]:
 
 @dataclass
 class Record:
-    """What a run keeps for its output file (2024 and 2023 alike).
+    """What a run keeps for its output file, in the start kit's terms.
+
+    Timesteps follow the start kit: the move of step ``t`` (0-based) lands at timestep ``t + 1``,
+    and errors, events and schedules carry that timestep.
 
     Attributes:
-        actions: executed action per step and robot, ``(steps, n)`` int8 (TIMEOUT on over-run).
+        actions: executed action per step and robot, ``(steps, n)`` int8 (TIMEOUT where the
+            2024 robots waited for a late planner; WAIT in 2023, as the kit writes it).
         planned: the planner's actions per step and robot, ``(steps, n)`` int8 (TIMEOUT where it
             had not answered).
-        planner_times: seconds of each planner call.
-        errors: ``[robot_a, robot_b, step, kind]`` refused moves (``robot_b`` -1 for a wall).
-        schedule_errors: ``[robot, task, step, reason]`` refused schedules.
-        assignments: ``[step, robot, task]`` schedule changes applied before the step's move.
-        events: ``[step, robot, task, errand_index]``: the robot stood on that errand after step.
-        revealed: ``[task_id, step]`` each task's reveal (2024).
+        planner_times: seconds of each planner call (one per call, waits included).
+        call_timeouts: steps the robots waited for each planner call.
+        errors: ``[robot_a, robot_b, timestep, text]``: the first reason a joint move was
+            refused (the kit stops at the first), ``robot_b`` the earlier robot or ``-1``.
+        schedule_errors: ``[task, robot_a, robot_b, timestep, text]`` refused schedules (2024).
+        planner_schedule: per robot, ``(timestep, task)`` each time its proposal changed (2024).
+        actual_schedule: per robot, ``(timestep, task)`` each time its accepted task changed.
+        events: 2024 ``[timestep, robot, task, k]`` (robot reached errand ``k``, 1-based);
+            2023 per robot ``[task, timestep, "assigned" | "finished"]`` (kit task ids).
+        revealed: 2024 ``[task, timestep]`` each reveal; 2023 ``[kit task id, location]``.
+        goal_steps: ``(n,)`` steps each robot had a task when planned (the kit's cost).
+        all_valid: no refused move and no missing answer (2023 ``AllValid``).
     """
 
     actions: NDArray[np.int8]
     planned: NDArray[np.int8]
     planner_times: list[float] = field(default_factory=list)
+    call_timeouts: list[int] = field(default_factory=list)
     errors: list[list[Any]] = field(default_factory=list)
     schedule_errors: list[list[Any]] = field(default_factory=list)
-    assignments: list[list[int]] = field(default_factory=list)
-    events: list[list[int]] = field(default_factory=list)
+    planner_schedule: list[list[tuple[int, int]]] = field(default_factory=list)
+    actual_schedule: list[list[tuple[int, int]]] = field(default_factory=list)
+    events: list[list[Any]] = field(default_factory=list)
     revealed: list[list[int]] = field(default_factory=list)
+    goal_steps: NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    all_valid: bool = True
 
 
 class World:
-    """The LoRR simulator for one instance (both editions).
+    """The LoRR simulator for one instance (both editions), step for step as the start kit.
 
     Args:
         instance: the problem.
@@ -115,8 +129,16 @@ class World:
         self.record = Record(
             actions=np.full((steps, n), WAIT, dtype=np.int8),
             planned=np.full((steps, n), WAIT, dtype=np.int8),
+            planner_schedule=[[] for _ in range(n)],
+            actual_schedule=[[] for _ in range(n)],
+            goal_steps=np.zeros(n, dtype=np.int64),
         )
         m = len(instance.tasks)
+        self._m = m
+        self.robot_slot = np.full(n, -1, dtype=np.int64)
+        self._slot_of: dict[int, int] = {}
+        self._last_actual = np.full(n, -2, dtype=np.int64)  # -2: nothing logged yet
+        self.next_reveal = 0
         if instance.edition == "2023":
             self.errand = np.arange(n, dtype=np.int64)  # errand id (line before mod M)
             self.pool_task = np.full(0, -1, dtype=np.int64)
@@ -124,9 +146,19 @@ class World:
             self.pool_len = np.zeros(0, dtype=np.int64)
             self.pool_next = np.zeros(0, dtype=np.int64)
             self.pool_agent = np.full(0, -1, dtype=np.int64)
-            self.robot_slot = np.full(n, -1, dtype=np.int64)
-            self._slot_of: dict[int, int] = {}
-            self.next_reveal = 0
+            # The kit numbers 2023 tasks in the order it hands them out (robots in id order,
+            # numTasksReveal each at the start, then one per finished errand).
+            reveal = instance.pool_size
+            self.kit_ids: list[list[int]] = []
+            self.record.events = [[] for _ in range(n)]
+            for r in range(n):
+                ids = list(range(r * reveal, (r + 1) * reveal))
+                self.kit_ids.append(ids)
+                for k, kid in enumerate(ids):
+                    self.record.events[r].append([kid, 0, "assigned"])
+                    line = (r + k * n) % m
+                    self.record.revealed.append([kid, int(instance.tasks[line, 0])])
+            self.next_kit_id = n * reveal
         else:
             cap = instance.pool_size
             self.errand = np.full(n, -1, dtype=np.int64)
@@ -135,11 +167,7 @@ class World:
             self.pool_len = np.zeros(cap, dtype=np.int64)
             self.pool_next = np.zeros(cap, dtype=np.int64)
             self.pool_agent = np.full(cap, -1, dtype=np.int64)
-            self.robot_slot = np.full(n, -1, dtype=np.int64)
-            self._slot_of = {}
-            self.next_reveal = 0
             self._reveal()
-        self._m = m
 
     # ----------------------------------------------------------------- tasks
     def _reveal(self) -> None:
@@ -202,34 +230,53 @@ class World:
             pool_agent=_readonly(self.pool_agent),
         )
 
-    def _schedule(self, proposed: NDArray[np.int64]) -> None:
-        """Apply a 2024 schedule, or refuse it whole (logging why) and keep the current one."""
+    def _schedule_error(self, proposed: NDArray[np.int64]) -> list[Any] | None:
+        """The kit's first objection to a 2024 schedule (robots in id order), or ``None``."""
         n = len(self.loc)
-        current = self.robot_task()
-        proposed = np.asarray(proposed, dtype=np.int64)
+        t = self.step + 1  # the kit stamps schedule errors one past the move's timestep
         if proposed.shape != (n,):
-            self.record.schedule_errors.append([-1, -1, self.step, "schedule has wrong length"])
+            return [-1, -1, -1, t, "Invalid schedule size"]
+        current = self.robot_task()
+        named = proposed >= 0
+        pool = self.pool_task[self.pool_task >= 0]
+        unknown = named & ~np.isin(proposed, pool)
+        taken = proposed[named]
+        twice = np.unique(taken).size != taken.size
+        cur_slot = self.robot_slot
+        started = (cur_slot >= 0) & (proposed != current)
+        started[started] = self.pool_next[cur_slot[started]] > 0
+        if not (unknown.any() or twice or started.any()):
+            return None
+        first: dict[int, int] = {}
+        for i in range(n):
+            task = int(proposed[i])
+            if task != -1 and unknown[i]:
+                return [task, i, -1, t, "task already finished"]
+            if task != -1 and task in first:
+                return [
+                    task, i, first[task], t,
+                    "task is already assigned by the second agent at the same time",
+                ]  # fmt: skip
+            if started[i]:
+                holder = int(self.pool_agent[cur_slot[i]])
+                return [task, i, holder, t, "task is already opened by the second agent"]
+            if task != -1:
+                first[task] = i
+        return None
+
+    def _schedule(self, proposed: NDArray[np.int64]) -> None:
+        """Apply a 2024 schedule at the current timestep, or refuse it whole and log why."""
+        proposed = np.asarray(proposed, dtype=np.int64).ravel()
+        t = self.step
+        plan_log = self.record.planner_schedule
+        for r in range(min(len(proposed), len(self.loc))):
+            if not plan_log[r] or plan_log[r][-1][1] != proposed[r]:
+                plan_log[r].append((t, int(proposed[r])))
+        error = self._schedule_error(proposed)
+        if error is not None:
+            self.record.schedule_errors.append(error)
             return
-        changed = np.flatnonzero(proposed != current)
-        if not changed.size:
-            return
-        for r in changed.tolist():
-            slot = int(self.robot_slot[r])
-            if slot >= 0 and self.pool_next[slot] > 0:
-                self.record.schedule_errors.append(
-                    [r, int(proposed[r]), self.step, "robot's task already started"]
-                )
-                return
-            task = int(proposed[r])
-            if task >= 0 and task not in self._slot_of:
-                self.record.schedule_errors.append([r, task, self.step, "task not in the pool"])
-                return
-        taken = proposed[proposed >= 0]
-        if np.unique(taken).size != taken.size:
-            values, counts = np.unique(taken, return_counts=True)
-            task = int(values[counts > 1][0])
-            self.record.schedule_errors.append([-1, task, self.step, "task given to two robots"])
-            return
+        changed = np.flatnonzero(proposed != self.robot_task())
         for r in changed.tolist():
             slot = int(self.robot_slot[r])
             if slot >= 0 and self.pool_agent[slot] == r:
@@ -241,7 +288,13 @@ class World:
                 slot = self._slot_of[task]
                 self.pool_agent[slot] = r
                 self.robot_slot[r] = slot
-            self.record.assignments.append([self.step, r, task])
+        log = self.record.actual_schedule
+        current = self.robot_task()
+        # The kit compares with the last logged task, not the previous assignment: a robot
+        # whose task finished logs -1 when the next schedule leaves it free.
+        for r in np.flatnonzero(current != self._last_actual).tolist():
+            log[r].append((t, int(current[r])))
+        self._last_actual = current
 
     def _errands(self) -> int:
         """Mark errands reached at the current locations; returns tasks (2024) or errands done."""
@@ -249,17 +302,26 @@ class World:
         reached = np.flatnonzero((goal >= 0) & (self.loc == goal))
         if not reached.size:
             return 0
+        t = self.step
         if self.instance.edition == "2023":
+            n = len(self.loc)
+            reveal = self.instance.pool_size
             for r in reached.tolist():
-                self.record.events.append([self.step, r, int(self.errand[r]), 0])
-            self.errand[reached] += len(self.loc)
+                ids = self.kit_ids[r]
+                self.record.events[r].append([ids.pop(0), t, "finished"])
+            for r in reached.tolist():  # the kit hands out new ids robot by robot
+                kid = self.next_kit_id
+                self.next_kit_id += 1
+                self.kit_ids[r].append(kid)
+                self.record.events[r].append([kid, t, "assigned"])
+                line = (int(self.errand[r]) + reveal * n) % self._m
+                self.record.revealed.append([kid, int(self.instance.tasks[line, 0])])
+            self.errand[reached] += n
             return int(reached.size)
         slots = self.robot_slot[reached]
-        for r, s in zip(reached.tolist(), slots.tolist(), strict=True):
-            self.record.events.append(
-                [self.step, r, int(self.pool_task[s]), int(self.pool_next[s])]
-            )
         self.pool_next[slots] += 1
+        for r, s in zip(reached.tolist(), slots.tolist(), strict=True):
+            self.record.events.append([t, r, int(self.pool_task[s]), int(self.pool_next[s])])
         done = self.pool_next[slots] >= self.pool_len[slots]
         for s in slots[done].tolist():
             del self._slot_of[int(self.pool_task[s])]
@@ -269,25 +331,41 @@ class World:
         return int(done.sum())
 
     # ----------------------------------------------------------------- moves
-    def check(self, actions: NDArray[np.int64]) -> list[list[Any]]:
-        """The reasons ``actions`` would be refused (empty when legal)."""
-        errors: list[list[Any]] = []
+    def check(self, actions: NDArray[np.int64]) -> list[Any] | None:
+        """The kit's first reason to refuse ``actions`` (robots in id order), or ``None``.
+
+        Returns:
+            ``[robot_a, robot_b, timestep, text]`` with the kit's texts: ``incorrect vector
+            size``, ``unallowed move`` (a wall or off the map), ``vertex conflict``, ``edge
+            conflict`` (two robots trading cells); ``robot_b`` is the earlier robot, ``-1``
+            when one robot is at fault.
+        """
         n = len(self.loc)
-        if actions.shape != (n,) or ((actions < FW) | (actions > WAIT)).any():
-            return [[-1, -1, self.step, "actions: wrong length or unknown action"]]
+        t = self.step + 1
+        if actions.shape != (n,):
+            return [-1, -1, t, "incorrect vector size"]
         new_loc, _, row, col = next_state(self.loc, self.ori, actions, self.width)
         h = self.n_cells // self.width
         off = (row < 0) | (row >= h) | (col < 0) | (col >= self.width)
         wall = off.copy()
         wall[~off] = self.blocked_flat[new_loc[~off]]
-        for r in np.flatnonzero(wall).tolist():
-            errors.append([r, -1, self.step, "moves into a wall or off the map"])
-        if errors:
-            return errors
         vertex, swaps = conflicts(self.loc, new_loc)
-        errors += [[a, b, self.step, "vertex conflict"] for a, b in vertex]
-        errors += [[a, b, self.step, "swap conflict"] for a, b in swaps]
-        return errors
+        if not (wall.any() or vertex or swaps):
+            return None
+        # Replay the kit's scan to name the same robots it names.
+        cells: dict[int, int] = {}
+        edges: dict[tuple[int, int], int] = {}
+        for i in range(n):
+            a, b = int(self.loc[i]), int(new_loc[i])
+            if wall[i]:
+                return [i, -1, t, "unallowed move"]
+            if b in cells:
+                return [i, cells[b], t, "vertex conflict"]
+            if (a, b) in edges:
+                return [i, edges[(a, b)], t, "edge conflict"]
+            cells[b] = i
+            edges[(b, a)] = i
+        raise AssertionError("conflict found by the vector check but not by the scan")
 
     def advance(
         self,
@@ -296,11 +374,18 @@ class World:
         *,
         timed_out: bool = False,
     ) -> int:
-        """One step: apply the schedule (2024), move (or wait if refused), mark errands.
+        """One step as the kit plays it: move (or all wait if refused), then the tasks.
+
+        2024: an executed step then applies the schedule (``None`` keeps the current one),
+        marks errands reached and refills the pool, all at the new timestep; a timed-out step
+        does none of that (the kit updates tasks only after a plan is executed). 2023: a
+        timed-out step is an empty answer (error ``incorrect vector size``, everyone waits), and
+        errands are marked after every step.
 
         Args:
             actions: ``(n,)`` actions; ``None`` with ``timed_out`` for a step the planner ran over.
-            schedule: the proposed schedule (2024), ``None`` to keep the current one.
+            schedule: the proposed schedule (2024), ``None`` to keep the current one; on a
+                timed-out step only counted for the kit's cost (robots with a task).
             timed_out: the planner had not answered (every robot waits, recorded as TIMEOUT).
 
         Returns:
@@ -309,26 +394,43 @@ class World:
         t = self.step
         if t >= len(self.record.actions):
             raise ConfigError(f"step {t} is past the {len(self.record.actions)} recorded steps")
+        edition = self.instance.edition
+        proposal = self.robot_task() if schedule is None else np.asarray(schedule, np.int64)
+        if edition == "2023":
+            self.record.goal_steps += 1  # every 2023 robot always has its errands
+        elif proposal.shape == self.loc.shape:
+            self.record.goal_steps += proposal >= 0
         if timed_out or actions is None:
-            self.record.actions[t] = TIMEOUT
             self.record.planned[t] = TIMEOUT
+            if edition == "2024":
+                self.record.actions[t] = TIMEOUT
+                self.step += 1
+                return 0
+            self.record.errors.append([-1, -1, t + 1, "incorrect vector size"])
+            self.record.all_valid = False
+            self.record.actions[t] = WAIT
         else:
             actions = np.asarray(actions, dtype=np.int64)
-            if actions.shape == self.loc.shape:
-                self.record.planned[t] = np.clip(actions, 0, TIMEOUT)
-            if schedule is not None and self.instance.edition == "2024":
-                self._schedule(schedule)
-            errors = self.check(actions)
-            if errors:
-                self.record.errors += errors
+            if actions.size and ((actions < FW) | (actions > WAIT)).any():
+                raise ConfigError(f"step {t}: actions must be FW, CR, CCR or WAIT (0-3)")
+            flat = actions.ravel()
+            k = min(flat.size, len(self.loc))
+            self.record.planned[t] = TIMEOUT
+            self.record.planned[t, :k] = flat[:k]
+            error = self.check(actions)
+            if error is not None:
+                self.record.errors.append(error)
+                self.record.all_valid = False
                 self.record.actions[t] = WAIT
             else:
                 self.record.actions[t] = actions
                 self.loc, self.ori, _, _ = next_state(self.loc, self.ori, actions, self.width)
         self.step += 1
+        if edition == "2024":
+            self._schedule(proposal)
         done = self._errands()
         self.finished += done
-        if self.instance.edition == "2024":
+        if edition == "2024":
             self._reveal()
         return done
 
@@ -336,11 +438,20 @@ class World:
 # --------------------------------------------------------------------------- running
 
 
+PREPROCESS_LIMIT_S = 1800.0
+"""LoRR's preprocessing limit in the 2023 and 2024 competitions (the kit's option default is
+30 s; the competitions ran with 30 minutes)."""
+
+
 class LorrPlanner(Protocol):
     """A LoRR entry: preprocessing once, then one answer per step."""
 
     def initialize(self, instance: Instance) -> None:
-        """Preprocess the map and team (LoRR's preprocessing phase, not timed per step)."""
+        """Preprocess the map and team (LoRR's preprocessing phase, not timed per step).
+
+        As in the start kit, it runs before any task is revealed: ``instance`` carries the
+        map, the team and the rules but no task (``tasks`` is ``(0, E)``).
+        """
         ...
 
     def plan(self, view: View) -> Plan:
@@ -359,7 +470,7 @@ class RunResult:
         timeouts: steps the robots waited because the planner ran over the limit.
         time_limit: the per-step limit in seconds (``None``: unlimited).
         preprocess_s: seconds of :meth:`LorrPlanner.initialize`.
-        record: actions, planner times, errors, assignments and events.
+        record: actions, planner times, errors, schedules and events.
         final_loc: ``(n,)`` locations at the end.
         final_ori: ``(n,)`` orientations at the end.
     """
@@ -388,6 +499,7 @@ def simulate(
     time_limit: float | None = None,
     clock: Callable[[], float] = time.perf_counter,
     progress: Callable[[int, int], None] | None = None,
+    preprocess_limit: float | None = PREPROCESS_LIMIT_S,
 ) -> RunResult:
     """Run ``planner`` on ``instance`` for ``steps`` steps under the LoRR rules.
 
@@ -400,15 +512,31 @@ def simulate(
             steps of everyone waiting before it is executed.
         clock: seconds, for timing the planner (a fake one in tests).
         progress: called with ``(step, finished)`` after every executed plan.
+        preprocess_limit: seconds :meth:`LorrPlanner.initialize` may take (LoRR's
+            ``--preprocessTimeLimit``: 30 minutes in the competitions); ``None``: no limit.
+
+    Raises:
+        BudgetExceeded: preprocessing ran over ``preprocess_limit`` (the kit ends the run).
     """
     if steps < 1:
         raise ConfigError(f"steps must be at least 1, got {steps}")
     if time_limit is not None and time_limit <= 0:
         raise ConfigError(f"time limit must be positive, got {time_limit}")
     world = World(instance, steps=steps)
+    # The kit preprocesses before revealing any task: the planner gets no task line.
+    blind = replace(
+        instance,
+        tasks=instance.tasks[:0].copy(),
+        task_len=instance.task_len[:0].copy(),
+    )
     t0 = clock()
-    planner.initialize(instance)
+    planner.initialize(blind)
     preprocess = clock() - t0
+    if preprocess_limit is not None and preprocess > preprocess_limit:
+        raise BudgetExceeded(
+            f"{instance.path}: preprocessing took {preprocess:.1f} s, over the limit of "
+            f"{preprocess_limit:g} s (LoRR --preprocessTimeLimit)"
+        )
     timeouts = 0
     while world.step < steps:
         view = world.view()
@@ -416,10 +544,13 @@ def simulate(
         plan = planner.plan(view)
         spent = clock() - t0
         world.record.planner_times.append(spent)
+        waited = 0
         if time_limit is not None and spent > time_limit:
-            for _ in range(min(math.ceil(spent / time_limit) - 1, steps - world.step)):
-                world.advance(None, timed_out=True)
-                timeouts += 1
+            waited = min(math.ceil(spent / time_limit) - 1, steps - world.step)
+            for _ in range(waited):
+                world.advance(None, plan.schedule, timed_out=True)
+        world.record.call_timeouts.append(waited)
+        timeouts += waited
         if world.step >= steps:
             break
         world.advance(plan.actions, plan.schedule)

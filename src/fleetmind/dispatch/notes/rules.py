@@ -53,7 +53,15 @@ _NEG_EXCEPT = _c(
     r"|(?:不得|不能|不要|不许|不准|禁止|别|勿|不可|没有)\S{0,4}?(?:除了|除)\s*$"
 )
 # "非3号车不可", "非得4号车来不可": nothing but that robot will do.
-_ZH_NON_NOT = (_c(r"非(?:得|要)?\s*$"), _c(r"^[^,;。]{0,6}?(?:不可|不行|莫属|不成)"))
+_ZH_NON_NOT = (
+    _c(r"非(?:得|要)?\s*$"),
+    _c(r"^[^,;。]{0,6}?(?:莫属|不(?:可|行|成|送|搬|运|取|接|用|做))"),
+)
+# "have robot 4 take care of this": a robot made to do the job is the one asked for.
+_CAUSATIVE = (
+    _c(r"\b(?:have|get|let)\s+(?:the\s+)?$"),
+    _c(r"^\s*(?:take|do|handle|carry|deliver|move|pick|bring|run|grab)\b"),
+)
 _NOT_PRE = [
     _c(r"\b(?:not|never|no|neither)\s+(?:by|with|on|via|to|for|using|use|the|even)?\s*$"),
     _c(
@@ -153,7 +161,7 @@ _EXCEPT_ZH = _c(r"(?:除了|除)\s*$")
 _EXCEPT_ZH_SUF = _c(r"^\s*(?:以外|之外|除外)")
 _ZH_NOT_BUT = _c(r"^\s*(?:车|号)?\s*[,，]?\s*(?:而)?是")
 _EXCEPT_ZH_ONLY = _c(
-    r"^[,\s]*[^,。]*?(?:都不|都别|别的.*不|其他.*不|其它.*不|谁都不|谁也不|谁都别|谁也别|一律不|均不|全都不)"
+    r"^\s*(?:车|机器人)?\s*(?:以外|之外)?(?:的)?[,\s]*[^,。]*?(?:都不|都别|别的.*不|其他.*不|其它.*不|谁都不|谁也不|谁都别|谁也别|一律不|均不|全都不)"
 )
 
 # ---------------------------------------------------------------------------- time cues
@@ -309,6 +317,12 @@ def judge_robot(c: Candidates, mention: RobotMention) -> Judgement:
         return Judgement("only_robot", True, sticky=True)
     if _ZH_NON_NOT[0].search(pre) and _ZH_NON_NOT[1].search(c.text[mention.end :]):
         return Judgement("only_robot", True, sticky=True)
+    if (
+        _CAUSATIVE[0].search(pre)
+        and _CAUSATIVE[1].search(suf)
+        and not any(p.search(pre) for p in _NOT_PRE)
+    ):
+        return Judgement("only_robot", True)
     if _EXCEPT_ZH.search(pre):
         rest = c.text[mention.end :]
         kind = "only_robot" if _EXCEPT_ZH_ONLY.search(rest) else "not_robot"
@@ -458,6 +472,8 @@ _OTHER_ORDER = _c(
     r"\b(?:other|another|different|separate|sister|neighbou?ring)\s+"
     r"(?:customer'?s?\s+)?(?:orders?|shipments?|deliver(?:y|ies)|batch(?:es)?|jobs?|consignments?|"
     r"tickets?|pick lists?)\b"
+    r"|\b(?:yesterday|last week|last month|this morning)(?:'s| is)?\s+(?:orders?|shipments?|batch(?:es)?|"
+    r"deliver(?:y|ies)|waves?|jobs?)\b"
     r"|(?:另一|另外一|另|别的|其他|其它|隔壁那?)\s*(?:个|张)?\s*(?:订单|单)"
 )
 _NOT_THIS_ORDER = _c(r"\bnot (?:for )?(?:this|ours|our) (?:one|order)\b|不是(?:这|本)(?:一)?单")
@@ -481,6 +497,13 @@ _CONDITION = _c(
     r"(?<!grateful )(?<!appreciate it )(?<!appreciated )(?<!glad )(?<!happy )"
     r"\b(?:if|unless|in case|provided|assuming)\b(?!\s+possible)(?!\s+(?:\w+\s+){0,4}?(?:could|would)\b)"
     r"|如果|要是|假如|万一|除非|若是|的话"
+)
+
+# Words of time limits: a note with one and a stated time no cue places cannot be read with
+# confidence.
+TIME_TALK = _c(
+    r"\b(?:deadline|due|hold|until|before|after|latest|earliest|within|cutoff|cut-off|no later|"
+    r"no earlier|wait|pick ?up|deliver\w*|ship\w*)\b|截止|期限|之前|以前|以后|之后|送达|最晚|最早|等到|才能"
 )
 
 Judged = list[tuple[RobotMention | TimeMention, Judgement]]

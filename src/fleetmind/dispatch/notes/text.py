@@ -113,6 +113,7 @@ _MISSPELLINGS = {
     "isnt": "isn't",
     "noone": "no one",
     "nobdy": "nobody",
+    "dnt": "don't",
     "anyoen": "anyone",
 }
 
@@ -147,6 +148,7 @@ _SLANG = (
     (re.compile(r"\b(?:tic|tik|tck)\b"), "tick"),
     (re.compile(r"\b(?:tics|tiks|tcks|ticls|tikcs|tickss)\b"), "ticks"),
     (re.compile(r"\bb/f\b"), "before"),
+    (re.compile(r"\bnt\b"), "not"),
 )
 
 _EN_UNITS = {
@@ -257,12 +259,13 @@ def _mend(token: str) -> str:
     """
     if token in _MISSPELLINGS:
         return _MISSPELLINGS[token]
-    if len(token) < 4 or token in _NUMBER_WORDS or not token.isalpha() or is_word(token):
+    if len(token) < 3 or token in _NUMBER_WORDS or not token.isalpha() or is_word(token):
         return token
     close = {
         cue
         for cue in CUE_WORDS
-        if abs(len(cue) - len(token)) <= 1
+        # A three-letter token is mended only by a dropped letter ("ony" -> "only").
+        if (len(cue) - len(token) in (0, 1, -1) if len(token) > 3 else len(cue) == 4)
         and jellyfish.damerau_levenshtein_distance(token, cue) == 1
     }
     # Two cue words equally close ("tics": "tick"/"ticks"): prefer the one of the same length.

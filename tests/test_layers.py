@@ -48,7 +48,9 @@ ALLOWED: dict[str, set[str]] = {
         "web",
         "scale",
     },
-    "__init__": set(),
+    # gymnasium.make("fleetmind:fleetmind/rware-...-v2") imports the package: it registers the
+    # twin's Gymnasium ids (envs/rware_gym.py), and only when gymnasium is already loaded.
+    "__init__": {"envs"},
 }
 
 

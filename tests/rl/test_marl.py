@@ -204,6 +204,43 @@ def test_mat_policy_is_the_greedy_joint_action() -> None:
     torch.testing.assert_close(tf, logits, atol=1e-6, rtol=0)
 
 
+def _dependent_mat() -> tuple[MAT, torch.Tensor, torch.Tensor]:
+    """A 2-agent MAT whose second agent's action depends on the first's, and the exact joint.
+
+    Scaling the action head makes the policy sharp enough that conditioning matters; the
+    first seed whose policy has an uncertain first agent and a second agent that answers it
+    differently is taken (a precondition the test asserts, so it cannot pass vacuously).
+    """
+    for seed in range(200):
+        model = small_mat(n_agents=2, seed=seed)
+        with torch.no_grad():
+            model.action_head[-1].weight.mul_(400.0)
+            obs = torch.randn(1, 2, 7)
+            joint = torch.cartesian_prod(torch.arange(5), torch.arange(5))  # (25, 2)
+            logp, _, _ = model.evaluate(obs.expand(25, 2, 7), None, joint)
+            p = logp.sum(-1).exp().reshape(5, 5)  # p[a1, a2]
+        p1 = p.sum(1)
+        top = p1.argsort(descending=True)[:2]
+        cond = p[top] / p1[top, None]
+        if p1.max() < 0.75 and p1[top[1]] > 0.2 and 0.5 * (cond[0] - cond[1]).abs().sum() > 0.5:
+            return model, obs, p
+    raise AssertionError("no seed gave a dependent 2-agent MAT")
+
+
+def test_mat_sampled_evaluation_is_the_policy_trained() -> None:
+    # Each agent samples given the earlier agents' *sampled* actions (MAT.act), so the joint
+    # distribution of the evaluated actions is pi1(a1) * pi2(a2 | a1); sampling the greedy
+    # decoder's logits would give pi1(a1) * pi2(a2 | argmax a1), which this policy is far from.
+    model, obs, p = _dependent_mat()
+    act = base.sampled_actions(MATPolicy(model), seed=3)
+    n = 20_000
+    draws = act(np.repeat(obs.numpy(), n, axis=0))
+    assert draws.shape == (n, 2)
+    emp = np.bincount(draws[:, 0] * 5 + draws[:, 1], minlength=25) / n
+    tv = 0.5 * np.abs(emp - p.reshape(-1).numpy()).sum()
+    assert tv < 0.03, f"sampled joint actions off the policy's joint distribution (TV {tv:.3f})"
+
+
 # --------------------------------------------------------------------------- fleetmind train
 
 

@@ -1,43 +1,40 @@
-"""Multi-agent learners at equal wall time on RWARE (``fleetmind bench marl``).
+"""MARL learners at equal wall time on RWARE, on rware's own reward (``fleetmind bench marl``).
 
-Every learner (``mat``, ``mappo``, ``maddpg``, ``qmix``) trains on the RWARE twin
-(:class:`fleetmind.rl.neural.adapters.TwinBatch`: rware 2.0's rules, many worlds at once) with the
-recipe ``fleetmind train`` uses on rware ids: the twin's dense guide at one weight for all
-(``shaping``, :class:`~fleetmind.rl.neural.adapters.RwareShaping`; 0.2 by default, the weight of
-the 60-minute MAPPO run in ``docs/rware.md``), the §3.3 rules on rware's individual reward, one
-torch thread, and each learner's rware options (:data:`RECIPES`). Each run gets the same
-wall-clock budget (evaluations excluded). Its policy then plays ``eval_episodes`` seeded 500-step
-episodes of the **real** ``rware`` package twice, sampling its actions and by argmax
-(:func:`fleetmind.rl.neural.adapters.evaluate_rware`), the same episodes for every learner and
-for a uniformly random policy (the floor every published rware curve starts from; fleetmind has
-no hand-written rware policy). The figure is rware's deliveries per episode, never the guide.
+Every run is a ``fleetmind train`` run on an rware id (:func:`fleetmind.rl.train.train`): the
+learner trains on the RWARE twin (:class:`fleetmind.rl.neural.adapters.TwinBatch`: rware 2.0's
+rules, many worlds at once) on **rware's own sparse reward**, with the recipe of
+:data:`RECIPES` (worlds, each learner's rware options), for the same wall-clock budget
+(evaluations excluded), one torch thread, two runs at once (one per core). Its policy plays
+``eval_episodes`` seeded 500-step episodes of the **real** ``rware`` package five times during
+training and at the end, greedily (EPyMARL's ``test_greedy``, the measure of the published
+figures, 100 episodes as EPyMARL's ``test_nepisode``) and sampling (the policy as trained), and a
+uniformly random policy plays the same episodes: the floor every published rware curve starts
+from. The twin's dense guide (``shaping``) is an ablation, labelled as such, never the table.
 
-Deliveries against wall time: each training episode's end is stamped with the training seconds
-so far, and the rows give the deliveries per episode (rware's, counted on the twin, which is
-exact) of the episodes that ended in each quarter of the budget, from the policy as it acts in
-training (sampled, or epsilon-greedy for QMIX).
+Resumable: each run writes its folder ``OUT/<task>/<algo>/seed-<s>`` (policy, curves,
+``eval_curve.csv``, ``row.json`` last); a rerun keeps the finished runs made with the same
+settings and runs the rest.
 
-Quick mode: tiny-2ag only, 30 s per learner, 4 evaluation episodes, one seed.
+Quick mode: tiny-2ag only, MAPPO, 30 s a run, 4 evaluation episodes, one seed.
 """
 
 from __future__ import annotations
 
-import importlib
+import json
 import logging
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-import torch
 from numpy.typing import NDArray
 
 from fleetmind.errors import ConfigError
-from fleetmind.rl.neural import MODULES, base, config_class
 from fleetmind.rl.neural.adapters import EPISODE, TwinBatch, evaluate_rware
-from fleetmind.rl.train import RWARE_ID, RWARE_MAT, RWARE_PPO
+from fleetmind.rl.train import RWARE_ID, RWARE_WORLDS, rware_defaults
 
 __all__ = [
     "ALGOS",
@@ -56,13 +53,13 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-ALGOS: tuple[str, ...] = ("mat", "mappo", "maddpg", "qmix")
+ALGOS: tuple[str, ...] = ("mappo", "ippo", "mat", "maddpg", "qmix")
 TASKS: tuple[str, ...] = ("rware-tiny-2ag-v2", "rware-tiny-4ag-v2", "rware-small-4ag-v2")
-SHAPING = 0.2
-"""The guide's weight for every learner: the one ``docs/rware.md``'s MAPPO runs learnt with."""
+SHAPING = 0.0
+"""The dense guide's weight: none. rware's own reward is the benchmark's; a weight above 0 is an
+ablation (``--shaping``), reported apart."""
 
 EVAL_SEED = 10_000
-QUARTERS = 4
 
 
 @dataclass(frozen=True)
@@ -72,8 +69,8 @@ class Recipe:
     Attributes:
         num_envs: twin worlds stepped together.
         overrides: config fields on top of the learner's defaults.
-        figure: which evaluation is the learner's figure: ``sampled`` (a stochastic policy, as
-            it was trained) or ``greedy`` (a value learner's argmax).
+        figure: whose per-agent split the row keeps: ``greedy`` (EPyMARL's ``test_greedy``,
+            the measure of the published figures, and the table's figure) or ``sampled``.
         steps_per_s: replay learners with an exploration schedule over the run's steps: the
             world steps per second expected on this machine; the run's step cap is twice that
             times the budget (so the clock, not the cap, ends it) and epsilon reaches its floor
@@ -83,32 +80,41 @@ class Recipe:
 
     num_envs: int
     overrides: Mapping[str, Any] = field(default_factory=dict)
-    figure: Literal["sampled", "greedy"] = "sampled"
+    figure: Literal["sampled", "greedy"] = "greedy"
     steps_per_s: float | None = None
     why: str = ""
 
 
 RECIPES: dict[str, Recipe] = {
     "mappo": Recipe(
-        256, RWARE_PPO, why="fleetmind train's rware PPO options (rl.train.RWARE_PPO), 256 worlds"
+        RWARE_WORLDS["mappo"],
+        rware_defaults("mappo"),
+        why="fleetmind train's rware PPO options (rl.train.RWARE_PPO), 256 worlds",
+    ),
+    "ippo": Recipe(
+        RWARE_WORLDS["ippo"],
+        rware_defaults("ippo"),
+        why="as MAPPO, each agent's critic on its own observation",
     ),
     "mat": Recipe(
-        256,
-        RWARE_MAT,
+        RWARE_WORLDS["mat"],
+        rware_defaults("mat"),
         why="fleetmind train's rware MAT options (rl.train.RWARE_MAT): RWARE_PPO's value_norm, "
         "ent_coef 0.03, lr 1e-3; embed 32, hidden (32,); 256 worlds",
     ),
     # Replay learners: a 10,000-transition buffer (the default) holds 39 batched steps of 256
     # worlds, so they get fewer worlds and a larger buffer (about 6 episodes per world).
     "maddpg": Recipe(
-        32, {"buffer_size": 100_000}, why="32 worlds, buffer 100k; Gumbel exploration"
+        RWARE_WORLDS["maddpg"],
+        {"buffer_size": 100_000},
+        why="32 worlds, buffer 100k; Gumbel exploration",
     ),
     "qmix": Recipe(
-        32,
+        RWARE_WORLDS["qmix"],
         {"buffer_size": 100_000, "eps_fraction": 0.25},
-        figure="greedy",
         steps_per_s=4_000.0,  # measured: 3,800-4,100 on tiny-2ag and small-4ag at load 0.5
-        why="32 worlds, buffer 100k; epsilon 1 -> 0.05 over about half the budget",
+        why="32 worlds, buffer 100k; epsilon 1 -> 0.05 over about half the budget; "
+        "feed-forward agents, single-transition replay (not EPyMARL's recurrent QMIX)",
     ),
 }
 
@@ -175,36 +181,6 @@ def random_policy(seed: int, n_actions: int) -> Callable[[NDArray[np.float32]], 
     return act
 
 
-class _Clock:
-    """Stamps each finished training episode with the training seconds so far."""
-
-    def __init__(self) -> None:
-        self.t0 = time.perf_counter()
-        self.stamps: list[float] = []
-
-    def train_s(self) -> float:
-        return time.perf_counter() - self.t0
-
-    def on_event(self, event: base.Event) -> None:
-        if event.kind == "episode":
-            self.stamps.append(self.train_s())
-
-
-def _quarters(
-    stamps: Sequence[float], deliveries: Sequence[int], budget_s: float
-) -> list[float | None]:
-    """Deliveries per episode of the episodes that ended in each quarter of the budget."""
-    out: list[float | None] = []
-    edges = np.linspace(0.0, budget_s, QUARTERS + 1)
-    t = np.asarray(stamps[: len(deliveries)])
-    d = np.asarray(deliveries[: len(t)], dtype=np.float64)
-    for q in range(QUARTERS):
-        hi = edges[q + 1] if q + 1 < QUARTERS else np.inf
-        sel = (t >= edges[q]) & (t < hi)
-        out.append(float(d[sel].mean()) if sel.any() else None)
-    return out
-
-
 def train_one(
     algo: str,
     env_id: str,
@@ -214,54 +190,91 @@ def train_one(
     budget_s: float,
     shaping: float,
     eval_episodes: int,
+    out_dir: Path,
+    threads: int = 1,
 ) -> dict[str, Any]:
-    """Train ``algo`` on the twin for ``budget_s`` seconds by ``recipe``; score it on rware."""
-    module = importlib.import_module(MODULES[algo])
-    # The seeds fleetmind train derives from its root seed (env, learner, evaluation).
-    env_seed = int(np.random.SeedSequence(seed).spawn(3)[0].generate_state(1)[0])
-    env = TwinBatch(env_id, recipe.num_envs, seed=env_seed, shaping=shaping)
-    # fleetmind train's fields on rware ids: rware's individual reward, bound 1 per step.
-    cfg = config_class(algo)(shared_reward=False, reward_bound=1.0, **recipe.overrides)
+    """One ``fleetmind train`` run by ``recipe``, for ``budget_s`` seconds; its row.
+
+    The run folder (``out_dir``) is ``fleetmind train``'s: policy, per-agent curves, and the
+    evaluation curve on the real rware against training time and steps (five evaluations of
+    ``eval_episodes`` episodes, the last one the figure). ``row.json`` is written last, so a
+    folder without it is an unfinished run.
+    """
+    from fleetmind.rl.train import rware_robots, train
+
     steps = int(recipe.steps_per_s * budget_s * 2) if recipe.steps_per_s else 10**12
-    clock = _Clock()
     load_before = os.getloadavg()[0]
-    res = module.train(
-        env, cfg, seed=seed, steps=steps, time_limit_s=budget_s, callbacks=[clock.on_event]
+    run = train(
+        env_id,
+        rware_robots(env_id) or 2,
+        algo,
+        steps=steps,
+        seed=seed,
+        out_dir=out_dir,
+        num_envs=recipe.num_envs,
+        overrides=dict(recipe.overrides),
+        eval_episodes=eval_episodes,
+        progress=False,
+        time_limit_s=budget_s,
+        eval_every_s=budget_s / 5,
+        shaping=shaping,
+        threads=threads,
     )
-    load_after = os.getloadavg()[0]
-    n_ep = len(res.returns["robot_0"])
-    per_episode = [sum(int(res.deliveries[a][k]) for a in res.deliveries) for k in range(n_ep)]
-    t = time.perf_counter()
-    s = evaluate(
-        base.sampled_actions(res.policy, EVAL_SEED), env_id, episodes=eval_episodes, seed=EVAL_SEED
-    )
-    g = evaluate(base.greedy_actions(res.policy), env_id, episodes=eval_episodes, seed=EVAL_SEED)
-    return {
+    m = run.metrics
+    sampled, greedy = m["deliveries_per_episode"], m["greedy_deliveries_per_episode"]
+    curve = m["eval_curve"]
+    row = {
         "task": env_id,
         "algo": algo,
         "seed": seed,
         "num_envs": recipe.num_envs,
-        "overrides": dict(recipe.overrides),
+        "overrides": {
+            k: list(v) if isinstance(v, tuple) else v for k, v in recipe.overrides.items()
+        },
         "figure": recipe.figure,
-        "world_steps": res.steps,
-        "updates": res.updates,
-        "train_wall_s": round(res.wall_s, 1),
-        "world_steps_per_s": round(res.samples_per_s, 1),
+        "shaping": shaping,
+        "budget_s": budget_s,
+        "eval_episodes": eval_episodes,
+        "world_steps": m["steps"],
+        "train_wall_s": round(m["train_wall_s"], 1),
+        "world_steps_per_s": round(m["samples_per_s"], 1),
+        "agent_steps_per_s": round(m["samples_per_s"] * m["robots"], 1),
         # The machine is shared: the 1-minute load average before and after training.
-        "load_avg": [round(load_before, 1), round(load_after, 1)],
-        "train_episodes": n_ep,
-        "train_deliveries_by_quarter": _quarters(clock.stamps, per_episode, budget_s),
-        "sampled": s["deliveries_per_episode"],
-        "greedy": g["deliveries_per_episode"],
-        "deliveries_per_episode": s["deliveries_per_episode"]
-        if recipe.figure == "sampled"
-        else g["deliveries_per_episode"],
-        "per_agent": s["per_agent"] if recipe.figure == "sampled" else g["per_agent"],
-        "eval_on": s["eval_on"],
-        "eval_s": round(time.perf_counter() - t, 1),
-        # PPO's entropy, QMIX's epsilon at the end: what a collapsed or still-random run shows.
-        "final_losses": {k: round(float(v[-1]), 4) for k, v in res.losses.items() if v},
+        "load_avg": [round(load_before, 1), round(os.getloadavg()[0], 1)],
+        "curve": [[r["train_s"], r["steps"], r["sampled"], r["greedy"]] for r in curve],
+        "sampled": sampled,
+        "greedy": greedy,
+        "deliveries_per_episode": sampled if recipe.figure == "sampled" else greedy,
+        "per_agent": {
+            a: float(curve[-1][f"{recipe.figure}_{a}"]) for a in sorted(m["per_agent_reward"])
+        },
+        "eval_on": m["eval_on"],
+        "final_losses": {k: round(float(v), 4) for k, v in m["final_losses"].items()},
+        "run_dir": str(out_dir),
     }
+    (out_dir / "row.json").write_text(json.dumps(row, indent=1))
+    return row
+
+
+def _train_job(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """:func:`train_one` in a worker process (module level, so spawned workers can import it)."""
+    kwargs = dict(kwargs)
+    return train_one(kwargs.pop("algo"), kwargs.pop("env_id"), kwargs.pop("recipe"), **kwargs)
+
+
+def _finished(
+    folder: Path, budget_s: float, shaping: float, episodes: int
+) -> dict[str, Any] | None:
+    """The row of a finished run in ``folder`` made with the same settings, else None."""
+    path = folder / "row.json"
+    if not path.is_file():
+        return None
+    try:
+        row: dict[str, Any] = json.loads(path.read_text())
+    except ValueError:
+        return None
+    same = (row.get("budget_s"), row.get("shaping"), row.get("eval_episodes"))
+    return row if same == (budget_s, shaping, episodes) else None
 
 
 def run(
@@ -269,27 +282,38 @@ def run(
     quick: bool = False,
     tasks: Sequence[str] | None = None,
     algos: Sequence[str] = ALGOS,
-    seeds: Sequence[int] = (0,),
+    seeds: Sequence[int] = (0, 1, 2),
     budget_s: float | None = None,
     shaping: float = SHAPING,
     eval_episodes: int | None = None,
     threads: int = 1,
     progress: Callable[[str], None] | None = None,
     recipes: Mapping[str, Recipe] | None = None,
+    out_dir: str | Path = "runs/bench-marl",
+    workers: int = 2,
 ) -> dict[str, Any]:
-    """Train each learner for the same wall time on the twin, score it on real rware.
+    """Train each learner for the same wall time on the twin, score it on real rware; resumable.
+
+    Each run is a ``fleetmind train`` run folder ``out_dir/<task>/<algo>/seed-<s>``; a run
+    whose folder already holds ``row.json`` made with the same budget, weight and episode
+    count is not run again, so a long table is finished across sessions by rerunning the
+    command. Runs go ``workers`` at a time, each in its own process with ``threads`` torch
+    threads (two processes: both cores).
 
     Args:
-        quick: tiny-2ag only, 30 s per learner and 4 evaluation episodes.
+        quick: tiny-2ag only, MAPPO, 30 s a run, 4 evaluation episodes, one seed.
         tasks: rware ids (default :data:`TASKS`; quick: tiny-2ag).
         algos: learners (names of ``fleetmind train --algo`` with a recipe).
         seeds: one training run per task, learner and seed.
-        budget_s: seconds of training per run (default 300; quick 30).
-        shaping: the guide's weight, the same for every learner.
-        eval_episodes: 500-step episodes per evaluation (default 20; quick 4).
-        threads: torch intra-op threads.
+        budget_s: seconds of training per run (default 900; quick 30).
+        shaping: the dense guide's weight (0: rware's own reward, the headline; above 0 an
+            ablation, never comparable with published figures).
+        eval_episodes: 500-step episodes per evaluation (default 100 as EPyMARL; quick 4).
+        threads: torch intra-op threads per run.
         progress: called with one line after each run.
         recipes: learner -> :class:`Recipe`, replacing :data:`RECIPES`' entries (smaller runs).
+        out_dir: where the run folders go.
+        workers: runs at once, each in its own process (1: in this process).
 
     Returns:
         ``{"rows": [...], "random": {task: {...}}, "comparison": [...], "budget_s", ...}``.
@@ -309,42 +333,63 @@ def run(
         )
     if not seeds:
         raise ConfigError("--seeds: at least one seed")
-    budget = budget_s if budget_s is not None else (30.0 if quick else 300.0)
+    budget = budget_s if budget_s is not None else (30.0 if quick else 900.0)
     if not budget > 0:
         raise ConfigError(f"--minutes: must be > 0, got {budget / 60:g}")
     if not 0.0 <= shaping <= 10.0:
         raise ConfigError(f"--shaping: must be in [0, 10], got {shaping:g}")
-    episodes = eval_episodes if eval_episodes is not None else (4 if quick else 20)
+    episodes = eval_episodes if eval_episodes is not None else (4 if quick else 100)
     if episodes < 1:
         raise ConfigError(f"--eval-episodes: must be >= 1, got {episodes}")
-    if threads < 1:
-        raise ConfigError(f"--threads: must be >= 1, got {threads}")
-    saved = torch.get_num_threads()
-    torch.set_num_threads(threads)
+    if threads < 1 or workers < 1:
+        raise ConfigError(f"--threads/--workers: must be >= 1, got {threads}/{workers}")
+    root = Path(out_dir)
     t0 = time.perf_counter()
-    rows: list[dict[str, Any]] = []
     baseline: dict[str, dict[str, Any]] = {}
-    try:
-        for task in chosen:
-            n_actions = TwinBatch(task, 1, seed=0).n_actions
-            baseline[task] = evaluate(
-                random_policy(EVAL_SEED, n_actions), task, episodes=episodes, seed=EVAL_SEED
+    for task in chosen:
+        n_actions = TwinBatch(task, 1, seed=0).n_actions
+        baseline[task] = evaluate(
+            random_policy(EVAL_SEED, n_actions), task, episodes=episodes, seed=EVAL_SEED
+        )
+    done: dict[tuple[str, str, int], dict[str, Any]] = {}
+    todo: list[dict[str, Any]] = []
+    for task in chosen:
+        for seed in seeds:
+            for algo in algos:
+                folder = root / task / algo / f"seed-{seed}"
+                row = _finished(folder, budget, shaping, episodes)
+                if row is not None:
+                    done[(task, algo, seed)] = row
+                    continue
+                todo.append({
+                    "algo": algo, "env_id": task, "recipe": book[algo], "seed": seed,
+                    "budget_s": budget, "shaping": shaping, "eval_episodes": episodes,
+                    "out_dir": folder, "threads": threads,
+                })  # fmt: skip
+    if progress is not None and done:
+        progress(f"bench marl: {len(done)} finished run(s) kept, {len(todo)} to run")
+
+    def landed(row: dict[str, Any]) -> None:
+        done[(row["task"], row["algo"], row["seed"])] = row
+        if progress is not None:
+            progress(
+                f"{row['task']} {row['algo']} seed {row['seed']}: {row['world_steps']:,} steps, "
+                f"greedy {row['greedy']:.2f} sampled {row['sampled']:.2f}"
             )
-            for seed in seeds:
-                for algo in algos:
-                    row = train_one(
-                        algo, task, book[algo], seed=seed, budget_s=budget, shaping=shaping,
-                        eval_episodes=episodes,
-                    )  # fmt: skip
-                    log.info("bench marl: %s", row)
-                    if progress is not None:
-                        progress(
-                            f"{task} {algo} seed {seed}: {row['world_steps']:,} steps, "
-                            f"sampled {row['sampled']:.2f} greedy {row['greedy']:.2f}"
-                        )
-                    rows.append(row)
-    finally:
-        torch.set_num_threads(saved)
+
+    if workers == 1 or len(todo) <= 1:
+        for job in todo:
+            landed(_train_job(job))
+    else:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+
+        ctx = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+            futures = [pool.submit(_train_job, job) for job in todo]
+            for fut in as_completed(futures):
+                landed(fut.result())
+    rows = [done[(t, a, s)] for t in chosen for s in seeds for a in algos if (t, a, s) in done]
     result = {
         "tasks": chosen,
         "algos": list(algos),
@@ -353,17 +398,50 @@ def run(
         "eval_episodes": episodes,
         "seeds": list(seeds),
         "threads": threads,
+        "workers": workers,
+        "out_dir": str(root),
         "rows": rows,
         "random": baseline,
         "wall_s": round(time.perf_counter() - t0, 1),
         "quick": quick,
     }
     result["comparison"] = compare(result)
+    result["summary"] = summarise(result)
     return result
 
 
 def _mean(rows: Sequence[dict[str, Any]], key: str) -> float:
     return float(np.mean([r[key] for r in rows]))
+
+
+def _interval(values: Sequence[float]) -> tuple[float, float]:
+    """Mean and half-width of the 95% t-interval (0 for one value)."""
+    x = np.asarray(values, dtype=np.float64)
+    if len(x) < 2:
+        return float(x.mean()), 0.0
+    from scipy import stats
+
+    half = float(stats.t.ppf(0.975, len(x) - 1) * x.std(ddof=1) / np.sqrt(len(x)))
+    return float(x.mean()), half
+
+
+def summarise(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per task and learner over the seeds: mean and 95% interval of greedy and sampled."""
+    out = []
+    for task in result["tasks"]:
+        for algo in result["algos"]:
+            rows = [r for r in result["rows"] if r["task"] == task and r["algo"] == algo]
+            if not rows:
+                continue
+            g, gh = _interval([r["greedy"] for r in rows])
+            s, sh = _interval([r["sampled"] for r in rows])
+            out.append({
+                "task": task, "algo": algo, "seeds": len(rows), "greedy": g, "greedy_ci": gh,
+                "sampled": s, "sampled_ci": sh,
+                "agent_steps_per_s": _mean(rows, "agent_steps_per_s"),
+                "world_steps": _mean(rows, "world_steps"),
+            })  # fmt: skip
+    return out
 
 
 def compare(result: dict[str, Any]) -> list[dict[str, Any]]:
@@ -374,13 +452,13 @@ def compare(result: dict[str, Any]) -> list[dict[str, Any]]:
         mappo = [r for r in result["rows"] if r["task"] == task and r["algo"] == "mappo"]
         if not mat or not mappo:
             continue
-        m, p = _mean(mat, "sampled"), _mean(mappo, "sampled")
+        m, p = _mean(mat, "greedy"), _mean(mappo, "greedy")
         out.append({
             "task": task,
             "mat": m,
             "mappo": p,
-            "mat_greedy": _mean(mat, "greedy"),
-            "mappo_greedy": _mean(mappo, "greedy"),
+            "mat_sampled": _mean(mat, "sampled"),
+            "mappo_sampled": _mean(mappo, "sampled"),
             "mat_world_steps": _mean(mat, "world_steps"),
             "mappo_world_steps": _mean(mappo, "world_steps"),
             "mat_at_least_mappo": m >= p,
@@ -392,50 +470,64 @@ def _published(source: str, task: str, algo: str) -> str:
     return PUBLISHED[source].get(f"{task}/{algo}", "not found")
 
 
-def _f(v: float | None) -> str:
-    return "-" if v is None else f"{v:.2f}"
-
-
 def format_table(result: dict[str, Any]) -> str:
-    """Markdown: one table of every run beside random and the published figures; MAT vs MAPPO."""
+    """Markdown: every run beside random and the published figures; means; MAT vs MAPPO."""
     b = result["budget_s"]
+    reward = (
+        "rware's own reward"
+        if not result["shaping"]
+        else f"ABLATION: rware's reward + dense guide x{result['shaping']:g} (not comparable "
+        "with published figures)"
+    )
     lines = [
-        f"{b / 60:g} min of training per run (evaluations excluded), shaping {result['shaping']:g} "
-        f"for every learner, {result['threads']} torch thread(s); real rware, "
-        f"{result['eval_episodes']} seeded {EPISODE}-step episodes per evaluation",
+        f"{b / 60:g} min of training per run (evaluations excluded), {reward}, "
+        f"{result['threads']} torch thread(s), {result['workers']} run(s) at once; real rware, "
+        f"{result['eval_episodes']} seeded {EPISODE}-step episodes per evaluation; figure: "
+        "greedy (EPyMARL's test_greedy), sampled beside it; run folders under "
+        f"{result['out_dir']}",
         "",
-        "| task | learner | seed | worlds | world steps | steps/s "
-        "| training deliveries/episode by quarter (twin) "
-        "| real rware: figure | sampled / greedy | EPyMARL | Mava |",
+        "| task | learner | seed | worlds | world steps | agent-steps/s "
+        "| greedy (sampled) at each fifth of the budget "
+        "| real rware: greedy / sampled | EPyMARL | Mava |",
         "| --- | --- | --- | ---: | ---: | ---: | --- | ---: | --- | --- |",
     ]
     for task in result["tasks"]:
         rnd = result["random"][task]
         for r in (r for r in result["rows"] if r["task"] == task):
-            q = " / ".join(_f(v) for v in r["train_deliveries_by_quarter"])
+            c = " / ".join(f"{g:.1f} ({s:.1f})" for _t, _n, s, g in r["curve"][1:])
             lines.append(
                 f"| {task} | {r['algo']} | {r['seed']} | {r['num_envs']} | {r['world_steps']:,} "
-                f"| {r['world_steps_per_s']:,.0f} | {q} | **{r['deliveries_per_episode']:.2f}** "
-                f"({r['figure']}) | {r['sampled']:.2f} / {r['greedy']:.2f} "
-                f"| {_published('epymarl', task, r['algo'])} "
+                f"| {r['agent_steps_per_s']:,.0f} | {c} | **{r['greedy']:.2f}** / "
+                f"{r['sampled']:.2f} | {_published('epymarl', task, r['algo'])} "
                 f"| {_published('mava', task, r['algo'])} |"
             )
         lines.append(
-            f"| {task} | random | - | - | - | - | - | {rnd['deliveries_per_episode']:.2f} | - "
-            "| - | - |"
+            f"| {task} | random | - | - | - | - | - | {rnd['deliveries_per_episode']:.2f} | - | - |"
         )
     lines += ["", f"EPyMARL: {PUBLISHED_NOTES['epymarl']}", f"Mava: {PUBLISHED_NOTES['mava']}"]
+    if result.get("summary"):
+        lines += [
+            "",
+            "| task | learner | seeds | greedy (95% CI) | sampled (95% CI) | agent-steps/s |",
+            "| --- | --- | ---: | --- | --- | ---: |",
+        ]
+        for m in result["summary"]:
+            lines.append(
+                f"| {m['task']} | {m['algo']} | {m['seeds']} | {m['greedy']:.2f} "
+                f"+- {m['greedy_ci']:.2f} | {m['sampled']:.2f} +- {m['sampled_ci']:.2f} "
+                f"| {m['agent_steps_per_s']:,.0f} |"
+            )
     if result["comparison"]:
         lines += [
             "",
-            "| task | mat (sampled / greedy) | mappo (sampled / greedy) | world steps mat / mappo "
+            "| task | mat (greedy / sampled) | mappo (greedy / sampled) | world steps mat / mappo "
             "| mat >= mappo |",
             "| --- | --- | --- | --- | --- |",
         ]
         for c in result["comparison"]:
             lines.append(
-                f"| {c['task']} | {c['mat']:.2f} / {c['mat_greedy']:.2f} "
-                f"| {c['mappo']:.2f} / {c['mappo_greedy']:.2f} "
+                f"| {c['task']} | {c['mat']:.2f} / {c['mat_sampled']:.2f} "
+                f"| {c['mappo']:.2f} / {c['mappo_sampled']:.2f} "
                 f"| {c['mat_world_steps']:,.0f} / {c['mappo_world_steps']:,.0f} "
                 f"| {'yes' if c['mat_at_least_mappo'] else 'no'} |"
             )

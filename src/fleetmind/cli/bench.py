@@ -176,35 +176,49 @@ def bench_desk(
 @bench_app.command("marl")
 def bench_marl(
     quick: Annotated[
-        bool, typer.Option(help="tiny-2ag, 30 s per learner, 4 episodes (a few minutes).")
+        bool, typer.Option(help="tiny-2ag, MAPPO, 30 s a run, 4 episodes, one seed.")
     ] = False,
     tasks: Annotated[
         str | None, typer.Option(help="Comma-separated rware -v2 ids (default: the three).")
     ] = None,
-    algos: Annotated[str, typer.Option(help="Comma-separated learners.")] = "mat,mappo,maddpg,qmix",
-    seeds: Annotated[str, typer.Option(help="Comma-separated training seeds.")] = "0",
+    algos: Annotated[
+        str | None, typer.Option(help="Comma-separated learners. [default: mappo,ippo,mat]")
+    ] = None,
+    seeds: Annotated[
+        str | None, typer.Option(help="Comma-separated training seeds. [default: 0,1,2]")
+    ] = None,
     minutes: Annotated[
-        float | None, typer.Option(help="Training minutes per run (5; quick 0.5).")
+        float | None, typer.Option(help="Training minutes per run (15; quick 0.5).")
     ] = None,
-    shaping: Annotated[float, typer.Option(help="The guide's weight, for every learner.")] = 0.2,
+    shaping: Annotated[
+        float, typer.Option(help="Ablation: weight of the twin's dense guide (0: rware's reward).")
+    ] = 0.0,
     eval_episodes: Annotated[
-        int | None, typer.Option(help="Real-rware episodes per evaluation (20; quick 4).")
+        int | None, typer.Option(help="Real-rware episodes per evaluation (100; quick 4).")
     ] = None,
-    threads: Annotated[int, typer.Option(help="Torch threads.")] = 1,
+    threads: Annotated[int, typer.Option(help="Torch threads per run.")] = 1,
+    workers: Annotated[int, typer.Option(help="Runs at once, one process each.")] = 2,
+    out: Annotated[
+        Path, typer.Option(help="Run folders; finished runs there are kept (resumable).")
+    ] = Path("runs/bench-marl"),
     as_json: JsonFlag = False,
 ) -> None:
-    """MARL learners at equal wall time, trained as `train` does on rware ids, scored on rware."""
+    """MARL learners at equal wall time on rware's own reward, scored on the real rware."""
     from fleetmind.bench import marl as bench
 
+    default_algos = "mappo" if quick else "mappo,ippo,mat"
+    default_seeds = "0" if quick else "0,1,2"
     result = bench.run(
         quick=quick,
         tasks=_str_list(tasks) if tasks is not None else None,
-        algos=_str_list(algos),
-        seeds=_int_list(seeds, "--seeds"),
+        algos=_str_list(algos or default_algos),
+        seeds=_int_list(seeds or default_seeds, "--seeds"),
         budget_s=minutes * 60 if minutes is not None else None,
         shaping=shaping,
         eval_episodes=eval_episodes,
         threads=threads,
+        workers=workers,
+        out_dir=out,
         progress=_progress(as_json),
     )
     show(result, as_json=as_json, table=bench.format_table)

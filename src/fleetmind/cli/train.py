@@ -27,7 +27,12 @@ def train(
     map_name: Annotated[
         str, typer.Option("--map", help="Preset, map file, rware layout, or an rware env id.")
     ] = "warehouse-tiny",
-    robots: Annotated[int, typer.Option(help="Number of robots (agents).")] = 2,
+    robots: Annotated[
+        int | None,
+        typer.Option(
+            help="Number of robots (agents). [default: the fleet an rware id names, else 2]"
+        ),
+    ] = None,
     algo: Annotated[
         str, typer.Option(help="q, iql, ctde, ippo, mappo, iql-dqn, vdn, qmix, maddpg or mat.")
     ] = "iql",
@@ -37,7 +42,8 @@ def train(
     steps: Annotated[
         int | None,
         typer.Option(
-            help="Environment steps to train (default 100,000; unbounded with --minutes)."
+            help="Environment steps to train (default 100,000; unbounded with --minutes; "
+            "rware ids with neither: --minutes 15)."
         ),
     ] = None,
     seed: Annotated[int, typer.Option(help="Root seed.")] = 0,
@@ -51,7 +57,12 @@ def train(
     seeds: Annotated[int, typer.Option(help="Train seeds seed..seed+K-1, each in OUT/seed-S.")] = 1,
     ray_address: RayAddress = None,
     checkpoint_every: Annotated[int, typer.Option(help="Updates between checkpoints.")] = 10,
-    num_envs: Annotated[int, typer.Option(help="Batched worlds (neural algorithms).")] = 8,
+    num_envs: Annotated[
+        int | None,
+        typer.Option(
+            help="Batched worlds (neural). [default: rware ids 256 on-policy, 32 replay; 8]"
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the metrics as JSON.")] = False,
     reward: Annotated[
         str,
@@ -69,7 +80,10 @@ def train(
     ] = None,
     eval_every: Annotated[
         float | None,
-        typer.Option(help="rware ids: minutes between evaluations on the real rware (eval_curve)."),
+        typer.Option(
+            help="rware ids: minutes between evaluations on the real rware (eval_curve). "
+            "[default: a fifth of --minutes]"
+        ),
     ] = None,
     eval_episodes: Annotated[
         int | None,
@@ -83,9 +97,24 @@ def train(
     """Train a learner; writes the policy, config, per-agent curves (CSV, PNG) and metrics."""
     from fleetmind.errors import ConfigError
     from fleetmind.rl.reward import RewardSpec
-    from fleetmind.rl.train import RWARE_ID
+    from fleetmind.rl.train import RWARE_MINUTES, RWARE_WORLDS, rware_robots
     from fleetmind.rl.train import train as run_train
 
+    fleet = rware_robots(map_name)
+    if fleet is not None:
+        # An rware id names its fleet; the recipe's worlds and budget are the task's own.
+        if robots is not None and robots != fleet:
+            raise ConfigError(f"robots: {map_name} has {fleet} robots, got --robots {robots}")
+        robots = fleet
+        if steps is None and minutes is None and algo not in ("iql-dqn", "vdn", "qmix"):
+            minutes = RWARE_MINUTES
+            console.print(f"train: {map_name}: no --steps or --minutes, training {minutes:g} min")
+        if minutes is not None and eval_every is None:
+            eval_every = minutes / 5
+        if num_envs is None:
+            num_envs = RWARE_WORLDS.get(algo, 8)
+    robots = 2 if robots is None else robots
+    num_envs = 8 if num_envs is None else num_envs
     if steps is None and minutes is not None and algo in ("iql-dqn", "vdn", "qmix"):
         # Their epsilon decays over the step budget: with the clock alone it never would.
         raise ConfigError(
@@ -95,7 +124,7 @@ def train(
     if steps is None:
         steps = 10**12 if minutes is not None else 100_000
     if eval_episodes is None:
-        eval_episodes = 20 if RWARE_ID.match(map_name) else 8
+        eval_episodes = 20 if fleet is not None else 8
     timing = {
         "time_limit_s": minutes * 60 if minutes is not None else None,
         "eval_every_s": eval_every * 60 if eval_every is not None else None,
@@ -108,8 +137,8 @@ def train(
         raise ConfigError(
             "reward: an LLM reward trains one seed on the local backend; drop --seeds/--backend"
         )
-    if (seeds > 1 or backend != "local") and (minutes or eval_every or shaping):
-        raise ConfigError("minutes/eval_every/shaping: one local seed only; drop --seeds/--backend")
+    if backend != "local" and (minutes or eval_every or shaping):
+        raise ConfigError("minutes/eval_every/shaping: local backend only; drop --backend")
     # One seed's run, the same whether it runs here or as one of several jobs.
     run_args: dict[str, Any] = {
         "reward_mode": reward_mode,
@@ -127,6 +156,7 @@ def train(
             backend=backend,
             address=ray_address,
             as_json=as_json,
+            timing=timing,
             **run_args,
         )
         return
@@ -235,12 +265,17 @@ def _train_many(
     address: str | None,
     num_envs: int,
     as_json: bool,
+    timing: dict[str, Any],
 ) -> None:
-    """Several seeds as jobs on the local or Ray backend; a per-seed summary table."""
+    """Several seeds as jobs on the local or Ray backend; a per-seed summary table.
+
+    Locally two processes run at once (one per core), one torch thread each.
+    """
     from fleetmind.scale.backend import check_backend
     from fleetmind.scale.jobs import run_jobs, train_job
 
     check_backend(backend, address)
+    timed = {k: v for k, v in timing.items() if v is not None and k != "threads"}
     jobs = [
         train_job(
             out / f"seed-{s}",
@@ -251,24 +286,48 @@ def _train_many(
             steps=steps,
             seed=s,
             num_envs=num_envs,
+            threads=timing.get("threads") or 1,
+            **timed,
         )
         for s in range(seed, seed + seeds)
     ]
     runs = run_jobs(jobs, backend=backend, address=address, workers=min(2, len(jobs)))
     rows = {
-        f"seed-{s}": {"throughput": r.metrics.get("throughput"), "out_dir": str(r.out_dir)}
+        f"seed-{s}": {
+            "throughput": r.metrics.get("throughput"),
+            "deliveries_per_episode": r.metrics.get("deliveries_per_episode"),
+            "greedy_deliveries_per_episode": r.metrics.get("greedy_deliveries_per_episode"),
+            "agent_steps_per_s": r.metrics.get("samples_per_s", 0.0) * robots,
+            "out_dir": str(r.out_dir),
+        }
         for s, r in zip(range(seed, seed + seeds), runs, strict=True)
     }
     if as_json:
         print_json(rows)
         return
+    rware = any(row["deliveries_per_episode"] is not None for row in rows.values())
     table = Table(title=f"train {algo} x {seeds} seeds ({backend})")
     table.add_column("seed")
-    table.add_column("throughput", justify="right")
+    if rware:
+        table.add_column("real rware deliveries/episode (sampled / greedy)", justify="right")
+    else:
+        table.add_column("throughput", justify="right")
+    table.add_column("agent-steps/s", justify="right")
     table.add_column("run folder")
     for name, row in rows.items():
-        table.add_row(name, f"{row['throughput'] or 0.0:.4f}", row["out_dir"])
+        figure = (
+            f"{row['deliveries_per_episode']:.2f} / {row['greedy_deliveries_per_episode']:.2f}"
+            if rware
+            else f"{row['throughput'] or 0.0:.4f}"
+        )
+        table.add_row(name, figure, f"{row['agent_steps_per_s']:,.0f}", row["out_dir"])
     console.print(table)
+    if len(runs) > 1:
+        mean = sum(row["agent_steps_per_s"] for row in rows.values()) / len(rows)
+        console.print(
+            f"training throughput: {mean:,.0f} agent-steps/s a process, two processes at once "
+            f"(about {2 * mean:,.0f} over both cores)"
+        )
 
 
 @app.command()

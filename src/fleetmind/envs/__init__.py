@@ -15,6 +15,7 @@ from typing import Any, overload
 
 from fleetmind.envs.gridworld import make_gridworld
 from fleetmind.envs.race import make_race
+from fleetmind.envs.rware_gym import register_ids
 from fleetmind.envs.rware_twin import (
     RwareTwinParallelEnv,
     RwareTwinVectorEnv,
@@ -26,6 +27,9 @@ from fleetmind.envs.vector import WarehouseVectorEnv, make_vector
 from fleetmind.envs.warehouse import WarehouseParallelEnv, resolve_map
 from fleetmind.errors import ConfigError
 from fleetmind.sim.grid import GridMap
+
+# gymnasium.make("fleetmind:fleetmind/rware-tiny-2ag-v2") finds the twin (envs/rware_gym.py).
+register_ids()
 
 __all__ = [
     "RwareTwinParallelEnv",

@@ -58,7 +58,7 @@ TABULAR_ALGOS: tuple[str, ...] = ("q", "iql", "ctde")
 NEURAL_ALGOS: tuple[str, ...] = ("ippo", "mappo", "iql-dqn", "vdn", "qmix", "maddpg", "mat")
 ALGOS: tuple[str, ...] = TABULAR_ALGOS + NEURAL_ALGOS
 BACKENDS: tuple[str, ...] = ("local", "ray")
-RWARE_ID = re.compile(r"^rware-(tiny|small|medium|large)-\d+ag(-easy|-hard)?-v2$")
+RWARE_ID = re.compile(r"^rware-(tiny|small|medium|large)-(?P<agents>\d+)ag(-easy|-hard)?-v2$")
 
 
 @dataclass(frozen=True)
@@ -344,7 +344,15 @@ def _train_neural(
         curve.start()
         callbacks.append(curve.on_event)
     spent_before = curve.spent()
-    with _progress_bar(progress, algo, steps) as advance:
+    started = time.monotonic()
+    bar = _progress_bar(
+        progress,
+        algo,
+        steps,
+        seconds=time_limit_s,
+        clock=lambda: time.monotonic() - started - (curve.spent() - spent_before),
+    )
+    with bar as advance:
         callbacks.append(lambda e: advance(e.step))
         result = module.train(
             env,
@@ -431,6 +439,35 @@ default (token width and the heads' hidden width 32 instead of 64). The update i
 CPU and the width its arithmetic; at 32 it makes 1.9-2.4x the world steps of width 64 in the
 same time and learnt more on every task in 5-minute runs (``docs/rware.md``, *MAT against
 MAPPO*)."""
+
+
+RWARE_WORLDS: dict[str, int] = {
+    "ippo": 256,
+    "mappo": 256,
+    "mat": 256,
+    "iql-dqn": 32,
+    "vdn": 32,
+    "qmix": 32,
+    "maddpg": 32,
+}
+"""Twin worlds stepped together on rware ids, per learner (``fleetmind train`` and ``bench
+marl``). On-policy learners need many worlds: rware's first delivery comes after thousands of
+steps of one world, and 8 worlds of 100k steps (the warehouse default) never reach it; 256
+worlds make about 25k world steps a second on one core. Replay learners take 32 (a 100k buffer
+then holds about 6 episodes per world)."""
+
+RWARE_MINUTES = 15.0
+"""The training budget of ``fleetmind train`` on an rware id given neither ``--steps`` nor
+``--minutes``: the time the MAPPO recipe needs to pass EPyMARL's published MAPPO return on
+``rware-tiny-2ag-v2`` (``docs/rware.md``)."""
+
+
+def rware_robots(map: str) -> int | None:
+    """The fleet an rware id names (``rware-tiny-4ag-v2`` -> 4); None for any other map."""
+    m = RWARE_ID.match(map)
+    if m is None:
+        return None
+    return int(m.group("agents"))
 
 
 def rware_defaults(algo: str) -> dict[str, Any]:
@@ -980,12 +1017,26 @@ def _tensorboard(log_dir: Path) -> Any:
 
 
 class _progress_bar:
-    """Rich progress bar with ETA over environment steps (a no-op when ``enabled`` is False)."""
+    """Rich progress bar with an ETA (a no-op when ``enabled`` is False).
 
-    def __init__(self, enabled: bool, algo: str, total: int) -> None:
+    Over environment steps, or, with a time budget (``seconds``), over training seconds read
+    from ``clock`` (the step cap of a timed run is a safety bound, not an ETA).
+    """
+
+    def __init__(
+        self,
+        enabled: bool,
+        algo: str,
+        total: int,
+        *,
+        seconds: float | None = None,
+        clock: Any = None,
+    ) -> None:
         self.enabled = enabled
         self.algo = algo
         self.total = total
+        self.seconds = seconds
+        self.clock = clock
         self._progress: Any = None
         self._task: Any = None
 
@@ -996,20 +1047,28 @@ class _progress_bar:
             BarColumn,
             MofNCompleteColumn,
             Progress,
+            TextColumn,
             TimeElapsedColumn,
             TimeRemainingColumn,
         )
 
+        timed = self.seconds is not None and self.clock is not None
+        count = TextColumn("{task.fields[steps]:,} steps") if timed else MofNCompleteColumn()
         self._progress = Progress(
             f"[bold]{self.algo}",
             BarColumn(),
-            MofNCompleteColumn(),
+            count,
             TimeElapsedColumn(),
             "ETA",
             TimeRemainingColumn(),
         )
         self._progress.start()
-        self._task = self._progress.add_task(self.algo, total=self.total)
+        total = self.seconds if timed else self.total
+        self._task = self._progress.add_task(self.algo, total=total, steps=0)
+        if timed:
+            return lambda step: self._progress.update(
+                self._task, completed=min(self.clock(), total), steps=step
+            )
         return lambda step: self._progress.update(self._task, completed=min(step, self.total))
 
     def __exit__(self, *exc: object) -> None:

@@ -190,13 +190,22 @@ def greedy_actions(policy: Callable[[torch.Tensor], torch.Tensor]) -> Act:
 
 
 def sampled_actions(policy: Callable[[torch.Tensor], torch.Tensor], seed: int) -> Act:
-    """Actions drawn from a policy's logits with a seeded generator (the policy as trained)."""
+    """Actions drawn from the policy as trained, with a seeded generator.
+
+    A policy whose agents act one after another (MAT: each agent conditioned on the actions the
+    earlier agents *sampled*) has a ``sample(obs, generator)`` method, used here; its logits
+    alone would condition each agent on the earlier agents' greedy actions, a different policy.
+    Any other policy's actions are drawn from its logits, every agent independently.
+    """
     gen = torch.Generator()
     gen.manual_seed(seed)
+    sample = getattr(policy, "sample", None)
 
     def act(obs: NDArray[np.float32]) -> NDArray[np.int64]:
         with torch.no_grad():
-            out: NDArray[np.int64] = sample_categorical(policy(torch.from_numpy(obs)), gen).numpy()
+            x = torch.from_numpy(obs)
+            drawn = sample(x, gen) if callable(sample) else sample_categorical(policy(x), gen)
+            out: NDArray[np.int64] = drawn.numpy()
         return out
 
     return act

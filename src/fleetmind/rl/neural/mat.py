@@ -380,7 +380,9 @@ class MATPolicy(nn.Module):
     """Greedy autoregressive MAT as a policy: ``(..., N, D)`` observations -> ``(..., N, A)``.
 
     Agent ``i``'s logits are computed given the greedy actions of agents ``1..i-1``, so the
-    argmax of the output is the greedy joint action (what ``fleetmind train`` evaluates).
+    argmax of the output is the greedy joint action. :meth:`sample` draws the joint action as
+    training does (each agent given the earlier agents' sampled actions); evaluations of the
+    sampled policy use it (:func:`fleetmind.rl.neural.base.sampled_actions`).
     """
 
     def __init__(self, mat: MAT) -> None:
@@ -393,6 +395,18 @@ class MATPolicy(nn.Module):
         rep, _ = self.mat.encode(obs.reshape(-1, *obs.shape[-2:]))
         _, logits = self.mat.decode_greedy_or_sampled(rep, None)
         return logits.reshape(*lead, *logits.shape[-2:])
+
+    def sample(self, obs: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        """Joint actions ``(..., N)`` sampled as in training: agent after agent.
+
+        Agent ``i`` samples from its logits given the actions agents ``1..i-1`` *sampled*
+        (:meth:`MAT.act`'s decoding), so the policy scored is the policy trained; sampling
+        :meth:`forward`'s logits would condition each agent on the earlier greedy actions.
+        """
+        lead = obs.shape[:-2]
+        rep, _ = self.mat.encode(obs.reshape(-1, *obs.shape[-2:]))
+        actions, _ = self.mat.decode_greedy_or_sampled(rep, generator)
+        return actions.reshape(*lead, -1)
 
 
 def _run(env: base.BatchEnv, config: MATConfig, run: base.RunOptions) -> base.TrainResult:

@@ -176,3 +176,17 @@ def test_checker_catches_a_loop_through_a_lazy_import(tmp_path: Path) -> None:
     (fake / "eval" / "b.py").write_text("def f():\n    from fleetmind.eval import a\n")
     (fake / "eval" / "c.py").write_text("from fleetmind.eval import b\n")
     assert _cycles(fake) == ["fleetmind.eval.a <-> fleetmind.eval.b"]
+
+
+def test_planners_live_in_dispatch() -> None:
+    """DESIGN.md: ``safety/`` is the shield; planners (the LoRR one too) live in ``dispatch/``."""
+    found = []
+    for path in sorted((SRC / "safety").rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        found += [
+            f"{path.relative_to(SRC)}: {node.name}"
+            for node in ast.walk(tree)
+            if isinstance(node, ast.ClassDef) and node.name.endswith("Planner")
+        ]
+    assert found == []
+    assert (SRC / "dispatch" / "lorr.py").is_file()

@@ -1,9 +1,9 @@
 """League of Robot Runners: runs on their instances, their rules and their score.
 
 - :func:`run_instance` is ``fleetmind lorr run``: one instance, the planner of
-  :mod:`fleetmind.safety.lorr`, the run folder (``metrics.json``, ``lorr_output.json`` in the start
-  kit's output layout, ``episode.parquet/``, ``calls.jsonl``, ``config.json``) and the
-  independent validation of the output file.
+  :mod:`fleetmind.dispatch.lorr`, the run folder (``metrics.json``, ``lorr_output.json`` in the
+  start kit's output layout, ``episode.parquet/``, ``calls.jsonl``, ``config.json``) and the
+  independent validation of the output file (:func:`fleetmind.sim.lorr.validate`).
 - :func:`run` is ``fleetmind bench lorr``: the two 2024 Test Round instances against their
   best-known results (94,232 tasks in 5,000 steps on ``warehouse_large_5000``, 15,508 in 2,000
   on ``sortation_large_2000``), once per lever set of :data:`LEVER_SETS`, and the 2023 team-size
@@ -26,8 +26,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from fleetmind.dispatch.lorr import Levers, PibtPlanner
 from fleetmind.errors import ConfigError
-from fleetmind.safety.lorr import Levers, PibtPlanner
 from fleetmind.sim import lorr
 
 DATA = Path(__file__).resolve().parents[3] / "benchmarks" / "data" / "lorr"
@@ -48,7 +48,7 @@ LEVER_SETS: dict[str, Levers] = {
     "highway+task-length": Levers(highway=2, task_length=True),
     "highway+trade": Levers(highway=2, reassign=200),
 }
-"""Named planner settings (see :class:`~fleetmind.safety.lorr.Levers`): ``plain`` is greedy
+"""Named planner settings (see :class:`~fleetmind.dispatch.lorr.Levers`): ``plain`` is greedy
 nearest-first-errand assignment + PIBT with rotations; each other set adds levers to
 ``highway`` (crisscross lane costs of weight 2)."""
 

@@ -9,8 +9,9 @@ Each step (:meth:`PibtPlanner.plan`):
    still on their way to a first errand may trade their task for a free one that is cheaper by
    more than 8 (the 2024 rules allow it until the first errand is reached).
 2. Distance maps: one shortest-distance map per goal location (int16 over free cells, one row
-   per cached goal, least recently used first out), computed by
-   :func:`scipy.sparse.csgraph.shortest_path`, at most ``maps_per_step`` new ones a step (a
+   per cached goal, least recently used first out), searched by the project's compiled
+   :class:`~fleetmind.sim.distances.DistanceOracle` (breadth-first, or bucket-queue Dijkstra
+   on the highway costs), at most ``maps_per_step`` new ones a step (a
    count, so that runs repeat); a robot whose map is not ready yet steers by Manhattan
    distance. Maps of the map's ``E`` cells are computed in :meth:`PibtPlanner.initialize`
    (LoRR's preprocessing). Lever ``highway``: even rows run
@@ -41,15 +42,16 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.sparse import coo_matrix, csr_matrix
-from scipy.sparse.csgraph import shortest_path
 
 from fleetmind.errors import ConfigError
-from fleetmind.sim.grid import GridMap
+from fleetmind.sim.distances import DistanceOracle
+from fleetmind.sim.grid import DOWN, LEFT, RIGHT, UP, GridMap
 from fleetmind.sim.lorr import CCR, CR, FW, HEADING, WAIT, Instance, Plan, View
 
 BIG = np.int16(30000)
 """Distance of an unreachable or blocked cell in a map (int16)."""
+_ACTION_OF_HEADING = (RIGHT, DOWN, LEFT, UP)  # sim.grid action of heading 0 E, 1 S, 2 W, 3 N
+_CHUNK = 64  # maps searched and copied in one go
 TURNS = np.array([0, 1, 2, 1], dtype=np.int64)
 """Rotations from heading ``o`` to heading ``k``, indexed by ``(k - o) % 4``."""
 
@@ -86,23 +88,22 @@ class DistanceMaps:
             ok = (r >= 0) & (r < h) & (c >= 0) & (c < w)
             ok[ok] = free[r[ok] * w + c[ok]]
             self.nbr[np.flatnonzero(ok), k] = self.cell_of[r[ok] * w + c[ok]]
-        src = np.repeat(np.arange(self.n_free), 4)
-        dst = self.nbr[:-1].ravel()
-        keep = dst < self.n_free
         # Highways: even rows run east, odd rows west, even columns south, odd columns north;
         # a move against its row's or column's way costs ``highway`` instead of 1.
-        heading = np.tile(np.arange(4), self.n_free)
-        with_way = np.where(
-            heading % 2 == 0,
-            (np.repeat(rows, 4) % 2 == 0) == (heading == 0),
-            (np.repeat(cols, 4) % 2 == 0) == (heading == 1),
-        )
-        weight = np.where(with_way | (highway <= 0), 1.0, max(highway, 1.0))
+        weights: NDArray[np.int64] | None = None
+        if highway > 0:
+            r_all, c_all = np.divmod(np.arange(h * w), w)
+            weights = np.ones((h * w, 5), dtype=np.int64)
+            cost = max(int(highway), 1)
+            for k, action in enumerate(_ACTION_OF_HEADING):
+                with_way = (r_all % 2 == 0) == (k == 0) if k % 2 == 0 else (
+                    (c_all % 2 == 0) == (k == 1)
+                )  # fmt: skip
+                weights[:, action] = np.where(with_way, 1, cost)
         self.weighted = highway > 0
-        # Distances *to* a goal: search from the goal over the reversed edges.
-        self.graph: csr_matrix = coo_matrix(
-            (weight[keep], (dst[keep], src[keep])), shape=(self.n_free, self.n_free)
-        ).tocsr()
+        # The project's compiled searches (BFS, or bucket-queue Dijkstra on the highway costs):
+        # distances *to* a goal, read for the free cells only.
+        self.oracle = DistanceOracle(grid, max_cached=_CHUNK, weights=weights)
         self.capacity = max(1, capacity)
         self.maps = np.full((self.capacity, self.n_free + 1), BIG, dtype=np.int16)
         self.slot_of: OrderedDict[int, int] = OrderedDict()  # goal cell -> slot, LRU order
@@ -125,17 +126,13 @@ class DistanceMaps:
             slot = self.free_slots.pop()
             self.slot_of[cell] = slot
             todo.append((cell, slot))
-        for start in range(0, len(todo), 64):
-            chunk = todo[start : start + 64]
-            dist = shortest_path(
-                self.graph,
-                method="D",
-                unweighted=not self.weighted,
-                indices=[c for c, _ in chunk],
-            )
-            dist = np.where(np.isinf(dist), BIG, np.minimum(np.rint(dist), BIG)).astype(np.int16)
-            slots = [s for _, s in chunk]
-            self.maps[slots, : self.n_free] = dist
+        for start in range(0, len(todo), _CHUNK):
+            chunk = todo[start : start + _CHUNK]
+            targets = self.loc_of[[c for c, _ in chunk]]
+            slab, rows, none = self.oracle.maps(targets)
+            raw = slab[rows[:, None], self.loc_of[None, :]]  # (k, free cells)
+            dist = np.where(raw == none, BIG, np.minimum(raw, BIG)).astype(np.int16)
+            self.maps[[s for _, s in chunk], : self.n_free] = dist
             self.computed += len(chunk)
 
     def slots(self, cells: NDArray[np.int64], *, touch: bool = True) -> NDArray[np.int64]:

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from fleetmind.dispatch.lorr import DistanceMaps, Levers, PibtPlanner
 from fleetmind.errors import ConfigError
-from fleetmind.safety.lorr import DistanceMaps, Levers, PibtPlanner
 from fleetmind.sim import lorr
 from fleetmind.sim.lorr import World, write_instance
 

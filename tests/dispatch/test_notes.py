@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -88,7 +89,7 @@ def test_template_reader_reads_only_its_templates() -> None:
     assert _read(t, "ship inside the next 25 ticks")[1] == set()  # a paraphrase: missed
 
 
-@pytest.mark.parametrize("name", ["dev", "holdout", "holdout2"])
+@pytest.mark.parametrize("name", ["dev", "holdout", "holdout2", "holdout3", "dev2"])
 def test_rules_reader_on_the_hand_written_sets(name: str) -> None:
     items = load_labelled(DATA / f"{name}.jsonl")
     result, _ = evaluate(make_reader("rules"), items)
@@ -338,3 +339,133 @@ def test_a_time_absurdly_far_away_goes_to_review() -> None:
     status, got = _read(RulesReader(), "hold until t=1000000000", 100)
     assert status == "needs_review"
     assert got == set()
+
+
+# Everyday sentences (none from a labelled set) the normaliser must leave word for word: many
+# hold a word one edit from a cue word ("that"/"than", "want"/"wait", "most"/"must").
+ORDINARY = [
+    "That is the one we talked about.",
+    "Then we can load the truck.",
+    "We want the blue crates first.",
+    "Have you ever seen this label?",
+    "Most of the boxes are light.",
+    "The items were packed last night.",
+    "Thank you for the quick turnaround.",
+    "She said that the door sticks.",
+    "Wait for the signal from the dock.",
+    "Hold the door for the cart, please.",
+    "It was held at customs for a day.",
+    "He picks the fragile items by hand.",
+    "The truck leaves from the north gate.",
+    "Delivery notes go in the blue tray.",
+    "Please reserve a spot at the dock.",
+    "The others are in the back room.",
+    "More than enough tape is left.",
+    "Want a hand with the pallets?",
+    "Ever since the update the scanner beeps.",
+    "Most customers prefer the morning slot.",
+    "Packed goods are stacked by the wall.",
+    "They sent the invoice by mail.",
+    "Send the report to the manager.",
+    "Keep the receipts in the folder.",
+    "Leave the empty totes by the door.",
+    "Give the driver the signed copy.",
+    "The ticket was closed this morning.",
+    "Stock takes place at the end of the month.",
+    "Check the tape before sealing the carton.",
+    "The label is older than the box.",
+    "Later the supervisor will sign it off.",
+    "The latter option is cheaper.",
+    "Water damage on the outer carton.",
+    "A layer of foam goes on top.",
+    "Ready when you are.",
+    "The reader flagged a smudged barcode.",
+    "Touch the screen to confirm the count.",
+    "Other than that, all is fine.",
+    "Nobody knows where the scanner went.",
+    "Cancel the duplicate invoice, not the order.",
+    "Allow extra padding for the glass.",
+    "The station printer is out of paper.",
+    "Assign the new hire to the returns desk.",
+    "Pick the sturdier box for the vase.",
+    "Release notes are on the shared drive.",
+    "The form is on the clipboard.",
+    "The gate code changed on Monday.",
+    "Someone left a pallet jack in the aisle.",
+    "Either bay works for unloading.",
+    "Within reason, any packaging is fine.",
+    "Told the customer about the delay.",
+    "The rate went up this quarter.",
+    "Never stack the glass on top.",
+    "Avoid the wet floor near the fridge.",
+]
+
+
+def test_the_normaliser_never_rewrites_an_ordinary_word() -> None:
+    assert len(ORDINARY) >= 50
+    for sentence in ORDINARY:
+        assert re.findall(r"[a-z]+", normalize(sentence)) == re.findall(
+            r"[a-z]+", sentence.lower()
+        ), sentence
+
+
+def test_the_normaliser_still_mends_misspelt_cue_words() -> None:
+    assert normalize("hodl until t=250") == "hold until t=250"
+    assert normalize("exlcude robto 4") == "exclude robot 4"
+    assert normalize("onyl robot 2") == "only robot 2"
+    assert normalize("dont send r2") == "don't send r2"
+
+
+@pytest.mark.parametrize(
+    ("note", "arrival", "truth"),
+    [
+        ("We want robot 3 for this one.", 0, {Constraint("only_robot", robot="robot_3")}),
+        ("Ship after tick 200.", 50, {Constraint("hold", tick=200)}),
+        # corrections: the last one wins, a bare mention inherits the corrected kind
+        ("Leave r1 out of this, sorry, I meant r5.", 0, {Constraint("not_robot", robot="robot_5")}),
+        ("wait until tick 260, no wait, 290", 100, {Constraint("hold", tick=290)}),
+        ("请在400之前送到，说错了，是450之前。", 100, {Constraint("deadline", tick=450)}),
+        # cancellations: a later clause that names nothing cancels what came before
+        ("Only robot 2, but that's been cancelled.", 0, set()),
+        ("截止时间改成720，原来的680作废。", 500, {Constraint("deadline", tick=720)}),
+        # another order, a declined request
+        ("The cutoff of tick 640 is for a different shipment.", 300, set()),
+        ("They wanted bot 4; we declined.", 0, set()),
+        ("客户想要500之前送到，我们没同意。", 200, set()),
+        # negated exceptions are "only"; plain exceptions are "not"
+        ("Don't give it to anyone except unit 2.", 0, {Constraint("only_robot", robot="robot_2")}),
+        ("Any robot except unit 2.", 0, {Constraint("not_robot", robot="robot_2")}),
+        ("除了5号，谁也不能动它。", 0, {Constraint("only_robot", robot="robot_5")}),
+        ("非3号车不可。", 0, {Constraint("only_robot", robot="robot_3")}),
+        ("不准用除4号以外的车。", 0, {Constraint("only_robot", robot="robot_4")}),
+        # structured exports and chat shorthand
+        (
+            "blocked_agv=2 | due=450",
+            100,
+            {Constraint("not_robot", robot="robot_2"), Constraint("deadline", tick=450)},
+        ),
+        ("only_robot=robot_3", 0, {Constraint("only_robot", robot="robot_3")}),
+        ("@team AGV-1 only", 0, {Constraint("only_robot", robot="robot_1")}),
+        ("exlcude robto 4", 0, {Constraint("not_robot", robot="robot_4")}),
+        # number roles: pallets, shelves, quantities are neither robots nor ticks
+        ("放在6号托盘上。", 0, set()),
+        ("Shelf 40, bin 7, no pickup before tick 300.", 100, {Constraint("hold", tick=300)}),
+        ("Qty 5 from rack 2, robot 1 only.", 0, {Constraint("only_robot", robot="robot_1")}),
+    ],
+)
+def test_rules_reader_scopes_what_busy_people_write(note: str, arrival: int, truth: set) -> None:
+    status, got = _read(RulesReader(), note, arrival)
+    assert (status, got) == ("ok", truth)
+
+
+@pytest.mark.parametrize(
+    "note",
+    [
+        "Use robot 4 if it is free.",  # a condition
+        "如果3号车有空就用3号车。",
+        "Deadline moved: the new one is tick 900.",  # a time no cue places, in a note about limits
+    ],
+)
+def test_rules_reader_sends_what_it_cannot_place_to_review(note: str) -> None:
+    status, got = _read(RulesReader(), note, 100)
+    assert (status, got) == ("needs_review", set())

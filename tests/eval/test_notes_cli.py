@@ -60,6 +60,40 @@ def test_notes_eval_puts_readers_side_by_side() -> None:
     assert "exact accuracy (zh)" in table.stdout
 
 
+def test_notes_eval_says_whether_a_set_is_development_or_held_out(tmp_path: Path) -> None:
+    proc = _run("notes", "eval", str(DEV.parent / "holdout3.jsonl"), "--reader", "rules")
+    assert proc.returncode == 0, proc.stderr
+    first = proc.stdout.splitlines()[0]
+    assert "holdout3.jsonl: development" in first
+    assert "first contact (rules): exact 76.3%" in first
+    # A set the manifest does not list is held out; a file with no manifest has no role.
+    lines = DEV.read_text(encoding="utf-8").splitlines()[:5]
+    (tmp_path / "new.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (tmp_path / "sets.json").write_text(
+        json.dumps({"sets": {"old.jsonl": {"role": "development"}}}), encoding="utf-8"
+    )
+    proc = _run("notes", "eval", str(tmp_path / "new.jsonl"), "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["set"]["role"] == "held-out"
+    (tmp_path / "sets.json").write_text('{"sets": {"new.jsonl": {"role": "dev"}}}', "utf-8")
+    proc = _run("notes", "eval", str(tmp_path / "new.jsonl"))
+    assert proc.returncode == 2
+    assert "sets.json: field 'sets.new.jsonl.role'" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_the_manifest_keeps_the_old_sets_first_contact() -> None:
+    manifest = json.loads((DEV.parent / "sets.json").read_text(encoding="utf-8"))["sets"]
+    firsts = {k: v["first_contact"]["exact"] for k, v in manifest.items() if "first_contact" in v}
+    for name, exact in {
+        "holdout.jsonl": 0.897,
+        "holdout2.jsonl": 0.856,
+        "holdout3.jsonl": 0.763,
+    }.items():
+        assert firsts[name] == exact
+        assert manifest[name]["role"] == "development"  # folded in after first contact
+
+
 def test_bad_note_files_get_one_line(tmp_path: Path) -> None:
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"note": "ok", "arrival_tick": 0}\n{"note": 5}\n', encoding="utf-8")

@@ -152,13 +152,42 @@ def notes_eval(
     as_json: JsonFlag = False,
 ) -> None:
     """Exact-match accuracy, per kind and language precision/recall, false constraints, cost."""
-    from fleetmind.eval.notes import evaluate
+    from fleetmind.eval.notes import evaluate, set_role
     from fleetmind.sim.notes import load_labelled
 
     items = load_labelled(file)
+    role = set_role(file)
     with _reader_clients(list(reader or []), llm_base_url, llm_model, llm_api_key) as readers:
         results = [evaluate(r, items)[0] for r in readers]
     if as_json:
-        print_json({"file": str(file), "readers": results})
+        print_json({"file": str(file), "set": role, "readers": results})
         return
+    console.print(role_line(file, role), soft_wrap=True)
     console.print(notes_table(results))
+
+
+def role_line(file: Path, role: dict[str, Any]) -> str:
+    """One line saying whether the set is development or held-out data, and its first contact."""
+    if role["role"] == "unknown":
+        return f"set {file.name}: role unknown (no sets.json beside it)"
+    if role["role"] == "development":
+        line = f"set {file.name}: development (rules were changed against it: a training score)"
+    elif role["listed"]:
+        line = f"set {file.name}: held-out (its first-contact score is the figure)"
+    else:
+        line = f"set {file.name}: held-out (not listed in sets.json: treated as held out)"
+    first = role["first_contact"]
+    if first:
+        parts = [f"exact {_pct(first['exact'])}"]
+        parts += [
+            f"{label} {_pct(first[key])}"
+            for key, label in (
+                ("exact_en", "EN"),
+                ("exact_zh", "ZH"),
+                ("precision", "precision"),
+                ("false_constraint_rate", "false constraints"),
+            )
+            if first.get(key) is not None
+        ]
+        line += f"; first contact (rules): {', '.join(parts)}"
+    return line

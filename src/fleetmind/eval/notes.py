@@ -4,18 +4,96 @@ Per reader: exact-match accuracy of the constraint set (a ``needs_review`` readi
 matches: it answered nothing), per kind precision and recall, the same per language, the
 false-constraint rate on notes that state none, the review rate, latency p50/p95 and tokens.
 Every rate is over all notes of the set.
+
+A labelled set's role comes from the manifest ``sets.json`` beside it (:func:`set_role`):
+``development`` (rules were written against it: a training score) or ``held-out`` (scored once,
+never used to change a rule; a file the manifest does not list is held out), with the figures
+of its first contact when they were recorded.
 """
 
 from __future__ import annotations
 
+import json
+import os
 from collections import Counter
 from collections.abc import Callable, Sequence
-from typing import Any
+from pathlib import Path
+from typing import Any, Literal
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from fleetmind.dispatch.notes.readers import NoteReader, Reading
+from fleetmind.errors import TaskFileError, read_input
 from fleetmind.sim.notes import KINDS, LabelledNote
+
+MANIFEST = "sets.json"
+SetRole = Literal["development", "held-out"]
+
+
+class FirstContact(BaseModel):
+    """The ``rules`` reader's figures the first time it read a set (rates in [0, 1])."""
+
+    model_config = ConfigDict(extra="forbid")
+    exact: float
+    exact_en: float | None = None
+    exact_zh: float | None = None
+    precision: float | None = None
+    false_constraint_rate: float | None = None
+
+
+class SetEntry(BaseModel):
+    """One labelled set in the manifest."""
+
+    model_config = ConfigDict(extra="forbid")
+    role: SetRole
+    notes: int | None = None
+    origin: str | None = None
+    first_contact: FirstContact | None = None
+
+
+class Manifest(BaseModel):
+    """``sets.json``: the role of each labelled set beside it."""
+
+    model_config = ConfigDict(extra="forbid")
+    about: str = ""
+    sets: dict[str, SetEntry]
+
+
+def set_role(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Whether the labelled set at ``path`` is development or held-out data, from the manifest.
+
+    Returns:
+        ``{"role", "listed", "first_contact", "manifest"}``: ``role`` is ``development``,
+        ``held-out`` (listed so, or not listed in a manifest that exists) or ``unknown`` (no
+        manifest beside the file).
+
+    Raises:
+        TaskFileError: the manifest is not valid (naming the file and field).
+    """
+    file = Path(path)
+    manifest = file.parent / MANIFEST
+    if not manifest.is_file():
+        return {"role": "unknown", "listed": False, "first_contact": None, "manifest": None}
+    text = read_input(manifest, what="set manifest", error=TaskFileError)
+    try:
+        parsed = Manifest.model_validate(json.loads(text))
+    except json.JSONDecodeError as exc:
+        raise TaskFileError(f"{manifest}:{exc.lineno}: not valid JSON ({exc.msg})") from None
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = ".".join(str(x) for x in err["loc"]) or "<file>"
+        raise TaskFileError(f"{manifest}: field {field!r}: {err['msg']}") from None
+    entry = parsed.sets.get(file.name)
+    if entry is None:
+        return {
+            "role": "held-out",
+            "listed": False,
+            "first_contact": None,
+            "manifest": str(manifest),
+        }
+    first = entry.first_contact.model_dump() if entry.first_contact else None
+    return {"role": entry.role, "listed": True, "first_contact": first, "manifest": str(manifest)}
 
 
 def _rate(num: int, den: int) -> float | None:

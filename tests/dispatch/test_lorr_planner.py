@@ -162,3 +162,29 @@ def test_a_run_without_a_time_limit_repeats_exactly() -> None:
     assert np.array_equal(first.record.actions, again.record.actions)
     other = lorr.simulate(inst, PibtPlanner(Levers(highway=2), seed=1), steps=80)
     assert not np.array_equal(first.record.actions, other.record.actions)
+
+
+@pytest.mark.parametrize("highway", [0.0, 2.0])
+def test_distance_maps_equal_scipy_dijkstra_on_a_real_map(highway: float) -> None:
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import shortest_path
+
+    grid = lorr.read_map(DATA / "maps/warehouse_small.map")
+    dm = DistanceMaps(grid, capacity=40, highway=highway)
+    # The reference: every move from cell c in heading k, cost 1 or ``highway`` against the way.
+    src = np.repeat(np.arange(dm.n_free), 4)
+    dst = dm.nbr[:-1].ravel()
+    heading = np.tile(np.arange(4), dm.n_free)
+    with_way = np.where(
+        heading % 2 == 0,
+        (dm.rows[src] % 2 == 0) == (heading == 0),
+        (dm.cols[src] % 2 == 0) == (heading == 1),
+    )
+    cost = np.where(with_way | (highway == 0), 1.0, highway)
+    keep = dst < dm.n_free
+    graph = coo_matrix((cost[keep], (dst[keep], src[keep])), shape=(dm.n_free,) * 2).tocsr()
+    goals = np.random.default_rng(3).choice(dm.n_free, 30, replace=False)
+    dm.compute(goals.tolist(), set())
+    ref = shortest_path(graph, method="D", indices=goals)
+    ref = np.where(np.isinf(ref), 30000, ref).astype(np.int16)
+    assert np.array_equal(dm.maps[dm.slots(goals)][:, : dm.n_free], ref)

@@ -207,9 +207,11 @@ _HOLD_SUF = _c(
 )
 _DEADLINE_PRE = _c(
     r"\b(?:before|by|within|inside|in under|under|in less than|less than|no later than|"
-    r"not later than|latest|at the latest|deadline|due|deliver|"
+    # "due to" (because of) and "due for" (a robot's service) set no time limit.
+    r"not later than|latest|at the latest|deadline|due(?!\s+(?:to|for)\b)|deliver|"
     r"delivered|delivery|ship|shipped|drop off|dropped off|have until|got until|has until|cutoff|"
-    r"cut-off|expires?|asap|beat|make|catch|in time for|late after|late past|late if after|"
+    # "make that 1850", "make it 300": a correction, not "make the 1800 truck".
+    r"cut-off|expires?|asap|beat|make(?!\s+(?:that|it)\b)|catch|in time for|late after|late past|late if after|"
     r"late beyond|refund after|not after|closes at|closing at|closes|shuts at|prior to|ahead of)"
     r"\s+(?:\w+\s+){0,3}?$"
     r"|(?:截止|最晚|最迟|不晚于|不迟于|限时|限|务必在|必须在|要在|请在|得在|于|只给|只有|赶|期限|时限)\s*(?:时间|日期|时刻)?\s*(?:到|在|是|为|改成|改为|改到|定为|调整为|调到)?\s*$"
@@ -407,8 +409,9 @@ _NO_OTHER = _c(
 )
 _PRONOUN_NOT = _c(
     r"(?:不能|不要|别|不可以|不准|不许)(?:用|派|让|叫|给)(?:它|他|这台|这辆)"
-    r"|\b(?:don'?t|do not|never|can'?t|cannot)\s+(?:use|send|assign|route|give|let|dispatch|"
-    r"schedule|book|put)\b(?:\s+\w+){0,3}?\s+(?:it|him|her|that one|that robot|them)\b"
+    r"|\b(?:don'?t|do not|never|can'?t|cannot|rather not|prefer not to)\s+(?:use|send|assign|route|"
+    r"give|let|dispatch|schedule|book|put|see|have|get)\b(?:\s+\w+){0,3}?\s+"
+    r"(?:it|him|her|that one|that robot|them)\b"
     r"|\bkeep (?:it|him|her|them) (?:off|away|out)\b|\b(?:neither|none) of them\b"
 )
 _HANDS_OFF = _c(r"\b(?:hands off|keep away|stay away|off limits|not this one)\s*[,:]?\s*$")
@@ -416,7 +419,7 @@ _USE_OTHER = _c(
     r"\b(?:use|send|pick|take|get|try)\s+(?:another|a different|someone else|some other|other|a other)\b"
     r"|\b(?:someone else|somebody else|anyone else|anybody else|another robot|another one|"
     r"a different robot)\b"
-    r"|(?:安排|派|用|找)(?:其他|其它|别的)|(?:其他|其它|别的)车辆"
+    r"|(?:安排|派|用|找|给|交给|换)(?:其他|其它|别的)|(?:其他|其它|别的)车辆"
     r"|(?:别的|别得|其他|其它|换别的|换别得|换个|换)\s*(?:车|机器人)?\s*(?:送|来|去|拿|取|搬)|换别的|换别得|换个|换一台|换一辆"
 )
 _PRONOUN_ONLY = _c(r"(?:就给它|交给它|给它送|让它(?:送|来|去)|就用它|就派它)")
@@ -502,7 +505,8 @@ _CONDITION = _c(
 # Words of time limits: a note with one and a stated time no cue places cannot be read with
 # confidence.
 TIME_TALK = _c(
-    r"\b(?:deadline|due|hold|until|before|after|latest|earliest|within|cutoff|cut-off|no later|"
+    r"\b(?:deadline|due(?!\s+(?:to|for)\b)|hold|until|before|after|latest|earliest|within|cutoff|"
+    r"cut-off|no later|"
     r"no earlier|wait|pick ?up|deliver\w*|ship\w*)\b|截止|期限|之前|以前|以后|之后|送达|最晚|最早|等到|才能"
 )
 
@@ -534,11 +538,14 @@ def _repaired(c: Candidates, judged: Judged) -> Judged:
             fam: next((j for m, j in reversed(before) if isinstance(m, cls)), None)
             for fam, cls in (("robot", RobotMention), ("time", TimeMention))
         }
+        # A repair that states its own constraint of a family ("bot 3 is fine, it's bot 8 we
+        # can't use") leaves its bare mentions of that family bare.
+        stated = {"robot" if isinstance(m, RobotMention) else "time" for m, j in after if j.kind}
         out: Judged = []
         for m, j in judged:
             fam = "robot" if isinstance(m, RobotMention) else "time"
             prior = last[fam]
-            if m.start >= mark.end() and j.kind is None and prior is not None:
+            if m.start >= mark.end() and j.kind is None and prior is not None and fam not in stated:
                 j = replace(prior, certain=True)
             out.append((m, j))
         replaced = {

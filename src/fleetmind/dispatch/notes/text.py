@@ -285,7 +285,7 @@ _FIELD = re.compile(
 )
 _KEY_ROBOT = frozenset({"robot", "robots", "bot", "bots", "agv", "agvs", "amr", "unit", "vehicle"})
 _KEY_NOT = frozenset(
-    {"not", "no", "excluded", "exclude", "blocked", "block", "banned", "ban", "forbidden",
+    {"not", "no", "excluded", "exclude", "excl", "blocked", "block", "banned", "ban", "forbidden",
      "disallowed", "blacklist", "blacklisted", "deny", "denied", "avoid", "except", "skip"}
 )  # fmt: skip
 _KEY_ONLY = frozenset(
@@ -460,6 +460,11 @@ _ROBOT_PATTERNS = (
     ),
     re.compile(r"(\d+)\s*(?:机器人|小车)"),
 )
+_ROBOT_LIST = re.compile(
+    r"(?<![a-z])(?:robots?|bots?|units?|agvs?|amrs?)\s*[_#-]?\s*\d+"
+    r"(?:\s*,\s*[_#-]?\d+)*\s*,?\s*(?:and|or|&|/|nor)\s*[_#-]?\d+"
+    r"(?![\d.]|\s*(?:ticks?|steps?|%|个|时刻|号))"
+)
 _ABS_TIME = re.compile(
     r"(?:(?<![a-z])tick|(?<![a-z])t\s*[=:]|(?<![a-z])t(?=\d)|(?<![a-z])step)"
     r"\s*[=:#-]?\s*(\d+)\s*(?:个)?\s*(?:时刻|tick|步|拍)?"
@@ -515,6 +520,15 @@ def extract(note: str, robots: Sequence[str]) -> Candidates:
         return all(b <= s or a >= e for s, e in taken)
 
     found_r: list[RobotMention] = []
+    for m in _ROBOT_LIST.finditer(text):
+        # "robots 3 and 4", "units 2, 5 or 7": every number of the list is a robot; the first
+        # mention starts at the robot word, the others at their number.
+        for k, n in enumerate(re.finditer(r"\d+", m.group(0))):
+            rid = f"robot_{int(n.group(0))}"
+            span = (m.start() if k == 0 else m.start() + n.start(), m.start() + n.end())
+            if rid in fleet and free(*span):
+                found_r.append(RobotMention(rid, *span))
+                taken.append(span)
     for pat in _ROBOT_PATTERNS:
         for m in pat.finditer(text):
             rid = f"robot_{int(m.group(1))}"

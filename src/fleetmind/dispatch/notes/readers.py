@@ -269,12 +269,20 @@ class RulesReader:
         if self.strict and any(not q.prior.certain for q in questions):
             return review("a mention no rule can read", latency_ms=_ms(start))
         doubt = next((q.prior.doubt for q in questions if q.prior.doubt), None)
-        if doubt is None and any(
-            isinstance(q.mention, TimeMention) and not q.prior.certain for q in questions
-        ):
-            # A stated time no cue places, in a note that talks about time limits ("now there
-            # is one: tick 4980"): a guess either way, so a person reads it.
-            doubt = "a time" if rules.TIME_TALK.search(c.text) else None
+        placed = any(isinstance(q.mention, TimeMention) and q.prior.kind for q in questions)
+        unplaced = [
+            q.mention
+            for q in questions
+            if isinstance(q.mention, TimeMention)
+            and not q.prior.certain
+            and q.mention.resolve(arrival_tick) > arrival_tick
+        ]
+        if doubt is None and unplaced and not placed and rules.TIME_TALK.search(c.text):
+            # A future time no cue places, in a note that talks about time limits and sets
+            # none ("now there is one: tick 4980"): a guess either way, so a person reads it.
+            # (Beside a placed limit, an unplaced time is the note's story: "label printed at
+            # tick 489".)
+            doubt = "a time"
         if doubt is not None:
             return review(f"the rules cannot read {doubt} with confidence", latency_ms=_ms(start))
         found = [

@@ -345,7 +345,11 @@ def judge_robot(c: Candidates, mention: RobotMention) -> Judgement:
     best = _best(
         pre, suf, {"not_robot": (_NOT_PRE, _NOT_SUF), "only_robot": (_ONLY_PRE, _ONLY_SUF)}
     )
-    return Judgement(best, best is not None)
+    # "anyone can take it, just not robot 2", "谁都行就是不要1号车": the "anyone" is the rest of an
+    # exception, not a cancellation.
+    left, _ = _clause_bounds(c.text, mention.start, mention.end)
+    sticky = best == "not_robot" and bool(_CANCEL_ROBOT.search(c.text, left, mention.start))
+    return Judgement(best, best is not None, sticky=sticky)
 
 
 def judge_time(c: Candidates, mention: TimeMention) -> Judgement:

@@ -88,6 +88,12 @@ CUE_WORDS = (
     "next",
     "exclude",
     "excluded",
+    "longer",
+    "anymore",
+    "restricted",
+    "applies",
+    "skip",
+    "limits",
     "avoid",
     "without",
 )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
@@ -27,26 +28,77 @@ def test_valid_reply_becomes_the_plan(small) -> None:
     with FakeChatServer([reply]) as srv:
         out = LLMPlanner(srv.client(), small).plan(snap)
     assert not out.fallback
-    assert [(a.robot, a.order) for a in out.plan.assignments] == [("robot_0", "o1")]
+    pairs = [(a.robot, a.order) for a in out.plan.assignments]
+    # The model's pair first; the solver plans what it left (2 robots, 2 orders).
+    assert pairs[0] == ("robot_0", "o1")
+    assert len(pairs) == 3
+    assert {r for r, _ in pairs} == {"robot_0", "robot_1", "robot_2"}
     assert out.calls == 1
     assert out.tokens_prompt > 0
 
 
-def test_double_booking_is_vetoed_then_fixed(small) -> None:
+def test_double_booking_is_repaired_without_a_reask(small) -> None:
     _, snap = _snapshot(small)
     bad = json.dumps(
         {"assignments": [{"robot": "robot_0", "order": "o0"}, {"robot": "robot_0", "order": "o1"}]}
     )
-    good = json.dumps(
-        {"assignments": [{"robot": "robot_0", "order": "o0"}, {"robot": "robot_1", "order": "o1"}]}
-    )
-    with FakeChatServer([bad, good]) as srv:
-        out = LLMPlanner(srv.client(), small).plan(snap)
-        reask = srv.requests[1].last_user
-    assert "given two tasks" in reask
-    assert out.errors == ("veto",)
-    assert len(out.plan.assignments) == 2
+    with FakeChatServer([bad]) as srv:
+        planner = LLMPlanner(srv.client(), small)
+        out = planner.plan(snap)
+        assert len(srv.requests) == 1
+    pairs = [(a.robot, a.order) for a in out.plan.assignments]
+    assert pairs[0] == ("robot_0", "o0")
+    assert ("robot_0", "o1") not in pairs
+    assert planner.repaired == 1
+    assert len({r for r, _ in pairs}) == len(pairs) == 3
     assert not out.fallback
+
+
+def test_prompt_is_short_and_lists_the_nearest_robots(small) -> None:
+    _, snap = _snapshot(small, n=6, k=3)
+    with FakeChatServer([]) as srv:
+        planner = LLMPlanner(srv.client(), small)
+        msgs = planner._messages(snap, planner._shown(snap))
+    user = msgs[1].content
+    assert "near: robot_" in user
+    assert "at (" not in user  # no state description
+    assert "due in" not in user  # these orders have no due tick
+    assert len(msgs[0].content) + len(user) < 1200
+
+
+def test_schema_allows_one_pair_per_order() -> None:
+    from fleetmind.dispatch.llm_planner import _reply_model
+
+    schema = _reply_model(["robot_0", "robot_1"], ["o1"]).model_json_schema()
+    assert schema["properties"]["assignments"]["maxItems"] == 1
+
+
+def test_warm_up_sets_the_deadline_from_its_latency(small) -> None:
+    from fleetmind.dispatch.llm_planner import MIN_DEADLINE_S, WARMUP_FACTOR, auto_deadline
+
+    _, snap = _snapshot(small)
+    reply = json.dumps({"assignments": []})
+    with FakeChatServer([Reply(reply, delay_s=1.0)]) as srv:
+        planner = LLMPlanner(srv.client(), small, background=True, tick_period_s=0.1)
+        planner.deadline_ticks = None
+        took = planner.warm_up(snap)
+    assert took is not None
+    assert took >= 1.0
+    assert planner.decision_deadline_s() == auto_deadline(took) >= WARMUP_FACTOR * 1.0
+    assert auto_deadline(0.01) == MIN_DEADLINE_S
+    assert planner.tick_deadline() == math.ceil(planner.decision_deadline_s() / 0.1) + 2
+
+
+def test_no_question_the_run_end_would_abandon(small) -> None:
+    _, snap = _snapshot(small)
+    with FakeChatServer([json.dumps({"assignments": []})]) as srv:
+        planner = LLMPlanner(
+            srv.client(), small, background=True, tick_period_s=0.1, end_tick=snap.tick + 5
+        )
+        planner.warmup_s = 2.0  # 20 ticks at 0.1 s: past the end
+        planner.plan(snap)
+        assert planner.not_asked_at_end == 1
+        assert planner._question is None
 
 
 def test_garbage_forever_falls_back_to_the_solver(small) -> None:

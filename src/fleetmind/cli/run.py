@@ -156,7 +156,10 @@ def run(
     ] = None,
     desk_deadline_ticks: Annotated[
         int | None,
-        typer.Option(help="Ticks after an incident by which the desk must decide. [default: 100]"),
+        typer.Option(
+            help="Ticks after an incident by which the desk must decide. [default: the "
+            "seconds deadline in ticks + 10 in a paced run, else 100]"
+        ),
     ] = None,
     order_rate: OrderRate = None,
     text_share: Annotated[
@@ -175,7 +178,10 @@ def run(
     ] = None,
     tick_period: Annotated[
         float | None,
-        typer.Option(help="Real-time pacing: seconds per tick (0: flat out). [default: 0]"),
+        typer.Option(
+            help="Real-time pacing: seconds per tick (0: flat out). [default: 0.1 with an "
+            "async LLM planner or the LLM desk, else 0]"
+        ),
     ] = None,
     llm_base_url: LLMBaseUrl = None,
     llm_model: LLMModel = None,
@@ -183,6 +189,12 @@ def run(
     llm_gguf: LLMGguf = None,
     llm_threads: Annotated[
         int | None, typer.Option(help="Threads of the embedded model. [default: 1]")
+    ] = None,
+    llm_deadline: Annotated[
+        float | None,
+        typer.Option(
+            help="Seconds per LLM planner decision. [default: 3 times a warm-up call, 2-20 s]"
+        ),
     ] = None,
     config: Annotated[
         Path | None, typer.Option(help="YAML file with the same options; flags override it.")
@@ -226,6 +238,7 @@ def run(
             "llm_api_key": llm_api_key,
             "llm_gguf": llm_gguf,
             "llm_threads": llm_threads,
+            "llm_deadline_s": llm_deadline,
         },
     )
     from fleetmind.eval.recorder import next_free

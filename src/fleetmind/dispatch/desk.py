@@ -52,6 +52,7 @@ from fleetmind.dispatch.incidents import (
     IncidentHost,
     Refused,
     check,
+    rule_actions,
     rule_options,
 )
 from fleetmind.llm.budgets import Budgets
@@ -90,6 +91,8 @@ EXECUTOR_PROMPT = (
 NOTHING_TO_CHOOSE = "nothing to choose: waiting is the only option"
 """The fallback of an incident with no choice (no model call is made)."""
 RULES = "R"
+WARMUP_CALLER = "dispatch.desk.warmup"
+"""The caller of the warm-up call (left out of a run's answered rate)."""
 """The review's extra option: hand the incident to the rule handler."""
 URGENCY = {"deadlock": 0, "breakdown": 1, "battery": 1, "block": 2, "surge": 2}
 """The order in which queued incidents are taken up (lowest first; ties by arrival).
@@ -257,6 +260,7 @@ class LLMDesk(DeskWorker):
         self.max_rounds = max_rounds
         self.max_iter = max_iter
         self.seed = seed
+        self.warmup_s: float | None = None
         self.host: IncidentHost | None = None
         # (urgency, arrival, incident); the close sentinel (-1, 0, None) goes before all.
         self._inbox: queue.PriorityQueue[tuple[int, int, Incident | None]] = queue.PriorityQueue()
@@ -267,6 +271,39 @@ class LLMDesk(DeskWorker):
         self._closed = False
         self._thread = threading.Thread(target=self._serve, name="incident-desk", daemon=True)
         self._thread.start()
+
+    def warm_up(self) -> float | None:
+        """One coordinator call on a made-up incident before the run: its latency, in seconds.
+
+        It puts the coordinator's system prompt in the server's prompt cache: a cold read cost
+        the first incident of a run 5 s of its deadline (2026-12-06, 2-core machine). None: the
+        call failed.
+        """
+        task = (
+            "Incident i0 (breakdown) at tick 0: robot_0 broke down at (4, 5), carrying o1.\n"
+            "State:\ntick 0\nrobot_0 at [4, 5]: broken\nrobot_1 at [6, 5]: idle\n"
+            "open orders: 3\nOptions:\nA: reassign(order='o1', robot='robot_1')\n"
+            "B: hand_over(order='o1')\nC: no action for now"
+        )
+        talk = Conversation(
+            self.client,
+            Role("coordinator", "coordinator", COORDINATOR_PROMPT),
+            [],
+            max_rounds=1,
+            default_decision=lambda _t: "A",
+            deadline_s=self.deadline_s / 2,  # a hanging model holds up the run's start less
+            max_tokens=24,
+            context=CallContext(
+                caller=WARMUP_CALLER, decision_type="warmup", prompt_version=PROMPT_VERSION
+            ),
+            choices=["A", "B", "C"],
+        )
+        t0 = time.perf_counter()
+        transcript = talk.run(task)
+        if transcript.decided_by == "default":
+            return None
+        self.warmup_s = time.perf_counter() - t0
+        return self.warmup_s
 
     # ------------------------------------------------------------------ host side
     def attach(self, host: IncidentHost) -> None:
@@ -322,6 +359,13 @@ class LLMDesk(DeskWorker):
                 calls=client.calls, tokens=client.tokens, tokens_prompt=client.tokens_prompt
             )
             self._outbox.put(("done", inc.id, payload, None))
+
+    def wanted(self, context: CallContext) -> bool:
+        """Whether a reply to a desk call made with ``context`` is still wanted.
+
+        It is while its incident is still the desk's (the rules have not taken it over).
+        """
+        return not self._stopped(str(context.extra.get("incident", "")))
 
     def _stopped(self, incident_id: str) -> bool:
         return incident_id in self._abandoned or self._closed
@@ -603,6 +647,12 @@ class LLMDesk(DeskWorker):
                 "conversation": convo,
                 "fallback": f"coordinator gave no decision ({undecided})",
             }
+        rules = rule_actions(inc, view)
+        decision = {
+            "chosen": [_call_text(n, a) for n, a in calls],
+            "rules": [_call_text(n, a) for n, a in rules],
+            "deviates": calls != rules,
+        }
         applied: list[str] = []
         fallback: str | None = None
         for rnd in range(1, self.max_rounds + 1):
@@ -610,7 +660,7 @@ class LLMDesk(DeskWorker):
                 # Waiting is a decision too: there is nothing for the executor to carry out.
                 break
             if inc.id in self._abandoned:
-                return {"conversation": convo, "fallback": "abandoned"}
+                return {"conversation": convo, "fallback": "abandoned", "decision": decision}
             fresh = self._view()
             moot = refusal(calls, fresh) if fresh is not None else None
             if moot is not None:
@@ -661,7 +711,12 @@ class LLMDesk(DeskWorker):
             if choice == RULES:
                 fallback = "coordinator chose the rule handler"
                 break
-        return {"conversation": convo, "fallback": fallback, "applied": applied}
+        return {
+            "conversation": convo,
+            "fallback": fallback,
+            "applied": applied,
+            "decision": decision,
+        }
 
     def _act(
         self,

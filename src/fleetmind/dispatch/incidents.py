@@ -415,6 +415,9 @@ class Incident:
         recovered_tick: the tick every affected order moved again (None: not yet).
         actions: every action asked for: tool, args, source, tick and result.
         conversation: the desk's structured messages (``role``, ``phase``, ``content``).
+        decision: the desk coordinator's first decision: ``chosen`` and ``rules`` (the calls
+            of its choice and of the rule handler's proposal on the same view, as text) and
+            ``deviates`` (they differ); None when the coordinator decided nothing.
         calls: desk model calls.
         tokens: desk tokens.
         closed: the handler is done (the desk decided, or the rules acted).
@@ -438,6 +441,7 @@ class Incident:
     closed: bool = False
     moved: set[str] = field(default_factory=set)
     started_s: float | None = None
+    decision: dict[str, Any] | None = None
 
     def record(self) -> dict[str, Any]:
         """The JSON record (metrics.json ``incident_log``, the report, the dashboard)."""
@@ -458,7 +462,22 @@ class Incident:
             "conversation": self.conversation,
             "calls": self.calls,
             "tokens": self.tokens,
+            "decision": self.decision,
         }
+
+
+def desk_decisions(incs: list[Incident]) -> dict[str, Any]:
+    """How often the desk's coordinator chose something other than the rule handler's option.
+
+    Counted over the incidents where the coordinator decided (a model answer, not a default).
+    """
+    decided = [i.decision for i in incs if i.decision is not None]
+    deviations = sum(1 for d in decided if d.get("deviates"))
+    return {
+        "decided": len(decided),
+        "deviations": deviations,
+        "deviation_rate": deviations / len(decided) if decided else None,
+    }
 
 
 def rule_actions(inc: Incident, state: DeskState) -> list[tuple[str, dict[str, Any]]]:
@@ -586,8 +605,22 @@ def _nearest_idle(state: DeskState, oid: str, cell: Cell) -> str | None:
     return ranked[0] if ranked else None
 
 
+def _desk_acted(inc: Incident) -> bool:
+    """Whether an action the desk asked for was applied to the world."""
+    return any(
+        a.get("source") == "desk" and not str(a.get("result", "")).startswith("refused")
+        for a in inc.actions
+    )
+
+
 def _by_desk(inc: Incident) -> bool:
-    return inc.handler == "desk" and inc.closed and inc.fallback is None
+    """The desk kept the incident and acted on it (a wait after which it cleared is not this)."""
+    return inc.handler == "desk" and inc.closed and inc.fallback is None and _desk_acted(inc)
+
+
+def _desk_waited(inc: Incident) -> bool:
+    """The desk kept the incident and did nothing (chose to wait, or its calls were refused)."""
+    return inc.handler == "desk" and inc.closed and inc.fallback is None and not _desk_acted(inc)
 
 
 class DeskWorker(ABC):
@@ -1070,6 +1103,7 @@ class IncidentHost:
                 inc.calls, inc.tokens = payload.get("calls", 0), payload.get("tokens", 0)
                 inc.tokens_prompt = payload.get("tokens_prompt", 0)
                 inc.conversation = list(payload.get("conversation", []))
+                inc.decision = payload.get("decision")
                 if inc.closed:
                     continue
                 if payload.get("fallback"):
@@ -1167,11 +1201,16 @@ class IncidentHost:
             "desk": self.config.mode,
             "incidents": {
                 "total": len(incs),
+                # Recovered after an action of the desk was applied.
                 "resolved_by_desk": sum(1 for i in resolved if _by_desk(i)),
+                # Recovered after the desk chose to do nothing: it cleared by itself.
+                "resolved_after_desk_wait": sum(1 for i in resolved if _desk_waited(i)),
                 "resolved_by_rules": sum(1 for i in resolved if i.handler == "rules"),
                 # Recovered with nobody deciding: desk off, or the run ended mid-talk.
                 "resolved_unhandled": sum(
-                    1 for i in resolved if i.handler != "rules" and not _by_desk(i)
+                    1
+                    for i in resolved
+                    if i.handler != "rules" and not _by_desk(i) and not _desk_waited(i)
                 ),
                 "unresolved": len(incs) - len(resolved),
                 "fallbacks": sum(1 for i in incs if i.fallback is not None),
@@ -1182,6 +1221,7 @@ class IncidentHost:
                 "max": max(ticks) if ticks else 0.0,
             },
             "desk_actions": {"applied": self.actions_applied, "refused": self.actions_refused},
+            "desk_decisions": desk_decisions(incs),
             "desk_calls": sum(i.calls for i in incs),
             "desk_tokens": sum(i.tokens for i in incs),
             "desk_tokens_prompt": sum(i.tokens_prompt for i in incs),

@@ -1,13 +1,21 @@
 """The LLM task-queue planner: assignments straight from the model, validated, solver fallback.
 
-``llm`` (:class:`LLMPlanner`): the state description and the open orders, notes included, go to
-the LLM runtime; the model answers with assignments in JSON, schema-constrained where the backend
-allows (the schema enumerates the idle robot ids and open order ids, so constrained decoding cannot
-invent one). The plan is checked against the world (:func:`~fleetmind.dispatch.plans.validate`:
-unknown ids, a robot given two tasks, an order given twice, a busy or broken robot, a missing
-capability); a rejected plan goes back to the model with the reasons (the runtime's veto hook)
-within its budget. When the budget or the decision deadline runs out, the ``assignment`` planner's
-answer is used for that event and the fallback is counted and recorded.
+``llm`` (:class:`LLMPlanner`): the open orders (notes included), each with its nearest idle
+capable robots, go to the LLM runtime; the model answers with assignments in JSON,
+schema-constrained where the backend allows (the schema enumerates the idle robot ids and open
+order ids, at most one pair per order or robot, so constrained decoding cannot invent one). The
+pairs are checked against the world (:func:`~fleetmind.dispatch.plans.validate`: a robot given
+two tasks, an order given twice, a busy or broken robot, a missing capability); a pair that
+cannot be applied is dropped (:func:`repair`) and the ``assignment`` planner plans what the
+model left. A reply that does not parse is sent back once within the decision deadline; past
+it, or past the re-ask budget, the solver's answer is used for that event and the fallback is
+counted and recorded.
+
+Deadline: :meth:`LLMPlanner.warm_up` makes one call on the first snapshot's prompt before the
+run (it also puts the system prompt in the server's prompt cache) and sets the decision
+deadline to :data:`WARMUP_FACTOR` times its latency (between :data:`MIN_DEADLINE_S` and
+:data:`MAX_DEADLINE_S`) unless ``deadline_s`` is given; in a paced run the tick deadline follows
+from it.
 
 Two modes:
 
@@ -31,8 +39,10 @@ The note-reading planner (``llm-notes``) is :mod:`fleetmind.dispatch.notes.plann
 
 from __future__ import annotations
 
+import math
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import KW_ONLY, InitVar, dataclass, field, replace
 from typing import Any, Literal
 
@@ -51,16 +61,32 @@ from fleetmind.llm.structured import StructuredOutcome, structured
 from fleetmind.llm.usage import CallTally, TalliedClient
 from fleetmind.sim.grid import GridMap
 
-PROMPT_VERSION = "planner-v1"
+PROMPT_VERSION = "planner-v2"
 
 SYSTEM = (
-    "You dispatch warehouse robots. Give open orders to idle robots. "
-    "Rules: only idle robots; each robot at most one order; each order at most once; a robot "
-    "must have the capability an order needs; read each note: it may name the only robot "
-    "allowed, a deadline, or a tick before which the load must not be picked up. Prefer urgent "
-    "and old orders and the nearest robot. "
-    'Answer with JSON only: {"assignments": [{"robot": "robot_1", "order": "o3", "priority": 1}]}'
+    "You dispatch warehouse robots. Give each open order to one idle robot that has the "
+    "capability it needs; a robot takes at most one order. Read each note: it may name the "
+    "only robot allowed or a robot to avoid. Prefer urgent orders and a near robot. "
+    'Answer with JSON only: {"assignments": [{"robot": "robot_1", "order": "o3"}]}'
 )
+"""Short on purpose, and the same in every call: the embedded server keeps its state in the
+prompt cache, so only the user part is read per call (about 100 tokens a second on one core)."""
+
+NEAREST = 3
+NO_DUE = 1 << 30
+"""``Order.due`` of an order with no due tick."""
+"""Idle robots listed per order (nearest first, by Manhattan distance to the pickup)."""
+WARMUP_FACTOR = 3.0
+"""The seconds deadline of a decision, in warm-up latencies (``deadline_s`` None)."""
+MIN_DEADLINE_S = 2.0
+MAX_DEADLINE_S = 20.0
+WARMUP_CALLER = "dispatch.planner.warmup"
+"""The caller of the warm-up call (left out of a run's answered rate)."""
+
+
+def auto_deadline(warmup_s: float) -> float:
+    """The decision deadline (seconds) from the latency of a warm-up call on the same prompt."""
+    return min(MAX_DEADLINE_S, max(MIN_DEADLINE_S, WARMUP_FACTOR * warmup_s))
 
 
 def _context(snapshot: Snapshot, decision_type: str) -> CallContext:
@@ -75,30 +101,80 @@ def _context(snapshot: Snapshot, decision_type: str) -> CallContext:
 
 
 def _reply_model(robot_ids: list[str], order_ids: list[str]) -> type[BaseModel]:
-    """A pydantic model whose JSON schema enumerates the valid ids."""
+    """A pydantic model whose JSON schema enumerates the valid ids.
+
+    At most one pair per order or robot (``maxItems``): with one open order the 135M model
+    otherwise gave it to two robots, and repeated that after the veto's re-ask (4 of 4 vetoed
+    replies of a 40-tick sync run, 2026-12-06). ``priority`` of planner-v1 replies is accepted
+    and ignored (recordings replay).
+    """
     robot_t: Any = Literal[tuple(robot_ids)] if robot_ids else str
     order_t: Any = Literal[tuple(order_ids)] if order_ids else str
     item = create_model(
         "LLMAssignment",
-        __config__=ConfigDict(extra="forbid"),
+        __config__=ConfigDict(extra="ignore"),
         robot=(robot_t, ...),
         order=(order_t, ...),
-        priority=(int, Field(default=0, ge=0, le=9)),
     )
+    most = max(1, min(len(robot_ids), len(order_ids)) if robot_ids and order_ids else 1)
     return create_model(
         "LLMPlan",
         __config__=ConfigDict(extra="forbid"),
-        assignments=(list[item], Field(max_length=max(1, len(robot_ids)))),
+        assignments=(list[item], Field(max_length=most)),
     )
 
 
-def _order_line(o: Any, tick: int) -> str:
-    parts = [f"{o.id}: {o.priority}, due in {o.due - tick} ticks"]
+def _order_line(o: Any, tick: int, idle: list[Any]) -> str:
+    parts = [f"{o.id}: {o.priority}"]
+    if o.due < NO_DUE:
+        parts[0] += f", due in {o.due - tick} ticks"
     if o.capability:
         parts.append(f"needs {o.capability}")
+    able = [r for r in idle if o.capability is None or o.capability in r.capabilities]
+    near = sorted(
+        able, key=lambda r: (abs(r.cell[0] - o.pickup[0]) + abs(r.cell[1] - o.pickup[1]), r.id)
+    )[:NEAREST]
+    if near:
+        parts.append(
+            "near: "
+            + ", ".join(
+                f"{r.id} ({abs(r.cell[0] - o.pickup[0]) + abs(r.cell[1] - o.pickup[1])})"
+                for r in near
+            )
+        )
+    else:
+        parts.append("no idle robot can take it")
     if o.note:
         parts.append(f'note: "{o.note}"')
     return "; ".join(parts)
+
+
+def repair(pairs: list[tuple[str, str]], snapshot: Snapshot) -> tuple[list[tuple[str, str]], int]:
+    """The pairs that can be applied, in the model's order; and how many were dropped.
+
+    A robot or order named again, and a pair :func:`validate` rejects, are dropped rather than
+    sent back: a re-ask costs a whole call, and the small model repeated the same mistake
+    after it. The solver plans what is left.
+    """
+    kept: list[tuple[str, str]] = []
+    for pair in pairs:
+        if not validate([*kept, pair], snapshot):
+            kept.append(pair)
+    return kept, len(pairs) - len(kept)
+
+
+def _without(snapshot: Snapshot, chosen: Iterable[Assignment]) -> Snapshot:
+    """``snapshot`` with the robots and orders of ``chosen`` taken (what the solver may plan)."""
+    chosen = list(chosen)
+    taken_robots = {a.robot for a in chosen}
+    taken_orders = {a.order for a in chosen}
+    return replace(
+        snapshot,
+        robots=tuple(
+            replace(r, idle=False) if r.id in taken_robots else r for r in snapshot.robots
+        ),
+        orders=tuple(o for o in snapshot.orders if o.id not in taken_orders),
+    )
 
 
 @dataclass
@@ -133,14 +209,22 @@ class LLMPlanner:
     Args:
         client: the chat backend (record/replay/metering wrappers welcome).
         grid: the map (for the fallback solver).
-        budgets: retry budgets and the decision deadline in seconds.
+        budgets: retry budgets (their ``deadline_s`` is replaced by the planner's own).
+        deadline_s: seconds per decision (re-asks included); None: derived from a warm-up
+            call (:meth:`warm_up`, :func:`auto_deadline`), :data:`MAX_DEADLINE_S` until then.
         max_orders: the most open orders shown per call (oldest and urgent first).
         max_tokens: completion cap per call.
         temperature: sampling temperature.
         background: answer each call at once with the solver's plan and ask the model on a
             worker thread (async runs); False: wait for the model (sync runs).
         deadline_ticks: in background mode, ticks after its snapshot past which the model's
-            answer is dropped (counted as a fallback). None: no tick deadline.
+            answer is dropped (counted as a fallback). None: derived from the seconds deadline
+            and ``tick_period_s`` (2 ticks more, so that the seconds deadline ends a late call
+            first), or no tick deadline in a run that is not paced.
+        tick_period_s: the run's seconds per tick (0: not paced).
+        end_tick: the run's last tick, if known: in a paced background run no question is
+            started that the model's usual latency (the warm-up call's, then the median of its
+            answers) would leave pending at the end, where it could only be abandoned.
         backoff_ticks: ticks the model is left alone after a failed decision; doubles with each
             failure in a row.
         backoff_max_ticks: the longest back-off window.
@@ -152,13 +236,20 @@ class LLMPlanner:
     grid: InitVar[GridMap]
     _: KW_ONLY
     budgets: Budgets | None = None
-    max_orders: int = 8
-    max_tokens: int = 160
+    deadline_s: float | None = None
+    max_orders: int = 4
+    max_tokens: int = 64
     temperature: float = 0.2
     background: bool = False
     deadline_ticks: int | None = 20
+    tick_period_s: float = 0.0
+    end_tick: int | None = None
     backoff_ticks: int = 10
     backoff_max_ticks: int = 320
+    warmup_s: float | None = field(init=False, default=None)
+    repaired: int = field(init=False, default=0)  # pairs dropped from the model's replies
+    not_asked_at_end: int = field(init=False, default=0)  # questions the run's end ruled out
+    _answer_s: list[float] = field(init=False, repr=False, default_factory=list)
     fallback: AssignmentPlanner = field(init=False, repr=False)
     _usage: CallTally = field(init=False, repr=False, default_factory=CallTally)
     # The run ended: no more calls.
@@ -172,9 +263,70 @@ class LLMPlanner:
         self.fallback = AssignmentPlanner(grid)
         if self.budgets is None:
             # No re-ask after a network error: the client has already retried it with back-off.
-            self.budgets = Budgets(
-                retries={"veto": 1, "parse": 1, "validation": 1, "network": 0}, deadline_s=20.0
-            )
+            self.budgets = Budgets(retries={"veto": 1, "parse": 1, "validation": 1, "network": 0})
+
+    # ------------------------------------------------------------------ deadlines
+    def decision_deadline_s(self) -> float:
+        """Seconds a decision may take (re-asks included)."""
+        return self.deadline_s if self.deadline_s is not None else MAX_DEADLINE_S
+
+    def tick_deadline(self) -> int | None:
+        """Ticks after its snapshot past which a background answer is dropped (None: never)."""
+        if self.deadline_ticks is not None:
+            return self.deadline_ticks
+        if self.tick_period_s > 0:
+            return math.ceil(self.decision_deadline_s() / self.tick_period_s) + 2
+        return None
+
+    def wanted(self, context: CallContext) -> bool:
+        """Whether a reply to a call made with ``context`` is still wanted.
+
+        It is while the run goes on and its question was not given up at the tick deadline.
+        """
+        if self._stopped.is_set():
+            return False
+        q = self._question
+        return not (q is not None and q.tick == context.tick and q.stop.is_set())
+
+    def _too_late(self, tick: int) -> bool:
+        """Whether an answer asked for now would come after the run's end (paced runs)."""
+        if self.end_tick is None or self.tick_period_s <= 0:
+            return False
+        recent = sorted(self._answer_s[-9:])
+        usual = recent[len(recent) // 2] if recent else self.warmup_s
+        if usual is None:
+            return False
+        return tick + math.ceil(usual / self.tick_period_s) >= self.end_tick
+
+    def warm_up(self, snapshot: Snapshot) -> float | None:
+        """One call on the prompt of ``snapshot``, before the run: its latency, in seconds.
+
+        The call reads the system prompt into the server's prompt cache (a cold read is the
+        slowest call of a run) and, when ``deadline_s`` is None, sets it from the latency
+        measured (:func:`auto_deadline`). Its answer is not used. None: the call failed (the
+        deadline stays :data:`MAX_DEADLINE_S`).
+        """
+        idle = snapshot.idle_robots
+        orders = self._shown(snapshot)
+        model = _reply_model([r.id for r in idle], [o.id for o in orders])
+        out: StructuredOutcome[Any] = structured(
+            self.client,
+            self._messages(snapshot, orders),
+            model,
+            budgets=Budgets(
+                retries={"parse": 0, "validation": 0, "network": 0},
+                deadline_s=MAX_DEADLINE_S / 2,  # a hanging model holds up the run's start less
+            ),
+            context=replace(_context(snapshot, "warmup"), caller=WARMUP_CALLER),
+            temperature=self.temperature,
+            max_tokens=self.max_tokens,
+        )
+        if not out.results:
+            return None
+        self.warmup_s = out.results[-1].latency_s
+        if self.deadline_s is None:
+            self.deadline_s = auto_deadline(self.warmup_s)
+        return self.warmup_s
 
     # ------------------------------------------------------------------ back-off
     def _backing_off(self, tick: int) -> bool:
@@ -203,14 +355,25 @@ class LLMPlanner:
         self._failures = 0
         self._quiet_until = -1
 
+    def _shown(self, snapshot: Snapshot) -> list[Any]:
+        """The open orders a call shows: urgent first, then the oldest."""
+        return sorted(snapshot.orders, key=lambda o: (o.priority != "urgent", o.tick))[
+            : self.max_orders
+        ]
+
     def _messages(self, snapshot: Snapshot, orders: list[Any]) -> list[Message]:
-        idle = ", ".join(
-            f"{r.id} at {r.cell}"
-            + (f" caps={','.join(sorted(r.capabilities))}" if r.capabilities else "")
-            for r in snapshot.idle_robots
+        """System prompt and a short user part: per order, its nearest idle capable robots.
+
+        No state description: the 135M model read 430-560-token prompts in 1.6-5.9 s a call
+        (2-core machine, 2026-12-06); what it needs to choose is here in a few lines.
+        """
+        idle = snapshot.idle_robots
+        robots = ", ".join(
+            r.id + (f" ({','.join(sorted(r.capabilities))})" if r.capabilities else "")
+            for r in idle
         )
-        lines = "\n".join(_order_line(o, snapshot.tick) for o in orders)
-        user = f"{snapshot.text}\n\nIdle robots: {idle}\nOpen orders:\n{lines}\nAssign now."
+        lines = "\n".join(_order_line(o, snapshot.tick, idle) for o in orders)
+        user = f"Tick {snapshot.tick}. Idle robots: {robots}\nOpen orders:\n{lines}"
         return [Message.system(SYSTEM), Message.user(user)]
 
     def arbitrate(
@@ -260,24 +423,14 @@ class LLMPlanner:
             # A deadlock report with nothing to assign: only the arbitration.
             return _Decision(snapshot.tick, (), boosts, errors=arb_errors)
         idle = snapshot.idle_robots
-        orders = sorted(snapshot.orders, key=lambda o: (o.priority != "urgent", o.tick))[
-            : self.max_orders
-        ]
+        orders = self._shown(snapshot)
         model = _reply_model([r.id for r in idle], [o.id for o in orders])
-
-        def veto(value: Any) -> str | None:
-            pairs = [(a.robot, a.order) for a in value.assignments]
-            reasons = validate(pairs, snapshot)
-            if not pairs and idle and orders:
-                reasons.append("assignments: empty, but there are idle robots and open orders")
-            return "; ".join(reasons[:4]) or None
-
+        assert self.budgets is not None
         outcome: StructuredOutcome[Any] = structured(
             client,
             self._messages(snapshot, orders),
             model,
-            veto=veto,
-            budgets=self.budgets,
+            budgets=replace(self.budgets, deadline_s=self.decision_deadline_s()),
             context=_context(snapshot, "assign"),
             temperature=self.temperature,
             max_tokens=self.max_tokens,
@@ -287,11 +440,11 @@ class LLMPlanner:
             failure = outcome.fallback_reason or "no valid plan"
             return _Decision(snapshot.tick, None, boosts, failure=failure, errors=errors)
         by_id = {o.id: o for o in snapshot.orders}
+        pairs, dropped = repair([(a.robot, a.order) for a in outcome.value.assignments], snapshot)
+        self.repaired += dropped
         chosen = tuple(
-            Assignment(
-                a.robot, a.order, priority_of(by_id[a.order], snapshot.tick) + a.priority / 10
-            )
-            for a in outcome.value.assignments
+            Assignment(robot, order, priority_of(by_id[order], snapshot.tick))
+            for robot, order in pairs
         )
         return _Decision(snapshot.tick, chosen, boosts, errors=errors)
 
@@ -344,10 +497,14 @@ class LLMPlanner:
                 plan, start, fallback=True, failure=decision.failure, errors=decision.errors
             )
         self._succeeded()
+        # The solver plans what the model left (orders it did not give, pairs dropped).
+        rest = _without(snapshot, decision.assignments)
+        solved = self.fallback.solve(rest) if rest.idle_robots and rest.orders else None
         plan = Plan(
             tick=snapshot.tick,
-            assignments=decision.assignments,
+            assignments=(*decision.assignments, *(solved.assignments if solved else ())),
             source=self.name,
+            wake_at=solved.wake_at if solved else None,
             boosts=decision.boosts,
         )
         return self._outcome(plan, start, errors=decision.errors)
@@ -362,8 +519,11 @@ class LLMPlanner:
         self._question = question
 
         def work() -> None:
+            t0 = time.perf_counter()
             try:
                 question.answer = self._decide(snapshot, question.stop)
+                if question.answer.assignments is not None:
+                    self._answer_s.append(time.perf_counter() - t0)
             except Exception as exc:  # a model-side failure must not vanish with the thread
                 question.answer = _Decision(snapshot.tick, failure=f"{type(exc).__name__}: {exc}")
             self._news.set()
@@ -417,7 +577,7 @@ class LLMPlanner:
             elif answer.assignments is None:
                 fallback, failure, errors = True, answer.failure, answer.errors
                 self._failed(tick, answer)
-            elif self.deadline_ticks is not None and age > self.deadline_ticks:
+            elif (limit := self.tick_deadline()) is not None and age > limit:
                 fallback, errors = True, answer.errors
                 failure = f"deadline: answered {age} ticks after its snapshot"
                 self._failed(tick)
@@ -429,27 +589,21 @@ class LLMPlanner:
         elif (
             question is not None
             and not question.counted
-            and self.deadline_ticks is not None
-            and tick - question.tick > self.deadline_ticks
+            and (limit := self.tick_deadline()) is not None
+            and tick - question.tick > limit
         ):
             # Late: the solver's plan stands; the question stops after the call in flight.
             question.counted = True
             question.stop.set()
             fallback = True
-            failure = f"deadline: no answer within {self.deadline_ticks} ticks"
+            failure = f"deadline: no answer within {limit} ticks"
             self._failed(tick)
-        taken_robots = {a.robot for a in chosen}
-        taken_orders = {a.order for a in chosen}
-        rest = replace(
-            snapshot,
-            robots=tuple(
-                replace(r, idle=False) if r.id in taken_robots else r for r in snapshot.robots
-            ),
-            orders=tuple(o for o in snapshot.orders if o.id not in taken_orders),
-        )
+        rest = _without(snapshot, chosen)
         solved = self.fallback.solve(rest)
         if self._question is None and not self._stopped.is_set():
-            if rest.idle_robots and rest.orders and not self._backing_off(tick):
+            if rest.idle_robots and rest.orders and self._too_late(tick):
+                self.not_asked_at_end += 1
+            elif rest.idle_robots and rest.orders and not self._backing_off(tick):
                 self._ask(rest)  # the same decision the solver just made, for the model to revise
             elif rest.idle_robots and rest.orders:
                 errors = (*errors, "backoff")

@@ -43,6 +43,10 @@ VOLATILE_METRICS = (
     "tier_latency_ms",
     "distance_maps",
     "run_dir",
+    # Wall-clock: call latencies, and deadlines measured from a warm-up call.
+    "llm_call_outcomes",
+    "llm_planner",
+    "llm_desk",
 )
 
 

@@ -9,6 +9,7 @@ an LLM and no ``--llm-base-url`` is set, and stopped at the end.
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,7 @@ from pydantic import (
 )
 
 from fleetmind.dispatch.control import ControlLoop, LoopConfig
+from fleetmind.dispatch.desk import WARMUP_CALLER as DESK_WARMUP
 from fleetmind.dispatch.executors import (
     Executor,
     LLMDirectExecutor,
@@ -33,16 +35,18 @@ from fleetmind.dispatch.executors import (
 )
 from fleetmind.dispatch.faults import Fault, FaultyClient, check_faults, parse_fault
 from fleetmind.dispatch.incidents import DeskConfig
-from fleetmind.dispatch.llm_planner import LLMPlanner
+from fleetmind.dispatch.llm_planner import WARMUP_CALLER, LLMPlanner
 from fleetmind.dispatch.notes.planner import NoteReaderPlanner
 from fleetmind.dispatch.notes.readers import MODEL_READERS, READERS, make_reader
 from fleetmind.dispatch.planners import AssignmentPlanner, GreedyPlanner, Planner
+from fleetmind.dispatch.plans import Snapshot
 from fleetmind.envs.warehouse import resolve_map
 from fleetmind.errors import ConfigError, read_input
 from fleetmind.eval.recorder import RunRecorder, check_out_dir
 from fleetmind.llm.chat import ChatClient
 from fleetmind.llm.record import CallRecorder, RecordingClient, ReplayClient
 from fleetmind.llm.settings import LLMSettings
+from fleetmind.llm.usage import CallLedger, LedgerClient
 from fleetmind.sim.grid import GridMap
 from fleetmind.sim.maps import require_tasks, task_area
 from fleetmind.sim.notewriter import NoteConfig
@@ -67,6 +71,9 @@ ExecutorName = Literal[
 LLM_PLANNERS = ("llm", "llm-notes")
 # The reader the hybrid strategy uses: the best on the hand-written sets (README, docs/notes.md).
 DEFAULT_READER = "rules"
+AUTO_TICK_PERIOD_S = 0.1
+DESK_SLACK_TICKS = 10
+"""Seconds per tick of a run whose model answers off the tick (as ``fleetmind demo`` paces)."""
 
 
 class RunConfig(BaseModel):
@@ -107,15 +114,20 @@ class RunConfig(BaseModel):
     # "auto": solver planners answer within a tick, so the loop waits for them (reproducible);
     # LLM planners run asynchronously (the loop never waits). Resolved at validation.
     planner_mode: Literal["auto", "async", "sync"] = "auto"
-    tick_period_s: float = Field(0.0, ge=0)
+    # Seconds per tick; None: 0 (flat out), but AUTO_TICK_PERIOD_S where a live model answers
+    # off the tick (the LLM planner in async mode, the LLM desk): flat out, 300 ticks pass in
+    # about 2 s, before the embedded model's first answer (1-3 s a call). Resolved at validation.
+    tick_period_s: float | None = Field(None, ge=0)
     llm_base_url: str | None = None
     llm_model: str | None = None
     llm_api_key: str | None = Field(None, repr=False)
     llm_threads: int = Field(1, ge=1)
     llm_gguf: str | None = None
-    # Async runs: ticks after its snapshot past which the LLM planner's answer is dropped (the
-    # solver's plan stands); the seconds deadline is the planner's budget.
-    llm_deadline_ticks: int = Field(20, ge=1)
+    # The LLM planner's decision deadline in seconds (None: from a warm-up call, see
+    # dispatch/llm_planner.py) and, in async runs, in ticks (None: from the seconds and the tick
+    # period; 20 in a run that is not paced).
+    llm_deadline_s: float | None = Field(None, gt=0)
+    llm_deadline_ticks: int | None = Field(None, ge=1)
     forbidden: list[tuple[int, int]] = Field(default_factory=list)
     replay_calls: str | None = None
     flush_every: int = Field(50, ge=1)
@@ -124,7 +136,9 @@ class RunConfig(BaseModel):
     # with the rules as fallback past either deadline.
     desk: Literal["off", "rules", "llm"] = "off"
     desk_deadline_s: float = Field(20.0, gt=0)
-    desk_deadline_ticks: int = Field(100, ge=1)
+    # None: the seconds deadline in ticks, plus DESK_SLACK_TICKS, in a paced run (the rules take
+    # over at whichever comes first); 100 in a run that is not paced.
+    desk_deadline_ticks: int | None = Field(None, ge=1)
 
     @field_validator("learn_every", "learn_lag", "fresh_policy", "save_policy")
     @classmethod
@@ -142,7 +156,26 @@ class RunConfig(BaseModel):
                 self.planner == "llm-notes" and self.note_reader in MODEL_READERS
             )
             self.planner_mode = "async" if slow else "sync"
+        if self.tick_period_s is None:
+            live = self.replay_calls is None and (
+                (self.planner == "llm" and self.planner_mode == "async") or self.desk == "llm"
+            )
+            self.tick_period_s = AUTO_TICK_PERIOD_S if live else 0.0
         return self
+
+    @property
+    def period_s(self) -> float:
+        """Seconds per tick, resolved (0: flat out)."""
+        return self.tick_period_s or 0.0
+
+    @property
+    def desk_ticks(self) -> int:
+        """The desk's deadline in ticks, resolved (see ``desk_deadline_ticks``)."""
+        if self.desk_deadline_ticks is not None:
+            return self.desk_deadline_ticks
+        if self.period_s > 0:
+            return math.ceil(self.desk_deadline_s / self.period_s) + DESK_SLACK_TICKS
+        return 100
 
     def public(self) -> dict[str, Any]:
         """The config as recorded (never the API key)."""
@@ -272,11 +305,17 @@ def make_planner(cfg: RunConfig, grid: GridMap, client: ChatClient | None) -> Pl
             make_reader(cfg.note_reader, client), grid, background=cfg.planner_mode != "sync"
         )
     assert client is not None
+    ticks = cfg.llm_deadline_ticks
+    if ticks is None and cfg.period_s == 0:
+        ticks = 20  # not paced: ticks say nothing of the model's seconds
     return LLMPlanner(
         client,
         grid,
         background=cfg.planner_mode != "sync",
-        deadline_ticks=cfg.llm_deadline_ticks,
+        deadline_s=cfg.llm_deadline_s,
+        deadline_ticks=ticks,
+        tick_period_s=cfg.period_s,
+        end_tick=cfg.steps,
     )
 
 
@@ -509,7 +548,14 @@ def execute(
                 )
         if not cfg.needs_llm:
             client = None
+        ledger = CallLedger()
+        if client is not None:
+            client = LedgerClient(client, ledger)
         planner = make_planner(cfg, grid, client)
+        warm_up = getattr(planner, "warm_up", None)
+        if callable(warm_up):
+            # Before the first tick: the prompt cache filled, the deadline measured.
+            warm_up(Snapshot.take(world, events=("start",), with_text=False))
         executor = ready.executor or make_executor(cfg, grid, client)
         desk_worker = None
         if cfg.desk == "llm":
@@ -517,6 +563,11 @@ def execute(
 
             assert client is not None
             desk_worker = LLMDesk(client, deadline_s=cfg.desk_deadline_s, seed=cfg.seed)
+        if isinstance(planner, LLMPlanner):
+            ledger.watch("dispatch.planner", planner.wanted)
+        if desk_worker is not None:
+            ledger.watch("dispatch.desk", desk_worker.wanted)
+            desk_worker.warm_up()
         loop = ControlLoop(
             world,
             planner,
@@ -525,7 +576,7 @@ def execute(
                 shield=cfg.shield,
                 planner_mode="sync" if cfg.planner_mode == "sync" else "async",
                 snapshot_text=cfg.planner == "llm",
-                tick_period_s=cfg.tick_period_s,
+                tick_period_s=cfg.period_s,
                 snapshot_every=cfg.snapshot_every,
                 forbidden=tuple(cfg.forbidden),
             ),
@@ -534,7 +585,7 @@ def execute(
             desk=DeskConfig(
                 mode=cfg.desk,
                 deadline_s=cfg.desk_deadline_s,
-                deadline_ticks=cfg.desk_deadline_ticks,
+                deadline_ticks=cfg.desk_ticks,
             ),
             desk_worker=desk_worker,
         )
@@ -553,8 +604,26 @@ def execute(
         try:
             metrics = loop.run(cfg.steps, progress=tick_done)
         finally:
+            ledger.close()  # calls still in flight now are abandoned
             if recorder is not None:
                 recorder.close(loop.metrics())
+        if client is not None:
+            metrics["llm_call_outcomes"] = ledger.report(exclude=(WARMUP_CALLER, DESK_WARMUP))
+            llm_planner = planner if isinstance(planner, LLMPlanner) else None
+            if llm_planner is not None:
+                metrics["llm_planner"] = {
+                    "warmup_s": llm_planner.warmup_s,
+                    "deadline_s": llm_planner.decision_deadline_s(),
+                    "deadline_ticks": llm_planner.tick_deadline(),
+                    "pairs_dropped": llm_planner.repaired,
+                    "not_asked_at_end": llm_planner.not_asked_at_end,
+                }
+            if desk_worker is not None:
+                metrics["llm_desk"] = {
+                    "warmup_s": desk_worker.warmup_s,
+                    "deadline_s": cfg.desk_deadline_s,
+                    "deadline_ticks": cfg.desk_ticks,
+                }
         if learner is not None:
             metrics["executor_stats"] = learner.stats()
     if cfg.save_policy is not None:

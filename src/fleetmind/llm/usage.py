@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,7 +26,7 @@ from fleetmind.llm.chat import (
     ChatWrapper,
     Message,
 )
-from fleetmind.llm.errors import BudgetExceeded, LLMConnectionError
+from fleetmind.llm.errors import BudgetExceeded, LLMConnectionError, LLMTimeoutError
 
 
 @dataclass(frozen=True)
@@ -335,4 +335,138 @@ class TalliedClient(ChatWrapper):
             self.tally.end(ticket, None, counted=False)
             raise
         self.tally.end(ticket, result)
+        return result
+
+
+CALL_OUTCOMES = ("answered", "timed_out", "failed", "abandoned")
+"""What became of a model call (:class:`CallLedger`)."""
+
+
+class CallLedger:
+    """What became of every model call, per caller: answered, timed out, failed or abandoned.
+
+    ``answered``: a reply came back within the call's time limit (the caller's deadline is
+    that limit: :class:`~fleetmind.llm.budgets.Clock` caps each call by what is left of it)
+    while its caller still wanted it; ``timed_out``: the limit passed first; ``failed``: any
+    other error (HTTP, connection, an injected outage); ``abandoned``: the reply came after its
+    caller had given up on it (a tick deadline passed, the rules took the incident over: see
+    :meth:`watch`), or the call was still in flight when :meth:`close` was called (the run
+    ended; whatever it does later is not counted). Latencies of answered calls are kept for
+    percentiles. Thread-safe.
+    """
+
+    def __init__(self) -> None:
+        self._wanted: dict[str, Callable[[CallContext], bool]] = {}
+        self._lock = threading.Lock()
+        self._counts: dict[str, dict[str, int]] = {}
+        self._latency: list[float] = []
+        self._open: dict[int, str] = {}
+        self._next = 0
+        self.closed = False
+
+    def watch(self, caller: str, wanted: Callable[[CallContext], bool]) -> None:
+        """Ask ``wanted(context)`` whether a reply of ``caller`` is still wanted when it comes."""
+        self._wanted[caller] = wanted
+
+    def still_wanted(self, context: CallContext | None) -> bool:
+        """Whether the caller of ``context`` still wants its reply (True when not watched)."""
+        if context is None:
+            return True
+        wanted = self._wanted.get(context.caller)
+        return wanted is None or wanted(context)
+
+    def begin(self, caller: str) -> int:
+        """A call of ``caller`` starts; the ticket to end it with."""
+        with self._lock:
+            self._next += 1
+            self._open[self._next] = caller
+            return self._next
+
+    def end(self, ticket: int, outcome: str, latency_s: float | None = None) -> None:
+        """A call ended with ``outcome`` (one of :data:`CALL_OUTCOMES` but ``abandoned``)."""
+        with self._lock:
+            caller = self._open.pop(ticket, None)
+            if caller is None or self.closed:
+                return  # counted as abandoned when the ledger closed
+            self._bump(caller, outcome)
+            if outcome == "answered" and latency_s is not None:
+                self._latency.append(latency_s)
+
+    def _bump(self, caller: str, outcome: str) -> None:
+        row = self._counts.setdefault(caller, dict.fromkeys(CALL_OUTCOMES, 0))
+        row[outcome] += 1
+
+    def close(self) -> None:
+        """Count the calls still in flight as abandoned; later ends are ignored."""
+        with self._lock:
+            if self.closed:
+                return
+            self.closed = True
+            for caller in self._open.values():
+                self._bump(caller, "abandoned")
+            self._open.clear()
+
+    def report(self, *, exclude: tuple[str, ...] = ()) -> dict[str, Any]:
+        """Totals, the answered rate, per-caller rows and answered latency percentiles (ms).
+
+        Args:
+            exclude: callers left out of the totals (still listed per caller), e.g. a warm-up.
+        """
+        with self._lock:
+            rows = {c: dict(r) for c, r in sorted(self._counts.items())}
+            lat = list(self._latency)
+        total = dict.fromkeys(CALL_OUTCOMES, 0)
+        for caller, row in rows.items():
+            if caller in exclude:
+                continue
+            for k in CALL_OUTCOMES:
+                total[k] += row[k]
+        n = sum(total.values())
+        ms = np.asarray(lat, dtype=np.float64) * 1e3
+        return {
+            **total,
+            "calls": n,
+            "answered_rate": total["answered"] / n if n else None,
+            "by_caller": rows,
+            "answered_latency_ms": {
+                "p50": float(np.percentile(ms, 50)) if ms.size else None,
+                "p95": float(np.percentile(ms, 95)) if ms.size else None,
+                "max": float(ms.max()) if ms.size else None,
+            },
+        }
+
+
+class LedgerClient(ChatWrapper):
+    """A ChatClient that enters every call of an inner client in a :class:`CallLedger`.
+
+    Args:
+        inner: the backend.
+        ledger: where outcomes count (by ``context.caller``).
+    """
+
+    def __init__(self, inner: ChatClient, ledger: CallLedger) -> None:
+        super().__init__(inner)
+        self.ledger = ledger
+
+    def respond(self, messages: list[Message], options: ChatOptions) -> ChatResult:
+        """Call the inner client and enter the outcome.
+
+        Raises:
+            LLMConnectionError: re-raised from the inner client after entering it.
+        """
+        caller = options.context.caller if options.context is not None else "default"
+        ticket = self.ledger.begin(caller)
+        start = time.monotonic()
+        try:
+            result = options.send(self.inner, messages)
+        except LLMTimeoutError:
+            self.ledger.end(ticket, "timed_out")
+            raise
+        except BaseException:  # HTTP, connection, an injected outage
+            self.ledger.end(ticket, "failed")
+            raise
+        if self.ledger.still_wanted(options.context):
+            self.ledger.end(ticket, "answered", time.monotonic() - start)
+        else:
+            self.ledger.end(ticket, "abandoned")
         return result

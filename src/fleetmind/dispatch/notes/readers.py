@@ -480,6 +480,10 @@ class LLMReader:
         questions = _judge(c, arrival_tick)
         asked = [q for q in questions if not (self.only_uncertain and q.prior.certain)]
         usage = _Usage()
+        doubt = next((q.prior.doubt for q in questions if q.prior.doubt), None)
+        if doubt is not None:
+            # What the rules found under a condition is not for a model to settle alone.
+            return review(f"the rules cannot read {doubt} with confidence", latency_ms=_ms(start))
         if len(asked) > self.max_questions:
             return review(f"{len(asked)} mentions to judge", latency_ms=_ms(start))
         if asked and self.clock() < self._down_until:

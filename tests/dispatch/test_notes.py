@@ -451,6 +451,20 @@ def test_the_normaliser_still_mends_misspelt_cue_words() -> None:
         ("放在6号托盘上。", 0, set()),
         ("Shelf 40, bin 7, no pickup before tick 300.", 100, {Constraint("hold", tick=300)}),
         ("Qty 5 from rack 2, robot 1 only.", 0, {Constraint("only_robot", robot="robot_1")}),
+        ("Leave at 3 pm, robot 1 only.", 0, {Constraint("only_robot", robot="robot_1")}),
+        # a negated "after" is a deadline, a negated delivery "before" a hold
+        ("Must not arrive after tick 640.", 100, {Constraint("deadline", tick=640)}),
+        ("Please don't deliver before t=500.", 100, {Constraint("hold", tick=500)}),
+        # a robot's own schedule, a time already past, a requirement denied: no constraint
+        (
+            "Robot 2 is charging until tick 900; use another robot.",
+            100,
+            {Constraint("not_robot", robot="robot_2")},
+        ),
+        ("Robot 4 brought the last one in before tick 80.", 100, set()),
+        ("Robot 3 isn't needed for this, any robot will do.", 0, set()),
+        ("这单不必用5号车。", 0, set()),
+        ("Don't worry about robot 6, it is fixed.", 0, set()),
     ],
 )
 def test_rules_reader_scopes_what_busy_people_write(note: str, arrival: int, truth: set) -> None:

@@ -246,6 +246,14 @@ def _judge(c: Candidates, arrival_tick: int | None) -> list[_Question]:
             )
         ):
             continue
+        if (
+            isinstance(m, TimeMention)
+            and arrival_tick is not None
+            and m.resolve(arrival_tick) <= arrival_tick
+        ):
+            # A time already past when the order arrives is the note's story ("delivered the
+            # last one before tick 300"), never a limit on this order.
+            continue
         out.append(_Question(m, j))
     return out
 

@@ -69,7 +69,10 @@ _NOT_PRE = [
     ),
     _c(
         r"\b(?:don'?t|do not|dont|never|shouldn'?t|should not|must not|mustn'?t|can'?t|cannot|"
-        r"may not|won'?t)\s+(?:\w+\s+){0,3}?$"
+        r"may not|won'?t)\s+"
+        # Negated verbs of knowing and feeling say nothing about who serves the order.
+        r"(?!(?:worry|find|see|know|remember|forget|think|believe|understand|tell|reach|locate|"
+        r"mind|care|bother|blame|hear|recall|wait)\b)(?:\w+\s+){0,3}?$"
     ),
     _c(
         r"\b(?:avoid|exclude|excluding|skip|ban|without|except|except for|other than|besides|"
@@ -157,7 +160,7 @@ _ONLY_SUF = [
         r"|takes this|to take this|专用|专属|专送|独享|独占|负责|来送|来搬|来拿|来取|来运|去送|去取)"
     ),
 ]
-_EXCEPT_ZH = _c(r"(?:除了|除)\s*$")
+_EXCEPT_ZH = _c(r"(?:除了|除)[^\d,;。]{0,6}$")
 _EXCEPT_ZH_SUF = _c(r"^\s*(?:以外|之外|除外)")
 _ZH_NOT_BUT = _c(r"^\s*(?:车|号)?\s*[,，]?\s*(?:而)?是")
 _EXCEPT_ZH_ONLY = _c(
@@ -170,6 +173,9 @@ _HOLD_STRONG = _c(
     r"no sooner than|not sooner than|earliest pickup|pickup window|no pick(?:ing| ?ups?)?\b|no loading|hold|holding|on hold|wait|waiting|"
     r"release|released|releases|earliest|"
     r"(?:don'?t|do not|dont|never|can'?t|cannot|may not|must not|shouldn'?t|should not|no one|nobody)"
+    r"\s+(?:\w+\s+){0,2}?(?:pick|grab|load|touch|collect|move|take|start|lift|pull|get|deliver|"
+    r"ship|send|dispatch|bring|drop)\w*\s+(?:\w+\s+){0,2}?(?:before|earlier than|sooner than|prior to)"
+    r"|(?:don'?t|do not|dont|never|can'?t|cannot|may not|must not|shouldn'?t|should not|no one|nobody)"
     r"\s+(?:\w+\s+){0,2}?(?:pick|grab|load|touch|collect|move|take|start|lift|pull|get)"
     r"|no pick ?ups?|not (?:be )?(?:picked|loaded|collected|grabbed|touched|moved|lifted)|"
     r"give it|leave it|keep it|stays? (?:put|on the shelf)|not ready|window opens|opens at|sooner than|"
@@ -214,7 +220,7 @@ _DEADLINE_PRE = _c(
     r"cut-off|expires?|asap|beat|make(?!\s+(?:that|it)\b)|catch|in time for|late after|late past|late if after|"
     r"late beyond|refund after|not after|closes at|closing at|closes|shuts at|prior to|ahead of)"
     r"\s+(?:\w+\s+){0,3}?$"
-    r"|(?:截止|最晚|最迟|不晚于|不迟于|限时|限|务必在|必须在|要在|请在|得在|于|只给|只有|赶|期限|时限)\s*(?:时间|日期|时刻)?\s*(?:到|在|是|为|改成|改为|改到|定为|调整为|调到)?\s*$"
+    r"|(?:截止|最晚|最迟|不晚于|不迟于|限时|限|务必在|必须在|要在|请在|得在|于|只给|只有|赶上|赶在|赶|期限|时限)\s*(?:时间|日期|时刻)?\s*(?:到|在|是|为|改成|改为|改到|定为|调整为|调到)?\s*$"
 )
 # Weak cues: a duration ("in 25 ticks") or a time word, never a bare number ("pack in 2 boxes").
 _DEADLINE_WEAK = _c(
@@ -230,7 +236,16 @@ _DEADLINE_SUF = _c(
 _ZH_NEG_BEFORE = _c(r"(?:别|不要|不能|不许|勿|不可|不准|不得)\s*(?:在|于)?\s*$")
 _ZH_BEFORE_PICK = _c(r"^\s*(?:之前|以前|前)\s*(?:取|拿|搬|提|动|拣|装|出库|领)")
 _ZH_BEFORE_NO_PICK = _c(
-    r"^\s*(?:之前|以前|前|之内|以内|内)\s*(?:都|先|还)?\s*(?:请)?\s*(?:不要|不能|别|不许|勿|不可以|不准|不得|无法|没法|不可)\s*(?:\w{0,2})?(?:取|拿|搬|提|动|拣|装|出库|领)"
+    r"^\s*(?:之前|以前|前|之内|以内|内)\s*(?:都|先|还)?\s*(?:请)?\s*(?:不要|不能|别|不许|勿|不可以|不准|不得|无法|没法|不可)\s*(?:\w{0,2})?(?:取|拿|搬|提|动|拣|装|出库|领|送|发|运)"
+)
+# "Don't deliver after tick 700", "不要在700以后送到": a negated "after" is a deadline.
+_NEG_AFTER = (
+    _c(
+        r"\b(?:don'?t|do not|dont|never|must not|mustn'?t|can'?t|cannot|shouldn'?t|should not|not)\s+"
+        r"(?:\w+\s+){0,3}?(?:after|later than|past)\s*$"
+        r"|(?:不要|别|不能|不可|勿|不得|不许)\s*(?:在|于)?\s*$"
+    ),
+    _c(r"^\s*(?:以后|之后|后)\s*(?:才)?\s*(?:送|到|交|运)"),
 )
 
 # ---------------------------------------------------------------------------- cancellations
@@ -312,6 +327,31 @@ def _best(
     return None if best is None else best[2]
 
 
+# "robot 1 is fine", "4号没问题": the robot may serve; "不一定要3号车", "robot 3 isn't required":
+# a requirement denied. Both say for certain that the mention constrains nothing.
+_FINE = _c(
+    r"^\s*(?:车|机器人)?\s*(?:is |'s )?(?:fine|ok|okay|good|all right|alright|can do it|works)\b"
+    r"|^\s*(?:车|机器人)?\s*(?:没问题|没事|可以用|能用|也行|也可以)"
+    r"|^\s*(?:isn'?t|is not|not) (?:required|needed|necessary|mandatory)\b"
+    r"|^\s*(?:车|机器人)?\s*(?:不是必须|并非必须|不是必需)"
+)
+_NOT_NEEDED = _c(
+    r"(?:不一定|不必|未必|不用非得?|并不需要|不需要|不是非得?)\S{0,3}$"
+    r"|\b(?:not necessarily|doesn'?t have to be|does not have to be|no need for|need not be)\s+(?:the\s+)?$"
+)
+# A robot's own state ("robot 3 is busy until tick 600", "3号车到600之前都在忙"): a time in
+# that clause is the robot's, not a limit on the order.
+_ROBOT_STATE = _c(
+    r"\b(?:busy|charging|recharging|in maintenance|under maintenance|in service|being serviced|"
+    r"offline|occupied|tied up|on break|out until|unavailable|booked)\b"
+    r"|在忙|都忙|忙到|充电|维修|保养|检修|被占用|有任务"
+)
+
+
+# "rbt 3 pls": a robot named alone in a request is the one asked for.
+_PLEASE = _c(r"^\s*(?:please|pls|plz)\s*[!.]*\s*$")
+
+
 def judge_robot(c: Candidates, mention: RobotMention) -> Judgement:
     """Only, not, or nothing, for one robot mention."""
     pre, suf = _windows(c, mention.start, mention.end)
@@ -337,6 +377,10 @@ def judge_robot(c: Candidates, mention: RobotMention) -> Judgement:
         return Judgement(None, True)  # "不是5号，是6号车": a correction, not an exclusion
     if _ANYONE_BUT.search(pre):
         return Judgement("not_robot", True, sticky=True)
+    if _FINE.search(suf) or _NOT_NEEDED.search(pre):
+        return Judgement(None, True)
+    if _PLEASE.search(suf) and not any(p.search(pre) for p in _NOT_PRE):
+        return Judgement("only_robot", True)
     if _KEEP_AWAY[0].search(pre) and _KEEP_AWAY[1].search(suf):
         return Judgement("not_robot", True)
     rest = c.text[mention.end :]
@@ -355,6 +399,13 @@ def judge_robot(c: Candidates, mention: RobotMention) -> Judgement:
 def judge_time(c: Candidates, mention: TimeMention) -> Judgement:
     """Deadline, hold, or nothing, for one time mention."""
     pre, suf = _windows(c, mention.start, mention.end)
+    left, right = _clause_bounds(c.text, mention.start, mention.end)
+    if _ROBOT_STATE.search(c.text, left, right) and any(left <= r.start < right for r in c.robots):
+        return Judgement(None, True)
+    if _NEG_AFTER[0].search(pre) and (
+        re.search(r"[a-z]\s*$", pre) is not None or _NEG_AFTER[1].search(suf)
+    ):
+        return Judgement("deadline", True)
     if (
         _ZH_BEFORE_NO_PICK.search(suf)
         or _HOLD_STRONG.search(pre)
@@ -442,9 +493,10 @@ def judge_all(c: Candidates) -> list[tuple[RobotMention | TimeMention, Judgement
         for i in range(1, len(robots)):
             (a, ja), (b, jb) = robots[i - 1], robots[i]
             if _CONJ.match(c.text[a.end : b.start]):
-                if jb.kind is None and ja.kind is not None:
+                # Only into a mention no cue spoke for: "4号没问题" (robot 4 is fine) stays.
+                if jb.kind is None and not jb.certain and ja.kind is not None:
                     robots[i] = (b, ja)
-                elif ja.kind is None and jb.kind is not None:
+                elif ja.kind is None and not ja.certain and jb.kind is not None:
                     robots[i - 1] = (a, jb)
     for i, (r, j) in enumerate(robots):
         if j.kind == "not_robot":

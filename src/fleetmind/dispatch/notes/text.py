@@ -120,6 +120,7 @@ _MISSPELLINGS = {
     "noone": "no one",
     "nobdy": "nobody",
     "dnt": "don't",
+    "rbt": "robot",
     "anyoen": "anyone",
 }
 
@@ -492,6 +493,8 @@ _NUMBER = re.compile(r"\d+")
 _NOT_A_TIME = re.compile(
     r"^\s*(?:st|nd|rd|th|kg|g|lb|lbs|kgs|cm|mm|m|%|pcs|pieces|cartons?|boxes|box|items?|units?|"
     r"pallets?|bags?|cases?|公斤|千克|斤|克|件|箱|个箱|盒|袋|托|只|块|米|厘米|%)\b|^\s*(?:件|箱|盒|袋|托|公斤|斤|克)"
+    # Clock times and dates ("5 pm", "3点", "12月"): not ticks.
+    r"|^\s*(?:am|pm|a\.m\.?|p\.m\.?|o'?clock|hours?|hrs?|点|点钟|月|年)(?![a-z])"
     # "一个客户", "3个箱子": a count of things; "20个时刻" stays a time.
     r"|^\s*个(?!\s*(?:时刻|时间|tick|步|拍|小时|分钟))"
 )

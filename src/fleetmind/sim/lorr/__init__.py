@@ -8,38 +8,44 @@ State: each robot stands on a location ``row * W + col`` and faces one of four o
 
 Actions (start-kit numbering): ``0`` FW forward one cell in the facing direction, ``1`` CR rotate
 clockwise (east -> south), ``2`` CCR rotate counter-clockwise, ``3`` W wait. A joint action is
-refused (every robot waits that step, and the error is logged) when a robot drives into a wall or
-off the map, two robots end in one cell (vertex conflict) or two robots trade cells (swap
-conflict). A robot may move into a cell another one leaves in the same step, cycles included.
+refused whole (every robot waits that step) at its first fault, robots in id order, and that one
+fault is logged with the kit's text: ``unallowed move`` (a wall or off the map), ``vertex
+conflict`` (two robots in one cell; the later robot first), ``edge conflict`` (two robots
+trading cells), ``incorrect vector size`` (no answer). A robot may move into a cell another one
+leaves in the same step, cycles included. Action ``t`` (0-based) lands at timestep ``t + 1``;
+errors, events and schedules carry that timestep, as in the kit's output file.
 
 Errands:
 
 - 2023 (``taskAssignmentStrategy: roundrobin``): robot ``i``'s ``k``-th errand is task line
   ``(i + k * teamSize) mod M``; ``numTasksReveal`` errands are visible per robot; an errand is
-  finished (and counted) when the robot stands on it after a step; one errand a robot a step.
+  finished (and counted) when the robot stands on it after any step; one errand a robot a step.
+  The kit numbers these tasks in the order it hands them out.
 - 2024 (``version``): tasks are ordered errand lists. The open pool keeps
   ``int(numTasksReveal * teamSize)`` revealed, unfinished tasks, revealed in file order
-  (wrapping). Each step the planner proposes a schedule (one task id or ``-1`` per robot); it is
-  refused whole (the previous one stays) if it names a task outside the pool, gives one task to
-  two robots, or moves a robot off a task whose first errand it has reached. A robot's next
-  errand is reached when it stands on it after a step (one errand a robot a step); a task
-  counts when its last errand is reached, and then leaves the pool.
+  (wrapping). After each executed step the planner's proposed schedule (one task id or ``-1``
+  per robot) is checked, robots in order: it is refused whole (the previous one stays) if it
+  names a task outside the pool (``task already finished``), gives one task to two robots, or
+  moves a robot off a task whose first errand it has reached. Then a robot's next errand is
+  reached when it stands on it (one errand a robot a step, events count errands from 1); a task
+  counts when its last errand is reached, and then leaves the pool. Steps the robots waited for
+  a late planner change no task.
 
-Time (2024 rule): with a per-step limit ``L``, a planner that answers after ``p > L`` seconds
-leaves every robot waiting for ``ceil(p / L) - 1`` steps (the steps it ran over), then its answer
-is executed; the steps used count against the run's length. Without a limit the run is
-deterministic (sim time is the step counter).
+Time: with a per-step limit ``L``, a planner that answers after ``p > L`` seconds leaves every
+robot waiting for ``ceil(p / L) - 1`` steps (the steps it ran over), then its answer is
+executed; the steps used count against the run's length (2023: each such step is logged as an
+empty answer). Without a limit the run is deterministic (sim time is the step counter).
+Preprocessing (:meth:`LorrPlanner.initialize`) sees no task and may take at most
+:data:`PREPROCESS_LIMIT_S` (30 minutes) unless told otherwise.
 
 Maps are read by :func:`fleetmind.sim.maps.parse_movingai` (``@ O T W`` blocked; the start kit
 blocks only ``@`` and ``T``, and no LoRR map has ``O`` or ``W``).
 
 Modules: :mod:`~fleetmind.sim.lorr.rules` (actions, one-step transition, conflicts),
 :mod:`~fleetmind.sim.lorr.instance` (readers), :mod:`~fleetmind.sim.lorr.world` (the simulator
-and :func:`simulate`), :mod:`~fleetmind.sim.lorr.output` (output file and validator).
-:func:`simulate` runs a :class:`LorrPlanner`; :func:`result_json` writes the run in the layout of
-the start kit's output file; :func:`validate` replays such a file against the instance with
-code of its own (vectorised replay of the actions, then the errand rules again) and reports
-conflicts, illegal actions and the task count it finds.
+and :func:`simulate`), :mod:`~fleetmind.sim.lorr.output` (:func:`result_json`: the start kit's
+output file, the 2024 or the 2023 layout), :mod:`~fleetmind.sim.lorr.referee` (:func:`validate`:
+replays any start-kit output file with code of its own and lists where it disagrees).
 """
 
 from fleetmind.sim.lorr import referee

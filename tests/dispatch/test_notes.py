@@ -465,6 +465,13 @@ def test_the_normaliser_still_mends_misspelt_cue_words() -> None:
         ("Robot 3 isn't needed for this, any robot will do.", 0, set()),
         ("这单不必用5号车。", 0, set()),
         ("Don't worry about robot 6, it is fixed.", 0, set()),
+        # a contingency about the robot asked for is no condition on the order
+        (
+            "Robot 2 please. If robot 2 is down, call me.",
+            0,
+            {Constraint("only_robot", robot="robot_2")},
+        ),
+        ("Ops export: excluded_units=[3]", 0, {Constraint("not_robot", robot="robot_3")}),
     ],
 )
 def test_rules_reader_scopes_what_busy_people_write(note: str, arrival: int, truth: set) -> None:

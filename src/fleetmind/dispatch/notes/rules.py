@@ -92,6 +92,8 @@ _NOT_SUF = [
         r"^\s*(?:must not|mustn'?t|should not|shouldn'?t|can ?not|can'?t|may not|is not allowed|"
         r"isn'?t allowed|not allowed|is banned|banned|is excluded|excluded|is off[- ]limits|"
         r"off[- ]limits|stays? away|keep away|is not to|must never|should never|never|not|"
+        r"(?:isn'?t|is not|not be|never be|shouldn'?t be|should not be)\s+(?:involved|used|assigned|"
+        r"on it|on this|near it)|"
         # "sit out" and "sit <it> out": the phrasal verb for not taking part.
         r"(?:(?:must|should|can|will|has to|needs to) )?sits? (?:\w+ ){0,2}?out)\b"
     ),
@@ -231,9 +233,13 @@ _DEADLINE_SUF = _c(
     r"^\s*(?:from now |after arrival |from arrival )?(?:at the latest|latest|or earlier|or sooner|or less|deadline|max|at most|tops|"
     r"(?:delivery |drop-?off |shipping )window|(?:is )?(?:the )?(?:cutoff|cut-off|deadline)|top\b|"
     r"(?:from (?:now|arrival) )?to (?:drop-?off|deliver|delivery|get it|reach|the station)|"
-    r"(?:之前|以前|前|之内|以内|内|为止|截止))"
+    r"(?:之前|以前|前|之内|以内|内|为止|截止|送达|送到))"
 )
 _ZH_NEG_BEFORE = _c(r"(?:别|不要|不能|不许|勿|不可|不准|不得)\s*(?:在|于)?\s*$")
+# "1200之前都不在" (nobody there before 1200): nothing can go before it, a hold.
+_ZH_BEFORE_ABSENT = _c(
+    r"^\s*(?:之前|以前|前)\s*(?:都|还|先)?\s*(?:不在|没人|不收|不开|关门|没开|不收货)"
+)
 _ZH_BEFORE_PICK = _c(r"^\s*(?:之前|以前|前)\s*(?:取|拿|搬|提|动|拣|装|出库|领)")
 _ZH_BEFORE_NO_PICK = _c(
     r"^\s*(?:之前|以前|前|之内|以内|内)\s*(?:都|先|还)?\s*(?:请)?\s*(?:不要|不能|别|不许|勿|不可以|不准|不得|无法|没法|不可)\s*(?:\w{0,2})?(?:取|拿|搬|提|动|拣|装|出库|领|送|发|运)"
@@ -408,6 +414,7 @@ def judge_time(c: Candidates, mention: TimeMention) -> Judgement:
         return Judgement("deadline", True)
     if (
         _ZH_BEFORE_NO_PICK.search(suf)
+        or _ZH_BEFORE_ABSENT.search(suf)
         or _HOLD_STRONG.search(pre)
         or (_ZH_NEG_BEFORE.search(pre) and _ZH_BEFORE_PICK.search(suf))
     ):
@@ -566,6 +573,12 @@ TIME_TALK = _c(
     r"no earlier|wait|pick ?up|deliver\w*|ship\w*)\b|截止|期限|之前|以前|以后|之后|送达|最晚|最早|等到|才能"
 )
 
+_UNAVAILABLE = _c(
+    r"\b(?:is|are|'s|goes|went|gets)\s+(?:down|broken|busy|unavailable|offline|out of service|"
+    r"not available|away|charging)\b|\b(?:breaks down|isn'?t available|is not available)\b"
+    r"|不在|坏了|没空|在忙|不能用|用不了|没电"
+)
+
 Judged = list[tuple[RobotMention | TimeMention, Judgement]]
 
 
@@ -642,9 +655,14 @@ def scoped(c: Candidates, judged: Judged) -> Judged:
         if j.kind is not None and _out_of_scope(c, m):
             j = Judgement(None, True)
         elif j.kind is not None:
-            _, right = _clause_bounds(c.text, m.start, m.end)
+            left, right = _clause_bounds(c.text, m.start, m.end)
             s_left, _ = _sentence(c.text, m.start)
             if _CONDITION.search(c.text, s_left, right):
-                j = replace(j, doubt="a condition")
+                if isinstance(m, RobotMention) and _UNAVAILABLE.search(c.text, left, right):
+                    # "If robot 3 is down, escalate": a contingency about the robot the note
+                    # already asked for, no constraint of its own.
+                    j = Judgement(None, True)
+                else:
+                    j = replace(j, doubt="a condition")
         out.append((m, j))
     return out

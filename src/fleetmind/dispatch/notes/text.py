@@ -288,9 +288,11 @@ def _mend(token: str) -> str:
 # field's role, the value is a robot id or a tick. General field vocabulary, not note strings.
 _FIELD = re.compile(
     r"(?<![\w=])([a-z]+(?:[_-][a-z]+)*|[\u3400-\u9fff]{1,6})\s*[=:]\s*"
-    r"((?:robot|bot|agv|amr|unit|r)?[_#-]?\d+)(?![\w.]|\s*(?:ticks?|steps?|个|时刻|号|%))"
+    r"\[?\s*((?:robot|bot|agv|amr|unit|r)?[_#-]?\d+)\s*\]?(?![\w.]|\s*(?:ticks?|steps?|个|时刻|号|%))"
 )
-_KEY_ROBOT = frozenset({"robot", "robots", "bot", "bots", "agv", "agvs", "amr", "unit", "vehicle"})
+_KEY_ROBOT = frozenset(
+    {"robot", "robots", "bot", "bots", "agv", "agvs", "amr", "unit", "units", "vehicle", "vehicles"}
+)
 _KEY_NOT = frozenset(
     {"not", "no", "excluded", "exclude", "excl", "blocked", "block", "banned", "ban", "forbidden",
      "disallowed", "blacklist", "blacklisted", "deny", "denied", "avoid", "except", "skip"}

@@ -244,15 +244,22 @@ class _Tasks2024:
         if error is not None:
             self.errors.append(error)
         else:
-            for cur in self.current[self.current >= 0].tolist():
-                self.holder.pop(cur, None)
+            changed = np.flatnonzero(self.proposal != self.current).tolist()
+            for i in changed:
+                old = int(self.current[i])
+                if old >= 0 and self.holder.get(old) == i:
+                    del self.holder[old]
             self.current = self.proposal.copy()
-            for i in np.flatnonzero(self.current >= 0).tolist():
-                self.holder[int(self.current[i])] = i
+            for i in changed:
+                task = int(self.current[i])
+                if task >= 0:
+                    self.holder[task] = i
+                    self.goal[i] = self.lines[task % len(self.lines), self.next_idx[task]]
+                else:
+                    self.goal[i] = -1
             for i in np.flatnonzero(self.current != self.last_actual).tolist():
                 self.actual[i].append((t, int(self.current[i])))
             self.last_actual = self.current.copy()
-            self._goals()
         hit = np.flatnonzero((self.current >= 0) & (loc == self.goal))
         for i in hit.tolist():
             task = int(self.current[i])
@@ -269,13 +276,6 @@ class _Tasks2024:
             self.events.append([t, i, task, k])
         self.reveal(t)
 
-    def _goals(self) -> None:
-        has = self.current >= 0
-        self.goal[:] = -1
-        for i in np.flatnonzero(has).tolist():
-            task = int(self.current[i])
-            self.goal[i] = self.lines[task % len(self.lines), self.next_idx[task]]
-
 
 class _Tasks2023:
     """The 2023 round-robin errands, with the kit's task numbering."""
@@ -291,9 +291,10 @@ class _Tasks2023:
         self.next_id = 0
         self.done = 0
         self._hand_out(0)
+        self.front = np.array([q[0][1] for q in self.queue], dtype=np.int64)  # (n,) next errand
 
-    def _hand_out(self, t: int) -> None:
-        for k in range(self.n):
+    def _hand_out(self, t: int, robots: list[int] | None = None) -> None:
+        for k in range(self.n) if robots is None else robots:
             while len(self.queue[k]) < self.reveal:
                 loc = int(self.lines[(int(self.count[k]) * self.n + k) % len(self.lines)])
                 self.count[k] += 1
@@ -304,12 +305,15 @@ class _Tasks2023:
 
     def update(self, t: int, loc: NDArray[np.int64]) -> None:
         """After the move landing at timestep ``t``: one errand a robot, then new ones."""
-        front = np.array([q[0][1] for q in self.queue], dtype=np.int64)
-        for k in np.flatnonzero(loc == front).tolist():
+        reached = np.flatnonzero(loc == self.front).tolist()
+        for k in reached:
             task, _ = self.queue[k].pop(0)
             self.events[k].append([task, t, "finished"])
             self.done += 1
-        self._hand_out(t)
+        if reached:
+            self._hand_out(t, reached)
+            for k in reached:
+                self.front[k] = self.queue[k][0][1]
 
 
 def _schedule_entries(strings: Any, n: int, key: str) -> Iterator[list[tuple[int, int]]]:

@@ -90,7 +90,7 @@ def test_null_content_is_empty_text() -> None:
 def test_schema_modes() -> None:
     schema = {"type": "object", "properties": {"a": {"type": "integer"}}}
     with FakeChatServer(["{}"]) as srv:
-        srv.client().chat(MSGS, json_schema=schema)
+        srv.client(schema_mode="json_object_schema").chat(MSGS, json_schema=schema)
         srv.client(schema_mode="json_schema").chat(MSGS, json_schema=schema)
         srv.client(schema_mode="none").chat(MSGS, json_schema=schema)
     f0, f1 = srv.requests[0].body["response_format"], srv.requests[1].body["response_format"]
@@ -98,6 +98,36 @@ def test_schema_modes() -> None:
     assert f1["type"] == "json_schema"
     assert f1["json_schema"]["schema"] == schema
     assert "response_format" not in srv.requests[2].body
+
+
+def test_auto_schema_mode_keeps_the_first_the_server_accepts() -> None:
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}}
+
+    def llama_cpp_like(req: Received) -> Reply:
+        # llama-cpp-python's server: 422 for any response_format type but json_object.
+        fmt = req.body.get("response_format")
+        if fmt is not None and fmt["type"] != "json_object":
+            return Reply(status=422, body='{"detail": "response_format.type"}')
+        return Reply('{"a": 1}')
+
+    with FakeChatServer(llama_cpp_like) as srv:
+        client = srv.client(schema_mode="auto")
+        assert client.schema_mode == "auto"
+        assert client.chat(MSGS, json_schema=schema).text == '{"a": 1}'
+        assert client.schema_mode == "json_object_schema"
+        client.chat(MSGS, json_schema=schema)
+        types = [r.body["response_format"]["type"] for r in srv.requests]
+    # Tried json_schema once, then kept json_object for every later call.
+    assert types == ["json_schema", "json_object", "json_object"]
+
+
+def test_auto_schema_mode_does_not_hide_other_errors() -> None:
+    with FakeChatServer([Reply(status=401, body='{"error": "no"}')]) as srv:
+        client = srv.client(schema_mode="auto")
+        with pytest.raises(LLMConnectionError, match="401"):
+            client.chat(MSGS, json_schema={"type": "object"})
+        assert client.schema_mode == "auto"
+        assert len(srv.requests) == 1
 
 
 def test_api_key_sent_but_never_leaked(caplog: pytest.LogCaptureFixture) -> None:

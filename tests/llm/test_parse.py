@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -168,4 +170,44 @@ def test_a_root_model_takes_one_bare_json_value() -> None:
     with pytest.raises(ActionParseError, match="validation"):
         parse_model('"maybe"', word)
     with pytest.raises(ActionParseError, match="parse"):
-        parse_model("not", word)
+        parse_model('{"a": [1, 2', word)
+    with pytest.raises(ActionParseError, match="empty"):
+        parse_model("  ", word)
+
+
+SHAPES = (
+    '"{w}"',
+    ' "{w}"\n',
+    "{w}",
+    "'{w}'",
+    '```json\n"{w}"\n```',
+    "```\n{w}\n```",
+    '{{"answer": "{w}"}}',
+    '{{"label": "{w}"}}\n',
+)
+
+
+@given(w=st.sampled_from(["only", "not", "none"]), shape=st.sampled_from(SHAPES))
+def test_a_root_model_takes_the_shapes_servers_answer_in(w: str, shape: str) -> None:
+    from typing import Literal
+
+    from pydantic import RootModel
+
+    from fleetmind.llm.parse import parse_model
+
+    word = RootModel[Literal["only", "not", "none"]]
+    assert parse_model(shape.format(w=w), word).root == w
+
+
+@given(text=st.text(max_size=200))
+def test_a_root_model_reply_fails_only_as_a_parse_error(text: str) -> None:
+    from typing import Literal
+
+    from pydantic import RootModel
+
+    from fleetmind.llm.errors import ActionParseError
+    from fleetmind.llm.parse import parse_model
+
+    word = RootModel[Literal["only", "not", "none"]]
+    with contextlib.suppress(ActionParseError):
+        assert parse_model(text, word).root in ("only", "not", "none")

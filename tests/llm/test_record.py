@@ -117,6 +117,20 @@ def test_replay_is_strict_on_miss(tmp_path: Path) -> None:
         replay.chat([Message.user("recorded")], temperature=0.9)
 
 
+def test_strict_replay_fails_when_the_recording_runs_out(tmp_path: Path) -> None:
+    path = tmp_path / "calls.jsonl"
+    msgs = [Message.user("score")]
+    with FakeChatServer(["1", "0"]) as srv, CallRecorder(path) as rec:
+        c = rec.wrap(srv.client())
+        live = [c.chat(msgs, temperature=0.0).text for _ in range(2)]
+    replay = ReplayClient(path)
+    assert [replay.chat(msgs, temperature=0.0).text for _ in range(2)] == live
+    with pytest.raises(ReplayMiss, match="recording ran out"):
+        replay.chat(msgs, temperature=0.0)
+    lenient = ReplayClient(path, strict=False)
+    assert [lenient.chat(msgs, temperature=0.0).text for _ in range(3)] == ["1", "0", "0"]
+
+
 def test_replay_serves_repeated_samples_in_order(tmp_path: Path) -> None:
     path = tmp_path / "calls.jsonl"
     msgs = [Message.user("score")]

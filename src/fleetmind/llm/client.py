@@ -24,7 +24,7 @@ import httpx
 from fleetmind.llm.chat import ChatBase, ChatOptions, ChatResult, Message, TokenUsage
 from fleetmind.llm.errors import LLMConnectionError, LLMHTTPError, LLMTimeoutError
 from fleetmind.llm.redact import redact
-from fleetmind.llm.settings import LLMSettings, SchemaMode
+from fleetmind.llm.settings import AUTO_ORDER, LLMSettings, SchemaMode
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +46,8 @@ def response_format(json_schema: dict[str, Any], mode: SchemaMode) -> dict[str, 
 
     Args:
         json_schema: the JSON schema the reply must follow.
-        mode: how the server wants it (see :data:`fleetmind.llm.settings.SchemaMode`).
+        mode: how the server wants it (see :data:`fleetmind.llm.settings.SchemaMode`; ``auto``
+            is resolved by the client before this is called).
 
     Returns:
         The field value, or None when the mode sends no schema.
@@ -95,7 +96,8 @@ class OpenAICompatClient(ChatBase):
         backoff_s: first backoff delay; doubles each retry.
         backoff_max_s: cap on one backoff delay.
         jitter_seed: seed of the jitter generator (full jitter in [0.5, 1.0] of the delay).
-        schema_mode: how JSON schemas are sent.
+        schema_mode: how JSON schemas are sent (``auto``: found on the first call with a
+            schema, see :data:`fleetmind.llm.settings.SchemaMode`).
         extra_body: extra JSON fields merged into every request (e.g. ``{"seed": 0}``).
         transport: an httpx transport (tests use it to inject faults).
         max_reply_bytes: the largest reply body read; a larger one fails the call (not retried).
@@ -112,7 +114,7 @@ class OpenAICompatClient(ChatBase):
         backoff_s: float = 0.25,
         backoff_max_s: float = 4.0,
         jitter_seed: int = 0,
-        schema_mode: SchemaMode = "json_object_schema",
+        schema_mode: SchemaMode = "auto",
         extra_body: dict[str, Any] | None = None,
         transport: httpx.BaseTransport | None = None,
         max_reply_bytes: int = MAX_REPLY_BYTES,
@@ -183,6 +185,7 @@ class OpenAICompatClient(ChatBase):
         temperature: float,
         max_tokens: int,
         json_schema: dict[str, Any] | None,
+        mode: SchemaMode | None = None,
     ) -> dict[str, Any]:
         """Build the JSON body of a chat completion request.
 
@@ -191,6 +194,7 @@ class OpenAICompatClient(ChatBase):
             temperature: sampling temperature.
             max_tokens: cap on generated tokens.
             json_schema: optional schema for constrained output.
+            mode: the schema mode (default: the client's; ``auto`` sends the first it tries).
 
         Returns:
             The request body.
@@ -202,7 +206,8 @@ class OpenAICompatClient(ChatBase):
             "max_tokens": max_tokens,
         }
         if json_schema is not None:
-            fmt = response_format(json_schema, self.schema_mode)
+            mode = mode or self.schema_mode
+            fmt = response_format(json_schema, AUTO_ORDER[0] if mode == "auto" else mode)
             if fmt is not None:
                 body["response_format"] = fmt
         body.update(self.extra_body)
@@ -211,22 +216,58 @@ class OpenAICompatClient(ChatBase):
     def respond(self, messages: list[Message], options: ChatOptions) -> ChatResult:
         """Send a chat completion request; see :class:`fleetmind.llm.chat.ChatClient`.
 
+        With ``schema_mode="auto"`` and a schema, a 400 or 422 answer moves on to the next mode
+        of :data:`~fleetmind.llm.settings.AUTO_ORDER` within the call's time limit; the first
+        mode the server accepts is kept.
+
         Raises:
             LLMHTTPError: a 4xx status (at once) or a 429/5xx status after the retries.
             LLMTimeoutError: the time limit passed.
             LLMConnectionError: the server could not be reached after the retries, or answered
                 with something that is not a chat completion.
         """
+        limit = self.timeout_s if options.timeout_s is None else options.timeout_s
+        start = time.monotonic()
+        deadline = start + limit
+        if self.schema_mode != "auto" or options.json_schema is None:
+            return self._send(messages, options, start, deadline, limit)
+        first: LLMHTTPError | None = None
+        for mode in AUTO_ORDER:
+            try:
+                result = self._send(messages, options, start, deadline, limit, mode=mode)
+            except LLMHTTPError as exc:
+                if exc.status_code not in (400, 422):
+                    raise
+                first = first or exc
+                log.info("schema mode %s refused (%s); trying the next", mode, exc)
+                continue
+            with self._rng_lock:
+                if self.schema_mode == "auto":
+                    self.schema_mode = mode
+                    log.info("schema mode for %s: %s", self.base_url, mode)
+            return result
+        assert first is not None
+        raise first
+
+    def _send(
+        self,
+        messages: list[Message],
+        options: ChatOptions,
+        start: float,
+        deadline: float,
+        limit: float,
+        *,
+        mode: SchemaMode | None = None,
+    ) -> ChatResult:
+        """One request (retried on 429/5xx and connection errors) with the schema in ``mode``."""
         body = self.request_body(
             messages,
             temperature=options.temperature,
             max_tokens=options.max_tokens,
             json_schema=options.json_schema,
+            mode=mode,
         )
         payload = json.dumps(body).encode()
-        limit = self.timeout_s if options.timeout_s is None else options.timeout_s
-        start = time.monotonic()
-        deadline = start + limit
         url = f"{self.base_url}/chat/completions"
         attempt = 0
         while True:

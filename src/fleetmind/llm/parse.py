@@ -156,15 +156,44 @@ def parse_model(text: str, model_cls: type[T], *, max_chars: int = MAX_REPLY_CHA
     if issubclass(model_cls, RootModel):
         # A bare JSON value (one quoted word from an enum): the shortest answer a small model
         # can give, a few tokens instead of an object's scaffolding.
-        try:
-            value = json.loads(text.strip())
-        except ValueError:
-            raise ActionParseError("parse", f"not a JSON value: {_short(text, 60)}") from None
+        value = root_value(text, max_chars=max_chars)
         try:
             return model_cls.model_validate(value)
         except ValidationError as exc:
             raise ActionParseError("validation", summarize_validation(exc)) from None
     return _validated(model_cls.model_validate, _json_object(text, max_chars=max_chars))
+
+
+def root_value(text: str, *, max_chars: int = MAX_REPLY_CHARS) -> Any:
+    """The one value of a reply meant to be a bare JSON value, in the shapes servers give.
+
+    ``"none"`` as asked; and as served models answer it: in a code fence, with a newline or
+    prose-free padding, unquoted (``none``), single-quoted, or wrapped in a one-field object
+    (``{"answer": "none"}``: a server in JSON-object mode cannot answer a bare string).
+
+    Raises:
+        ActionParseError: kind ``empty`` or ``parse``.
+    """
+    t = text.strip()
+    if not t:
+        raise ActionParseError("empty", "empty reply")
+    if len(t) > max_chars:
+        raise ActionParseError("parse", f"reply longer than {max_chars} characters")
+    fenced = re.fullmatch(r"```[a-zA-Z]*\s*(.*?)\s*```", t, flags=re.DOTALL)
+    if fenced:
+        t = fenced.group(1).strip()
+    try:
+        value = json.loads(t)
+    except ValueError:
+        word = t.strip("'\"` ").strip()
+        if not word or "\n" in word or len(word) > 80 or word[0] in "{[":
+            raise ActionParseError("parse", f"not a JSON value: {_short(text, 60)}") from None
+        return word
+    if isinstance(value, dict) and len(value) == 1:
+        (inner,) = value.values()
+        if isinstance(inner, str | int | float | bool) or inner is None:
+            return inner
+    return value
 
 
 def _json_object(text: str, *, max_chars: int) -> dict[str, Any]:

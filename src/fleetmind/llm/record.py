@@ -400,13 +400,17 @@ class ReplayClient(ChatBase):
     """A strict ChatClient that serves recorded responses and never touches the network.
 
     Identical requests are served their recorded responses in recorded order (so three samples
-    of one prompt replay as the three recorded samples); past the last one the last is repeated.
-    A recorded error is raised again (same class and status).
+    of one prompt replay as the three recorded samples; a call the recorder answered from its
+    cache counts as one more). One request more than were recorded fails with
+    :class:`ReplayMiss`: a replay that asks more than the run did has diverged, and repeating
+    the last answer would hide it (``strict=False`` repeats it). A recorded error is raised
+    again (same class and status).
 
     Args:
         source: a ``calls.jsonl`` path or a :class:`CallRecorder`.
         model: the model name whose requests are replayed (default: the first record's model).
         replay_latency: report recorded latencies instead of the (near zero) lookup time.
+        strict: fail when a request's recorded responses run out (False: repeat the last).
 
     Raises:
         ConfigError: the file is missing or malformed.
@@ -418,6 +422,7 @@ class ReplayClient(ChatBase):
         *,
         model: str | None = None,
         replay_latency: bool = True,
+        strict: bool = True,
     ) -> None:
         if isinstance(source, CallRecorder):
             records = source.records
@@ -429,9 +434,10 @@ class ReplayClient(ChatBase):
         self._by_hash: dict[str, deque[dict[str, Any]]] = defaultdict(deque)
         self._last: dict[str, dict[str, Any]] = {}
         for rec in records:
-            if rec.get("cached"):
-                continue  # a cache hit repeats an earlier record
+            # A cache hit is a call the run made: it is served again, in its place.
             self._by_hash[rec["request_hash"]].append(rec)
+        self.strict = strict
+        self._served: dict[str, int] = defaultdict(int)
         self._model = model or (str(records[0].get("model")) if records else "replay")
         self.replay_latency = replay_latency
         self._lock = threading.Lock()
@@ -461,8 +467,14 @@ class ReplayClient(ChatBase):
             if queue:
                 rec = queue.popleft()
                 self._last[h] = rec
-            elif h in self._last:
+                self._served[h] += 1
+            elif h in self._last and not self.strict:
                 rec = self._last[h]
+            elif h in self._last:
+                raise ReplayMiss(
+                    f"recording ran out: request hash {h[:12]}… was recorded "
+                    f"{self._served[h]} time(s) and is asked once more (the replay diverged)"
+                )
             else:
                 last = messages[-1].content[:80] if messages else ""
                 raise ReplayMiss(

@@ -14,14 +14,19 @@ from typing import Literal, get_args
 
 from fleetmind.errors import ConfigError
 
-SchemaMode = Literal["json_object_schema", "json_schema", "none"]
+SchemaMode = Literal["auto", "json_object_schema", "json_schema", "none"]
 """How a JSON schema is sent to a server.
 
 ``json_object_schema``: ``response_format={"type": "json_object", "schema": S}`` (llama.cpp
 server; it rejects ``json_schema``). ``json_schema``: OpenAI's
 ``{"type": "json_schema", "json_schema": {"name": ..., "schema": S, "strict": true}}`` (OpenAI,
-vLLM). ``none``: never send a schema; callers fall back to parse, repair and re-ask.
+vLLM, Ollama). ``none``: never send a schema; callers fall back to parse, repair and re-ask.
+``auto`` (the default for a served model): ``json_schema`` first; a server that refuses it
+with HTTP 400 or 422 is asked again with ``json_object_schema``, then with no schema, and the
+first mode it accepts is kept for the client's later calls.
 """
+AUTO_ORDER: tuple[SchemaMode, ...] = ("json_schema", "json_object_schema", "none")
+"""The modes ``auto`` tries, in order."""
 
 DEFAULT_EMBEDDED_MODEL = "smollm2-135m-instruct"
 
@@ -43,7 +48,7 @@ class LLMSettings:
     base_url: str | None = None
     model: str = DEFAULT_EMBEDDED_MODEL
     api_key: str | None = field(default=None, repr=False)
-    schema_mode: SchemaMode = "json_object_schema"
+    schema_mode: SchemaMode = "auto"
     timeout_s: float = 60.0
     max_retries: int = 3
 
@@ -97,7 +102,7 @@ class LLMSettings:
         key, _ = pick(api_key, "FLEETMIND_LLM_API_KEY", "OPENAI_API_KEY")
         mode, mode_src = pick(schema_mode, "FLEETMIND_LLM_SCHEMA_MODE")
         if mode is None:
-            mode = "json_object_schema"
+            mode = "auto"
         if mode not in get_args(SchemaMode):
             raise ConfigError(
                 f"{mode_src or 'schema_mode'}: expected one of {get_args(SchemaMode)}, got {mode!r}"

@@ -142,6 +142,8 @@ class FakeChatServer(LocalServer):
         kwargs.setdefault("backoff_s", 0.01)
         kwargs.setdefault("backoff_max_s", 0.05)
         kwargs.setdefault("timeout_s", 10.0)
+        # The embedded server's way (llama.cpp); pass schema_mode="auto" to test the probing.
+        kwargs.setdefault("schema_mode", "json_object_schema")
         return OpenAICompatClient(self.base_url, self.model, **kwargs)
 
     def start(self) -> FakeChatServer:

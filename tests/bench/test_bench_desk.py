@@ -55,3 +55,22 @@ def test_quick_desk_bench_without_the_embedded_model(tmp_path: Path) -> None:
     acts = {i["kind"]: [a["tool"] for a in i["actions"]] for i in log if i["kind"] != "deadlock"}
     assert acts["breakdown"][0] in ("reassign", "hand_over")
     assert acts["block"][0] == "hold"
+
+
+def test_rules_delayed_by_the_desks_own_latency(tmp_path: Path) -> None:
+    result = desk.run(
+        quick=True, modes=("follower", "rules-delayed"), tick_period_s=0.05, out_dir=tmp_path
+    )
+    follower, delayed = result["modes"]["follower"], result["modes"]["rules-delayed"]
+    # The scripted follower takes the rules' proposal: it decides, and never deviates.
+    assert follower["desk_decided"] >= 1
+    assert follower["deviation_rate"] == 0.0
+    lag = follower["desk_latency_ticks"]
+    assert lag is not None
+    assert delayed["rules_delay_ticks"] == lag
+    # Each incident's rules act no sooner than the delay after it.
+    log = load_metrics(tmp_path / "rules-delayed-s0")["incident_log"]
+    firsts = [min(a["tick"] for a in i["actions"]) - i["tick"] for i in log if i["actions"]]
+    assert firsts
+    assert min(firsts) >= lag
+    assert "rules-delayed: the rules acted" in desk.format_table(result)

@@ -188,3 +188,27 @@ def test_the_server_exits_when_its_parent_is_killed(tmp_path: Path) -> None:
     finally:
         if parent.poll() is None:
             parent.kill()
+
+
+def _rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads /proc")
+def test_prompt_cache_memory_stays_bounded() -> None:
+    # Before the launcher bounded it, every distinct ~300-token prompt added its logits
+    # (tokens x 49152 x 4 bytes, about 60 MB) to the server: 6 prompts grew it by ~450 MB.
+    filler = " ".join(f"item{j}" for j in range(80))
+    with EmbeddedServer(n_threads=1, prompt_cache_bytes=64 * 2**20) as server:
+        assert server._proc is not None
+        pid = server._proc.pid
+        client = server.client()
+        client.chat([Message.user(f"Note 0: {filler}")], max_tokens=2, temperature=0.0)
+        after_one = _rss_mb(pid)
+        for i in range(1, 7):
+            client.chat([Message.user(f"Note {i}: {filler}")], max_tokens=2, temperature=0.0)
+        grown = _rss_mb(pid) - after_one
+    assert grown < 150, f"server grew {grown:.0f} MB over 6 distinct prompts"

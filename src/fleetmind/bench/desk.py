@@ -10,7 +10,16 @@ Each seed runs with:
 - ``llm``: the desk with the embedded model (SmolLM2-135M on 127.0.0.1), rules as fallback;
 - ``hostile``: the desk with the scripted misbehaving model (:mod:`fleetmind.testing.desk_server`);
 - ``follower``: the desk with the scripted model that behaves (it takes the rule proposal): the
-  desk's own machinery (queue, checks at the tick boundary, deadlines) without a model's latency.
+  desk's own machinery (queue, checks at the tick boundary, deadlines) without a model's latency;
+- ``rules-delayed``: the rule handler acting as late as the desk did: each incident's rules act
+  the ``llm`` run's median desk latency (ticks from an incident to the desk's first applied
+  action, same seed) after it. What the desk adds over the rules is what it does better than
+  this, not better than rules that act at once.
+
+"Resolved by the desk" counts incidents the desk acted on (an action of its applied) that then
+recovered; one where it chose to wait and the incident cleared by itself is not. The ``llm``
+mode also gives the desk's deviation rate: of the coordinator's decisions, how many chose
+something other than the rule handler's proposal on the same view.
 
 The embedded model's runs tick in real time (``tick_period_s``, 0.2 s) so that the desk's
 seconds turn into ticks as on a real floor, ``off`` (the step-latency baseline) at the same
@@ -40,7 +49,7 @@ from fleetmind.eval.runner import RunConfig, execute
 from fleetmind.eval.store import load_latency
 from fleetmind.llm.chat import ChatClient
 
-MODES = ("off", "rules", "llm", "hostile", "follower")
+MODES = ("off", "rules", "llm", "rules-delayed", "hostile", "follower")
 KINDS = ("breakdown", "block", "battery", "surge", "deadlock")
 
 
@@ -109,8 +118,11 @@ def run_mode(
     tick_period_s: float = 0.2,
     spacing: int = 60,
     out_dir: str | Path | None = None,
+    rules_delay_ticks: int = 0,
 ) -> list[dict[str, Any]]:
     """Run one mode over the seeds; returns each run's metrics.
+
+    ``rules_delay_ticks``: the ``rules-delayed`` mode's delay.
 
     Each run is recorded (``out_dir/MODE-sSEED``, or a folder removed afterwards) so that its
     per-tick step latencies come back with the metrics (``step_ms``).
@@ -127,9 +139,14 @@ def run_mode(
                 seed=seed,
                 order_rate=0.15,
                 faults=suite(seed, quick=quick, spacing=spacing),
-                desk="llm" if mode in ("llm", "hostile", "follower") else mode,
+                desk="llm"
+                if mode in ("llm", "hostile", "follower")
+                else "rules"
+                if mode == "rules-delayed"
+                else mode,
                 desk_deadline_s=20.0,
                 desk_deadline_ticks=spacing,
+                desk_rules_delay_ticks=rules_delay_ticks if mode == "rules-delayed" else 0,
                 tick_period_s=tick_period_s,
             )
             folder = Path(root) / f"{mode}-s{seed}"
@@ -142,6 +159,29 @@ def run_mode(
     return out
 
 
+def _desk_acted(inc: dict[str, Any]) -> bool:
+    """The desk kept the incident and an action of its was applied."""
+    return (
+        inc["handler"] == "desk"
+        and inc["fallback"] is None
+        and any(
+            a.get("source") == "desk" and not str(a.get("result", "")).startswith("refused")
+            for a in inc["actions"]
+        )
+    )
+
+
+def desk_latency_ticks(runs: list[dict[str, Any]]) -> int | None:
+    """Median ticks from an incident to the desk's first applied action (None: it never acted)."""
+    ticks = [
+        min(a["tick"] for a in i["actions"] if a.get("source") == "desk") - i["tick"]
+        for m in runs
+        for i in m["incident_log"]
+        if _desk_acted(i)
+    ]
+    return int(np.median(ticks)) if ticks else None
+
+
 def _kind_rows(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     rows: dict[str, dict[str, Any]] = {}
     for kind in KINDS:
@@ -149,13 +189,7 @@ def _kind_rows(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         rec = [float(i["recovery_ticks"]) for i in incs if i["recovery_ticks"] is not None]
         rows[kind] = {
             "incidents": len(incs),
-            "by_desk": sum(
-                1
-                for i in incs
-                if i["handler"] == "desk"
-                and i["fallback"] is None
-                and i["recovered_tick"] is not None
-            ),
+            "by_desk": sum(1 for i in incs if _desk_acted(i) and i["recovered_tick"] is not None),
             "by_rules": sum(
                 1 for i in incs if i["handler"] == "rules" and i["recovered_tick"] is not None
             ),
@@ -163,9 +197,7 @@ def _kind_rows(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
                 1
                 for i in incs
                 if i["recovered_tick"] is not None
-                and not (
-                    i["handler"] == "rules" or (i["handler"] == "desk" and i["fallback"] is None)
-                )
+                and not (i["handler"] == "rules" or _desk_acted(i))
             ),
             "unresolved": sum(1 for i in incs if i["recovered_tick"] is None),
             "recovery_p50": float(np.percentile(rec, 50)) if rec else None,
@@ -202,13 +234,25 @@ def summarize(mode: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
     # (the monitor's), and most clear a tick or two after they open, before anyone decides.
     injected = [i for m in runs for i in m["incident_log"] if i["kind"] != "deadlock"]
     injected_by_desk = sum(
-        1
-        for i in injected
-        if i["handler"] == "desk" and i["fallback"] is None and i["recovered_tick"] is not None
+        1 for i in injected if _desk_acted(i) and i["recovered_tick"] is not None
     )
+    decided = sum(int(m["desk_decisions"]["decided"]) for m in runs if "desk_decisions" in m)
+    deviations = sum(int(m["desk_decisions"]["deviations"]) for m in runs if "desk_decisions" in m)
+    outcomes = [m["llm_call_outcomes"] for m in runs if "llm_call_outcomes" in m]
+    calls = sum(int(o["calls"]) for o in outcomes)
     return {
         "mode": mode,
         "runs": len(runs),
+        "desk_decided": decided,
+        "desk_deviations": deviations,
+        "deviation_rate": deviations / decided if decided else None,
+        "desk_latency_ticks": desk_latency_ticks(runs),
+        "rules_delay_ticks": max((int(m.get("rules_delay_ticks", 0)) for m in runs), default=0),
+        "llm_calls": calls,
+        "llm_answered_rate": (sum(int(o["answered"]) for o in outcomes) / calls if calls else None),
+        "resolved_after_desk_wait": sum(
+            int(m["incidents"].get("resolved_after_desk_wait", 0)) for m in runs
+        ),
         "suite_incidents": len(injected),
         "suite_resolved_by_desk": injected_by_desk,
         "desk_rate_suite": injected_by_desk / len(injected) if injected else 0.0,
@@ -273,20 +317,32 @@ def run(
     # compares like with like (a loop flat out and a paced one load the machine differently).
     periods = {"llm": tick_period_s, "hostile": tick_period_s / 4, "off": tick_period_s}
     periods["rules"] = 0.0
+    periods["rules-delayed"] = 0.0  # its delay is in ticks
     periods["follower"] = tick_period_s / 4
     runs: dict[str, list[dict[str, Any]]] = {mode: [] for mode in modes}
     # Seed by seed, every mode in turn: the desk-off baseline and the desk runs see the machine
     # in the same minutes (its load moves the step latency more than the desk does).
     for seed in seeds:
+        delay = 0
         for mode in modes:
-            runs[mode] += run_mode(
+            if mode == "rules-delayed":
+                # As late as the desk of this seed (the embedded model's, else the scripted
+                # follower's; all its seeds so far if it never acted on this one).
+                desk_runs = runs.get("llm") or runs.get("follower") or []
+                measured = desk_latency_ticks(desk_runs[-1:]) or desk_latency_ticks(desk_runs)
+                delay = measured if measured is not None else spacing
+            got = run_mode(
                 mode,
                 [seed],
                 quick=quick,
                 tick_period_s=periods[mode],
                 spacing=spacing,
                 out_dir=out_dir,
+                rules_delay_ticks=delay,
             )
+            for m in got:
+                m["rules_delay_ticks"] = delay if mode == "rules-delayed" else 0
+            runs[mode] += got
     results = {mode: summarize(mode, runs[mode]) for mode in modes}
     off = results.get("off")
     for mode in ("llm", "hostile", "follower", "rules"):
@@ -311,6 +367,10 @@ def run(
             "collisions == 0": sum(r["collisions"] for r in results.values()),
             "orders_lost == 0": sum(r["orders_lost"] for r in results.values()),
             "llm step p99 vs off <= 1.1": results.get("llm", {}).get("step_p99_vs_off"),
+            "llm model calls answered >= 0.8": results.get("llm", {}).get("llm_answered_rate"),
+            "llm deviation rate (chose other than the rules' option)": results.get("llm", {}).get(
+                "deviation_rate"
+            ),
         },
     }
 
@@ -333,6 +393,21 @@ def format_table(result: dict[str, Any]) -> str:
             + (f"{ratio:.2f}x" if ratio is not None else "-")
             + f" {r['with_choice']:11} {r['desk_rate_of_choices']:.0%}"
         )
+    lines.append("")
+    llm = result["modes"].get("llm")
+    if llm is not None:
+        rate = llm["deviation_rate"]
+        lines.append(
+            f"llm desk: {llm['desk_decided']} decisions, {llm['desk_deviations']} other than the "
+            f"rules' option (deviation rate {'-' if rate is None else f'{rate:.0%}'}); "
+            f"{llm['resolved_after_desk_wait']} cleared after the desk chose to wait; median "
+            f"{llm['desk_latency_ticks']} ticks to its first action; model calls answered "
+            + ("-" if llm["llm_answered_rate"] is None else f"{llm['llm_answered_rate']:.0%}")
+            + f" of {llm['llm_calls']}"
+        )
+    delayed = result["modes"].get("rules-delayed")
+    if delayed is not None:
+        lines.append(f"rules-delayed: the rules acted {delayed['rules_delay_ticks']} ticks late")
     lines.append("")
     for mode, r in result["modes"].items():
         if r["fallback_reasons"]:

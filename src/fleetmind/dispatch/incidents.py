@@ -655,11 +655,15 @@ class DeskConfig:
         mode: ``off`` (incidents tracked, nobody acts), ``rules`` or ``llm``.
         deadline_s: wall-clock seconds the desk has per incident (from when it takes it up).
         deadline_ticks: ticks after the incident by which the desk must have decided.
+        rules_delay_ticks: ``rules`` mode: the rule handler acts this many ticks after the
+            incident instead of at once (the baseline that takes as long to decide as the
+            desk: ``fleetmind bench desk``'s ``rules-delayed``).
     """
 
     mode: DeskMode = "off"
     deadline_s: float = 20.0
     deadline_ticks: int = 100
+    rules_delay_ticks: int = 0
 
 
 class IncidentHost:
@@ -798,8 +802,8 @@ class IncidentHost:
         self.incidents.append(inc)
         self._by_id[inc.id] = inc
         self._emit("incident", incident=inc.id, incident_kind=kind, summary=summary)
-        if self.config.mode == "rules":
-            self._rules(inc)
+        if self.config.mode == "rules" and self.config.rules_delay_ticks == 0:
+            self._rules(inc)  # else in tick_start, rules_delay_ticks from now
         elif self.config.mode == "llm":
             assert self.worker is not None
             inc.handler = "desk"
@@ -1076,6 +1080,11 @@ class IncidentHost:
             self.view_wanted = False
             self._wakes.append(self.view_served.set)
         if self.worker is None:
+            delay = self.config.rules_delay_ticks
+            if self.config.mode == "rules" and delay > 0:
+                for due in self.incidents:
+                    if not due.closed and self.world.tick - due.tick >= delay:
+                        self._rules(due)
             return
         for kind, iid, payload, reply in self.worker.poll():
             inc = self._by_id.get(iid)

@@ -139,6 +139,8 @@ class RunConfig(BaseModel):
     # None: the seconds deadline in ticks, plus DESK_SLACK_TICKS, in a paced run (the rules take
     # over at whichever comes first); 100 in a run that is not paced.
     desk_deadline_ticks: int | None = Field(None, ge=1)
+    # desk "rules": the rule handler acts this many ticks after each incident (a baseline).
+    desk_rules_delay_ticks: int = Field(0, ge=0)
 
     @field_validator("learn_every", "learn_lag", "fresh_policy", "save_policy")
     @classmethod
@@ -586,6 +588,7 @@ def execute(
                 mode=cfg.desk,
                 deadline_s=cfg.desk_deadline_s,
                 deadline_ticks=cfg.desk_ticks,
+                rules_delay_ticks=cfg.desk_rules_delay_ticks,
             ),
             desk_worker=desk_worker,
         )

@@ -218,7 +218,6 @@ def test_mappo_on_the_twin_delivers_on_real_rware(tmp_path: Path) -> None:
     [
         (["--map", "warehouse-tiny", "--shaping", "0.2"], "shaping"),
         (["--map", "rware-tiny-2ag-v2", "--algo", "mappo", "--minutes", "0"], "minutes"),
-        (["--map", "rware-tiny-2ag-v2", "--algo", "qmix", "--minutes", "1"], "--steps"),
     ],
 )
 def test_cli_bad_rware_options_are_one_line_errors(

@@ -106,7 +106,7 @@ def train(
         if robots is not None and robots != fleet:
             raise ConfigError(f"robots: {map_name} has {fleet} robots, got --robots {robots}")
         robots = fleet
-        if steps is None and minutes is None and algo not in ("iql-dqn", "vdn", "qmix"):
+        if steps is None and minutes is None:
             minutes = RWARE_MINUTES
             console.print(f"train: {map_name}: no --steps or --minutes, training {minutes:g} min")
         if minutes is not None and eval_every is None:
@@ -115,12 +115,6 @@ def train(
             num_envs = RWARE_WORLDS.get(algo, 8)
     robots = 2 if robots is None else robots
     num_envs = 8 if num_envs is None else num_envs
-    if steps is None and minutes is not None and algo in ("iql-dqn", "vdn", "qmix"):
-        # Their epsilon decays over the step budget: with the clock alone it never would.
-        raise ConfigError(
-            f"--minutes: {algo} decays epsilon over --steps; give --steps as well "
-            "(with --minutes alone exploration would stay at its start)"
-        )
     if steps is None:
         steps = 10**12 if minutes is not None else 100_000
     if eval_episodes is None:

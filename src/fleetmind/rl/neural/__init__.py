@@ -15,8 +15,9 @@ resume=False, time_limit_s=None) -> TrainResult`` on a batched multi-agent env
 - :mod:`.mat`: the Multi-Agent Transformer, actions decoded agent by agent, trained with PPO.
 
 Shared pieces (returns, GAE, buffers, networks, seeding, curves) live once in :mod:`.buffers`
-and :mod:`.base`; the two shared training loops in :mod:`.ppo` (IPPO, MAPPO, MAT) and :mod:`.dqn`
-(IQL-DQN, VDN, QMIX); MADDPG's loop is its own file. torch is imported only when a learner is.
+and :mod:`.base`; the shared training loops in :mod:`.ppo` (IPPO, MAPPO, MAT) and
+:mod:`.recurrent` (IQL-DQN, VDN, QMIX: GRU agents on episode replay; :mod:`.dqn` holds their
+feed-forward ablation); MADDPG's loop is its own file. torch is imported only when a learner is.
 """
 
 from __future__ import annotations

@@ -178,8 +178,19 @@ Act = Callable[[NDArray[np.float32]], NDArray[np.int64]]
 """An evaluation policy: ``(..., D)`` observations -> ``(...,)`` actions."""
 
 
+def start_episodes(policy: object) -> None:
+    """Reset a stateful policy's memory (a recurrent one's hidden states), if it keeps any.
+
+    The evaluators call it when they build an ``Act``: each evaluation starts new episodes.
+    """
+    reset = getattr(policy, "reset_state", None)
+    if callable(reset):
+        reset()
+
+
 def greedy_actions(policy: Callable[[torch.Tensor], torch.Tensor]) -> Act:
     """The argmax of a policy's logits (MAT: its greedy autoregressive decoding)."""
+    start_episodes(policy)
 
     def act(obs: NDArray[np.float32]) -> NDArray[np.int64]:
         with torch.no_grad():
@@ -199,6 +210,7 @@ def sampled_actions(policy: Callable[[torch.Tensor], torch.Tensor], seed: int) -
     """
     gen = torch.Generator()
     gen.manual_seed(seed)
+    start_episodes(policy)
     sample = getattr(policy, "sample", None)
 
     def act(obs: NDArray[np.float32]) -> NDArray[np.int64]:

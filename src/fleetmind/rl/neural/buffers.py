@@ -4,7 +4,8 @@
   arrays, with the time limit handled as it should be: an episode that *terminated* has no future
   (no bootstrap); one that was *truncated* by a time limit bootstraps from the value of its final
   state (``next_values``), and the advantage recursion is cut at both.
-- :class:`RolloutBuffer` (on-policy, fixed length) and :class:`ReplayBuffer` (off-policy, circular),
+- :class:`RolloutBuffer` (on-policy, fixed length), :class:`ReplayBuffer` (off-policy, circular)
+  and :class:`EpisodeBuffer` (off-policy, whole episodes, for recurrent learners),
   with :func:`final_transitions`, the next observations a replay buffer stores.
 """
 
@@ -310,4 +311,154 @@ class ReplayBuffer:
         if self.state.shape[1]:
             out["state"] = torch.from_numpy(self.state[idx].astype(np.float32))
             out["next_state"] = torch.from_numpy(self.next_state[idx].astype(np.float32))
+        return out
+
+
+class EpisodeBuffer:
+    """Circular off-policy storage of whole episodes, filled by ``B`` worlds stepping together.
+
+    EPyMARL's episode replay (``components/episode_buffer.py`` of uoe-agents/epymarl): a row is
+    one episode of at most ``max_len`` steps, its observations and states at ``max_len + 1``
+    time indices (the last one is what the episode's last step reached), ``filled`` False past
+    the episode's end. A recurrent learner unrolls its network over a row from a zero hidden
+    state, so a sampled row must start at an episode's first step: the worlds' episodes are
+    staged apart (:meth:`add_step`) and copied in when they end (:meth:`end`). Worlds may end at
+    different steps. Global states are float16, as in :class:`ReplayBuffer`.
+
+    Args:
+        capacity: episodes kept; the oldest is overwritten first.
+        max_len: longest episode (the env's time limit); a longer one is cut into pieces.
+        num_envs: ``B``, the worlds staged.
+        n_agents: ``N``.
+        obs_size: ``D``.
+        state_size: ``S`` (0: not stored).
+    """
+
+    def __init__(
+        self,
+        capacity: int,
+        max_len: int,
+        num_envs: int,
+        n_agents: int,
+        obs_size: int,
+        state_size: int = 0,
+    ) -> None:
+        if capacity < 1 or max_len < 1:
+            raise ValueError(f"capacity and max_len must be >= 1, got {capacity}, {max_len}")
+        c, t, n, b = capacity, max_len, n_agents, num_envs
+        self.capacity, self.max_len = capacity, max_len
+        # np.zeros maps pages lazily: memory grows with what is written, not with capacity.
+        self.obs = np.zeros((c, t + 1, n, obs_size), dtype=np.float32)
+        self.state = np.zeros((c, t + 1, state_size), dtype=np.float16)
+        self.actions = np.zeros((c, t, n), dtype=np.int64)
+        self.rewards = np.zeros((c, t, n), dtype=np.float32)
+        self.terminated = np.zeros((c, t), dtype=bool)
+        self.filled = np.zeros((c, t), dtype=bool)
+        self.length = np.zeros(c, dtype=np.int64)
+        self.pos = 0
+        self.size = 0
+        # The staging area: each world's running episode.
+        self._obs = np.zeros((b, t + 1, n, obs_size), dtype=np.float32)
+        self._state = np.zeros((b, t + 1, state_size), dtype=np.float32)
+        self._actions = np.zeros((b, t, n), dtype=np.int64)
+        self._rewards = np.zeros((b, t, n), dtype=np.float32)
+        self._terminated = np.zeros((b, t), dtype=bool)
+        self.t = np.zeros(b, dtype=np.int64)  # (B,) steps staged per world
+
+    def add_step(
+        self,
+        *,
+        obs: NDArray[np.float32],
+        actions: NDArray[np.int64],
+        rewards: NDArray[np.float32],
+        terminated: NDArray[np.bool_],
+        state: NDArray[np.float32] | None = None,
+    ) -> NDArray[np.bool_]:
+        """Stage one step of every world (``obs (B, N, D)`` acted on, ``terminated (B,)``).
+
+        Returns:
+            ``(B,)`` worlds whose staged episode is now ``max_len`` long: the caller must
+            :meth:`end` them before the next step.
+        """
+        w = np.arange(len(self.t))
+        self._obs[w, self.t] = obs
+        self._actions[w, self.t] = actions
+        self._rewards[w, self.t] = rewards
+        self._terminated[w, self.t] = terminated
+        if self._state.shape[-1]:
+            assert state is not None
+            self._state[w, self.t] = state
+        self.t += 1
+        full: NDArray[np.bool_] = self.t >= self.max_len
+        return full
+
+    def end(
+        self,
+        worlds: NDArray[np.int64],
+        *,
+        final_obs: NDArray[np.float32],
+        final_state: NDArray[np.float32] | None,
+        bootstrap: NDArray[np.bool_],
+    ) -> None:
+        """Store the staged episodes of ``worlds`` and start them afresh.
+
+        Args:
+            worlds: ``(K,)`` world indices.
+            final_obs: ``(K, N, D)`` what each episode's last step reached.
+            final_state: ``(K, S)`` its global state (None: states not stored).
+            bootstrap: ``(K,)`` whether ``final_obs`` is real; where not (a truncation the env
+                gave no final observation for), the last step is left out of learning.
+        """
+        for k, w in enumerate(worlds):
+            length = int(self.t[w])
+            if length == 0:
+                continue
+            c = self.pos
+            self._obs[w, length] = final_obs[k]
+            if self._state.shape[-1]:
+                assert final_state is not None
+                self._state[w, length] = final_state[k]
+            self.obs[c, : length + 1] = self._obs[w, : length + 1]
+            self.obs[c, length + 1 :] = 0.0
+            self.state[c, : length + 1] = self._state[w, : length + 1]
+            self.state[c, length + 1 :] = 0.0
+            self.actions[c, :length] = self._actions[w, :length]
+            self.actions[c, length:] = 0
+            self.rewards[c, :length] = self._rewards[w, :length]
+            self.rewards[c, length:] = 0.0
+            self.terminated[c, :length] = self._terminated[w, :length]
+            self.terminated[c, length:] = False
+            self.filled[c, :length] = True
+            self.filled[c, length:] = False
+            if not bootstrap[k] and not self._terminated[w, length - 1]:
+                self.filled[c, length - 1] = False
+            self.length[c] = length
+            self.pos = (self.pos + 1) % self.capacity
+            self.size = min(self.size + 1, self.capacity)
+            self.t[w] = 0
+
+    def sample(self, batch: int, generator: torch.Generator) -> dict[str, torch.Tensor]:
+        """``batch`` episodes (distinct when the buffer holds enough), cut to the longest.
+
+        Returns:
+            ``obs (M, L + 1, N, D)``, ``state (M, L + 1, S)`` (when stored), ``actions``,
+            ``rewards (M, L, N)``, ``terminated``, ``filled (M, L)`` as float tensors (actions
+            int64).
+        """
+        if self.size == 0:
+            raise IndexError("EpisodeBuffer is empty")
+        if self.size >= batch:
+            idx = torch.randperm(self.size, generator=generator)[:batch].numpy()
+        else:
+            idx = torch.randint(self.size, (batch,), generator=generator).numpy()
+        span = int(self.length[idx].max())
+        out = {
+            "obs": torch.from_numpy(self.obs[idx, : span + 1]),
+            "actions": torch.from_numpy(self.actions[idx, :span]),
+            "rewards": torch.from_numpy(self.rewards[idx, :span]),
+            "terminated": torch.from_numpy(self.terminated[idx, :span].astype(np.float32)),
+            "filled": torch.from_numpy(self.filled[idx, :span].astype(np.float32)),
+        }
+        if self.state.shape[-1]:
+            out["state"] = torch.from_numpy(self.state[idx, : span + 1].astype(np.float32))
         return out

@@ -1,4 +1,8 @@
-"""The off-policy Q-learning loop behind IQL-DQN, VDN and QMIX (CleanRL's ``dqn.py``, multi-agent).
+"""The Q-learners' config and the feed-forward loop (CleanRL's ``dqn.py``, multi-agent).
+
+IQL-DQN, VDN and QMIX train by default with GRU agents on episode replay, EPyMARL's recipe
+(:mod:`fleetmind.rl.neural.recurrent`, ``DQNConfig.recurrent``). This module holds their config
+and, as the ``recurrent=False`` ablation, the feed-forward loop on single transitions:
 
 One Q-network shared by all agents (agent-id one-hot appended), ``(..., N, D) -> (..., N, A)``,
 a target network updated by Polyak averaging, epsilon-greedy exploration decaying linearly, a
@@ -45,22 +49,61 @@ class DQNConfig(ReplayConfig):
 
     The learning rate's base is 1e-3 (halved for several agents on one shared reward).
 
+    The recurrent fields' defaults are EPyMARL's (uoe-agents/epymarl, ``src/config/default.yaml``
+    and ``src/config/algs/qmix.yaml``, read at commit 4bcbb1c): GRU hidden 64, last action in the
+    agent's input, a buffer of 5,000 episodes, batches of 32 episodes, one gradient step per
+    episode collected, a hard target update every 200 gradient steps, epsilon 1.0 -> 0.05 over
+    50,000 steps, rewards standardised by running moments.
+
     Attributes:
         eps_start: initial exploration rate.
-        eps_end: final exploration rate.
-        eps_fraction: fraction of the run over which epsilon decays linearly.
+        eps_end: final exploration rate (also the ``sample`` policy's rate at evaluation).
+        eps_fraction: fraction of the run over which epsilon decays linearly, when
+            ``eps_anneal_steps`` is 0.
+        eps_anneal_steps: world steps over which epsilon decays linearly (0: ``eps_fraction``
+            of the run's steps instead); a fixed count keeps ``--minutes`` runs meaningful.
         mixing_embed: width of the QMIX mixing layer.
+        recurrent: GRU agents trained on episode replay (:mod:`~fleetmind.rl.neural.recurrent`);
+            False: feed-forward agents on single-transition replay (this module's loop).
+        rnn_hidden: width of the recurrent agent (its input layer and GRU).
+        last_action: the recurrent agent's input carries its previous action, one-hot.
+        episodes_buffer: recurrent: replay capacity in episodes.
+        episodes_batch: recurrent: episodes per gradient step.
+        updates_per_episode: recurrent: gradient steps per episode collected.
+        target_every: recurrent: gradient steps between hard target copies (0: Polyak ``tau``
+            after every step).
+        standardise_rewards: recurrent: divide the learned rewards by their running standard
+            deviation after removing their running mean (EPyMARL's ``standardise_rewards``).
     """
 
     eps_start: float = 1.0
     eps_end: float = 0.05
     eps_fraction: float = 0.5
+    eps_anneal_steps: int = 50_000
     mixing_embed: int = 32
+    recurrent: bool = True
+    rnn_hidden: int = 64
+    last_action: bool = True
+    episodes_buffer: int = 5_000
+    episodes_batch: int = 32
+    updates_per_episode: float = 1.0
+    target_every: int = 200
+    standardise_rewards: bool = True
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if not 0.0 < self.eps_fraction <= 1.0:
             raise ConfigError(f"DQNConfig.eps_fraction must be in (0, 1], got {self.eps_fraction}")
+        for name in ("rnn_hidden", "episodes_buffer", "episodes_batch"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"DQNConfig.{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("eps_anneal_steps", "target_every"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"DQNConfig.{name} must be >= 0, got {getattr(self, name)}")
+        if not self.updates_per_episode > 0:
+            raise ConfigError(
+                f"DQNConfig.updates_per_episode must be > 0, got {self.updates_per_episode}"
+            )
 
 
 class QNetwork(base.AgentMLP):
@@ -81,8 +124,11 @@ per transition for nothing)."""
 
 
 def epsilon_at(step: int, total: int, config: DQNConfig) -> float:
-    """Linear decay from ``eps_start`` to ``eps_end`` over ``eps_fraction * total`` steps."""
-    span = max(1.0, config.eps_fraction * total)
+    """Linear decay from ``eps_start`` to ``eps_end`` over ``eps_anneal_steps`` steps.
+
+    With ``eps_anneal_steps`` 0 the decay spans ``eps_fraction * total`` steps instead.
+    """
+    span = max(1.0, float(config.eps_anneal_steps) or config.eps_fraction * total)
     frac = min(1.0, step / span)
     return config.eps_start + frac * (config.eps_end - config.eps_start)
 
@@ -222,7 +268,10 @@ def learner(
     make_mixer: Callable[[base.BatchEnv, DQNConfig], Mixer] | None,
     doc: str,
 ) -> base.Learner[DQNConfig]:
-    """A Q-learner's ``train``: the mixer (if any) built from the run's seed, then train_dqn.
+    """A Q-learner's ``train``: the mixer (if any) built from the run's seed, then the loop.
+
+    The loop is :func:`fleetmind.rl.neural.recurrent.train_recurrent` (GRU agents, episode
+    replay) when ``config.recurrent``, else :func:`train_dqn` (feed-forward, transitions).
 
     Args:
         algo: name recorded in results and checkpoints.
@@ -236,6 +285,10 @@ def learner(
             if make_mixer is not None
             else None
         )
+        if cfg.recurrent:
+            from fleetmind.rl.neural.recurrent import train_recurrent
+
+            return train_recurrent(env, cfg, mixer=mixer, algo=algo, run=options)
         return train_dqn(env, cfg, mixer=mixer, algo=algo, run=options)
 
     return base.Learner(run, DQNConfig, doc)

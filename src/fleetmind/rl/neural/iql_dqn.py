@@ -3,7 +3,9 @@
 Each agent learns ``Q_i(o_i, a_i)`` from its own observation and its own reward, treating the
 others as part of the environment: the neural counterpart of :func:`fleetmind.rl.tabular.
 independent_q`. One network is shared by all agents (agent-id one-hot appended). The loop is
-:func:`fleetmind.rl.neural.dqn.train_dqn` with no mixer: the TD target of agent ``i`` is
+:func:`fleetmind.rl.neural.recurrent.train_recurrent` (GRU agents, episode replay;
+:func:`fleetmind.rl.neural.dqn.train_dqn` with ``recurrent=False``) with no mixer: the TD
+target of agent ``i`` is
 ``r_i + gamma * Q_target_i(o_i', argmax_a Q_i(o_i', a))``.
 
 Usage::

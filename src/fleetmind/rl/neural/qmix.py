@@ -4,8 +4,9 @@
 are produced by hypernetworks from the global state ``s`` and forced non-negative (absolute
 value), so ``dQ_tot / dQ_i >= 0`` and every agent's greedy action on its own ``Q_i`` is also the
 greedy joint action of ``Q_tot``. Trained on the team reward (the mean of the agents' normalised
-rewards); executed on local observations. The loop is :func:`fleetmind.rl.neural.dqn.train_dqn`;
-this file holds the mixer.
+rewards); executed on local observations. The loop is
+:func:`fleetmind.rl.neural.recurrent.train_recurrent` (GRU agents, episode replay;
+:func:`fleetmind.rl.neural.dqn.train_dqn` with ``recurrent=False``); this file holds the mixer.
 
 Usage::
 

@@ -4,7 +4,8 @@ The team value is the sum of per-agent utilities, ``Q_tot(s, a) = sum_i Q_i(o_i,
 end to end on the team reward (the mean of the agents' normalised rewards); each agent executes
 greedily on its own ``Q_i``, so execution needs only local observations. The neural counterpart
 of :func:`fleetmind.rl.ctde.ctde_q` with ``method="vdn"``. The loop is
-:func:`fleetmind.rl.neural.dqn.train_dqn`; this file holds the mixer.
+:func:`fleetmind.rl.neural.recurrent.train_recurrent` (GRU agents, episode replay;
+:func:`fleetmind.rl.neural.dqn.train_dqn` with ``recurrent=False``); this file holds the mixer.
 
 Usage::
 

@@ -94,6 +94,20 @@ def test_the_manifest_keeps_the_old_sets_first_contact() -> None:
         assert manifest[name]["role"] == "development"  # folded in after first contact
 
 
+def test_notes_generate_writes_a_labelled_set_the_rules_read(tmp_path: Path) -> None:
+    out = tmp_path / "gen.jsonl"
+    proc = _run("notes", "generate", "--difficulty", "hard", "--n", "60", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    proc = _run("notes", "eval", str(out), "--reader", "template", "--reader", "rules", "--json")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["set"]["role"] == "unknown"  # no manifest beside a generated set
+    readers = {r["reader"]: r for r in report["readers"]}
+    assert readers["rules"]["notes"] == 60
+    assert readers["rules"]["exact_accuracy"] > readers["template"]["exact_accuracy"] + 0.3
+    assert _run("notes", "generate", "--difficulty", "odd", "--out", str(out)).returncode == 2
+
+
 def test_bad_note_files_get_one_line(tmp_path: Path) -> None:
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"note": "ok", "arrival_tick": 0}\n{"note": 5}\n', encoding="utf-8")

@@ -89,6 +89,25 @@ def notes_read(
         err_console.print(f"{len(lines)} predictions: {out}")
 
 
+@notes_app.command("generate")
+def notes_generate(
+    out: Annotated[Path, typer.Option(help="Write the labelled set here (JSON lines).")],
+    difficulty: Annotated[str, typer.Option(help="easy, normal or hard.")] = "normal",
+    n: Annotated[int, typer.Option(min=1, help="Notes to write (a third plain).")] = 600,
+    seed: Annotated[int, typer.Option(min=0, help="Root seed.")] = 1,
+) -> None:
+    """A labelled set written by the note generator (not a test set), for ``notes eval``."""
+    from fleetmind.eval.notes import generated
+
+    items = generated(difficulty=difficulty, n=n, seed=seed)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(
+        "".join(json.dumps(i.model_dump(), ensure_ascii=False) + "\n" for i in items),
+        encoding="utf-8",
+    )
+    err_console.print(f"{len(items)} notes: {out}")
+
+
 def _pct(value: Any) -> str:
     return "-" if value is None else f"{100 * value:.1f}%"
 

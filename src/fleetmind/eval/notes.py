@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -25,7 +26,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from fleetmind.dispatch.notes.readers import NoteReader, Reading
 from fleetmind.errors import TaskFileError, read_input
-from fleetmind.sim.notes import KINDS, LabelledNote
+from fleetmind.sim.notes import KINDS, Constraint, ConstraintModel, LabelledNote
+from fleetmind.sim.notewriter import NoteConfig, NoteWriter
 
 MANIFEST = "sets.json"
 SetRole = Literal["development", "held-out"]
@@ -94,6 +96,49 @@ def set_role(path: str | os.PathLike[str]) -> dict[str, Any]:
         }
     first = entry.first_contact.model_dump() if entry.first_contact else None
     return {"role": entry.role, "listed": True, "first_contact": first, "manifest": str(manifest)}
+
+
+def generated(
+    *, difficulty: str = "normal", n: int = 600, seed: int = 1, robots: int = 8
+) -> list[LabelledNote]:
+    """A labelled set written by the note generator (a third plain), for ``notes eval``.
+
+    Not a test set: the rules were improved against the generator too. Orders arrive at ticks
+    drawn from ``[0, 2000)``, due 200 ticks later, 20 cells from the station; the first five
+    robots are capable.
+
+    Raises:
+        ConfigError: an unknown difficulty.
+    """
+    ss = np.random.SeedSequence(seed)
+    writer_seq, ticks_seq = ss.spawn(2)
+    writer = NoteWriter(
+        NoteConfig(style="realistic", difficulty=difficulty),  # type: ignore[arg-type]
+        np.random.default_rng(writer_seq),
+    )
+    rng = np.random.default_rng(ticks_seq)
+    fleet = [f"robot_{i}" for i in range(robots)]
+    out = []
+    for k in range(n):
+        tick = int(rng.integers(0, 2000))
+        truth: tuple[Constraint, ...]
+        if k % 3 == 0:
+            note, truth = writer.plain(tick=tick, robots=fleet), ()
+        else:
+            note, truth = writer.constrained(
+                tick=tick, due=tick + 200, distance=20, capable=fleet[:5], robots=fleet
+            )
+        lang = "zh" if re.search(r"[\u3400-\u9fff]", note) else "en"
+        out.append(
+            LabelledNote(
+                note=note,
+                arrival_tick=tick,
+                robots=fleet,
+                lang=lang,
+                constraints=[ConstraintModel(**c.as_dict()) for c in truth],
+            )
+        )
+    return out
 
 
 def _rate(num: int, den: int) -> float | None:

@@ -188,3 +188,65 @@ def test_distance_maps_equal_scipy_dijkstra_on_a_real_map(highway: float) -> Non
     ref = shortest_path(graph, method="D", indices=goals)
     ref = np.where(np.isinf(ref), 30000, ref).astype(np.int16)
     assert np.array_equal(dm.maps[dm.slots(goals)][:, : dm.n_free], ref)
+
+
+def reference_pibt(
+    cell: np.ndarray, cand: np.ndarray, prio: np.ndarray, sentinel: int
+) -> np.ndarray:
+    """The planner's former PIBT (recursive Python): the reference the kernel must match."""
+    import sys
+
+    n = len(cell)
+    cur, cands = cell.tolist(), cand.tolist()
+    occ_arr = np.full(sentinel + 1, -1, dtype=np.int64)
+    occ_arr[cell] = np.arange(n)
+    occ = occ_arr.tolist()
+    reserved = [-1] * (sentinel + 1)
+    nxt = [-1] * n
+
+    def visit(i: int, parent: int) -> bool:
+        parent_cell = cur[parent] if parent >= 0 else -1
+        for v in cands[i]:
+            if v in (sentinel, parent_cell) or reserved[v] != -1:
+                continue
+            reserved[v] = i
+            nxt[i] = v
+            k = occ[v]
+            if k != -1 and k != i and nxt[k] == -1 and not visit(k, i):
+                continue
+            return True
+        nxt[i] = cur[i]
+        reserved[cur[i]] = i
+        return False
+
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 4 * n + 1000))
+    try:
+        for i in np.argsort(-prio, kind="stable").tolist():
+            if nxt[i] == -1:
+                visit(i, -1)
+    finally:
+        sys.setrecursionlimit(limit)
+    return np.array(nxt, dtype=np.int64)
+
+
+class Checked(PibtPlanner):
+    """The planner, its every PIBT answer compared with the reference."""
+
+    steps_checked = 0
+
+    def _pibt(self, cell: np.ndarray, cand: np.ndarray) -> np.ndarray:
+        got = super()._pibt(cell, cand)
+        expected = reference_pibt(cell, cand, self.prio, self.dm.n_free)
+        assert np.array_equal(got, expected)
+        Checked.steps_checked += 1
+        return got
+
+
+@pytest.mark.parametrize("name", ["2023/warehouse.domain/warehouse_small_200.json"])
+def test_the_compiled_pibt_answers_as_the_recursive_one(name: str) -> None:
+    # 200 robots on the small warehouse: crowded enough for long push chains.
+    inst = lorr.read_instance(DATA / name)
+    result = lorr.simulate(inst, Checked(), steps=120)
+    assert Checked.steps_checked == 120
+    assert result.record.errors == []

@@ -24,8 +24,9 @@ Each step (:meth:`PibtPlanner.plan`):
    move after which the robot cannot keep driving straight toward its goal.
 4. PIBT (Okumura et al. 2022) by priority (steps since the robot's goal changed, seeded
    tie-breaks): a robot takes its best free candidate; one that wants the cell of a
-   lower-priority robot pushes it (recursively); no robot takes the cell of the robot pushing
-   it (no swap); one that cannot make room stays.
+   lower-priority robot pushes it (in turn); no robot takes the cell of the robot pushing it
+   (no swap); one that cannot make room stays. This is the project's one PIBT, the shield's
+   compiled :func:`~fleetmind.safety.shield.pibt_step`, run on the ranked candidate cells.
 5. Rotations: a robot whose chosen cell is not straight ahead turns toward it and stays; then
    every robot that meant to enter the cell of a robot that stays stays too (chains of
    followers, found from the stayers). Staying robots turn toward their cheapest neighbour.
@@ -36,7 +37,6 @@ vertex or swap conflict; :func:`fleetmind.sim.lorr.validate` checks executed fil
 
 from __future__ import annotations
 
-import sys
 from collections import OrderedDict
 from dataclasses import dataclass
 
@@ -44,6 +44,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from fleetmind.errors import ConfigError
+from fleetmind.safety.shield import pibt_step
 from fleetmind.sim.distances import DistanceOracle
 from fleetmind.sim.grid import DOWN, LEFT, RIGHT, UP, GridMap
 from fleetmind.sim.lorr import CCR, CR, FW, HEADING, WAIT, Instance, Plan, View
@@ -52,6 +53,8 @@ BIG = np.int16(30000)
 """Distance of an unreachable or blocked cell in a map (int16)."""
 _ACTION_OF_HEADING = (RIGHT, DOWN, LEFT, UP)  # sim.grid action of heading 0 E, 1 S, 2 W, 3 N
 _CHUNK = 64  # maps searched and copied in one go
+_KERNEL_WALL = 1  # pibt_step's code of a move it must not take
+_NO_SIDEWAYS = np.zeros((5, 5), dtype=np.bool_)  # escapes are the shield's, unused here
 TURNS = np.array([0, 1, 2, 1], dtype=np.int64)
 """Rotations from heading ``o`` to heading ``k``, indexed by ``(k - o) % 4``."""
 
@@ -429,42 +432,36 @@ class PibtPlanner:
         return stays[nb]
 
     def _pibt(self, cell: NDArray[np.int64], cand: NDArray[np.int64]) -> NDArray[np.int64]:
-        """PIBT over each robot's ranked candidate cells; returns the ``(n,)`` next cells."""
+        """PIBT over each robot's ranked candidate cells; returns the ``(n,)`` next cells.
+
+        The project's one PIBT, the shield's compiled :func:`~fleetmind.safety.shield.pibt_step`,
+        on free-cell indices: column 0 of a robot's targets is its own cell (the kernel's wait,
+        what it falls back to), columns 1-4 its other candidates, and its preference row ranks
+        the columns as ``cand`` ranks the cells.
+        """
         n = len(cell)
         sentinel = self.dm.n_free
-        cur = cell.tolist()
-        cands = cand.tolist()
-        occ_arr = np.full(sentinel + 1, -1, dtype=np.int64)
-        occ_arr[cell] = np.arange(n)
-        occ = occ_arr.tolist()
-        reserved = [-1] * (sentinel + 1)
-        nxt = [-1] * n
-
-        def visit(i: int, parent: int) -> bool:
-            parent_cell = cur[parent] if parent >= 0 else -1
-            for v in cands[i]:
-                if v in (sentinel, parent_cell) or reserved[v] != -1:
-                    continue
-                reserved[v] = i
-                nxt[i] = v
-                k = occ[v]
-                if k != -1 and k != i and nxt[k] == -1 and not visit(k, i):
-                    continue
-                return True
-            nxt[i] = cur[i]
-            reserved[cur[i]] = i
-            return False
-
-        order = np.argsort(-self.prio, kind="stable").tolist()
-        limit = sys.getrecursionlimit()
-        sys.setrecursionlimit(max(limit, 4 * n + 1000))
-        try:
-            for i in order:
-                if nxt[i] == -1:
-                    visit(i, -1)
-        finally:
-            sys.setrecursionlimit(limit)
-        return np.array(nxt, dtype=np.int64)
+        own = cand == cell[:, None]  # (n, 5): exactly one True a row
+        target = np.empty((n, 5), dtype=np.int64)
+        target[:, 0] = cell
+        target[:, 1:] = cand[~own].reshape(n, 4)
+        column = np.cumsum(~own, axis=1) * ~own  # rank -> column (0 for the own cell)
+        code = np.where(target == sentinel, _KERNEL_WALL, 0).astype(np.int64)
+        target[target == sentinel] = 0  # never read where the code says wall
+        order = np.argsort(-self.prio, kind="stable").astype(np.int64)
+        occ_now = np.full(sentinel + 1, -1, dtype=np.int64)
+        occ_next = np.full(sentinel + 1, -1, dtype=np.int64)
+        act = np.empty(n, dtype=np.int64)
+        reasons = np.empty(n, dtype=np.int64)
+        no = np.zeros(n, dtype=np.bool_)
+        broken = pibt_step(
+            cell, target, code, np.ascontiguousarray(column), order, no, no, _NO_SIDEWAYS,
+            occ_now, occ_next, act, reasons,
+        )  # fmt: skip
+        if broken >= 0:
+            raise AssertionError(f"PIBT: robot {broken}'s own cell was taken")
+        nxt: NDArray[np.int64] = target[np.arange(n), act]
+        return nxt
 
     def _actions(
         self,

@@ -474,6 +474,12 @@ def test_the_normaliser_still_mends_misspelt_cue_words() -> None:
             {Constraint("only_robot", robot="robot_2")},
         ),
         ("Ops export: excluded_units=[3]", 0, {Constraint("not_robot", robot="robot_3")}),
+        # a change "from A to B" keeps B, of the kind the sentence names
+        ("Cutoff pushed from tick 600 to tick 640.", 100, {Constraint("deadline", tick=640)}),
+        ("取货从300推迟到330。", 100, {Constraint("hold", tick=330)}),
+        # Chinese drops the object; a consequence is no cancellation
+        ("5号车刹车有问题，先别用。", 0, {Constraint("not_robot", robot="robot_5")}),
+        ("请在900前送到，否则订单取消。", 100, {Constraint("deadline", tick=900)}),
     ],
 )
 def test_rules_reader_scopes_what_busy_people_write(note: str, arrival: int, truth: set) -> None:
@@ -487,6 +493,7 @@ def test_rules_reader_scopes_what_busy_people_write(note: str, arrival: int, tru
         "Use robot 4 if it is free.",  # a condition
         "如果3号车有空就用3号车。",
         "Deadline moved: the new one is tick 900.",  # a time no cue places, in a note about limits
+        "Ideally before tick 500.",  # a wish, not a requirement
     ],
 )
 def test_rules_reader_sends_what_it_cannot_place_to_review(note: str) -> None:

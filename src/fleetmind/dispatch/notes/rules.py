@@ -98,7 +98,7 @@ _NOT_SUF = [
         r"(?:(?:must|should|can|will|has to|needs to) )?sits? (?:\w+ ){0,2}?out)\b"
     ),
     _c(
-        r"^\s*(?:请)?\s*(?:都|也|就)?\s*(?:不要|不能|不可以|不准|不许|不得|别|勿|禁止|禁用|不行|不可|排除|除外|不参与|不碰|不要碰|不能碰|不用|免)"
+        r"^\s*(?:这|那)?(?:两|几|\d)?(?:台|辆|个)?\s*(?:请)?\s*(?:都|也|就)?\s*(?:不要|不能|不可以|不准|不许|不得|别|勿|禁止|禁用|不行|不可|排除|除外|不参与|不碰|不要碰|不能碰|不用|免)"
     ),
     _c(
         r"^\s*(?:\w+\s+){0,5}?(?:must not|mustn'?t|should not|shouldn'?t|cannot|can'?t|may not|"
@@ -143,7 +143,7 @@ _ONLY_PRE = [
         r"(?:只能|只有|只让|只准|只许|只可以|只可|只用|只派|只给|只交给|仅限|仅由|仅|只|必须|务必|一定要|一定得|必需|"
         r"指定|专门|请|麻烦|需要|要|限|就用|就让|就给|就派|归)\s*(?:由|用|让|派|给|交给|使用|安排|叫|是)?\s*$"
     ),
-    _c(r"(?:交给|派|安排|让|用|由|叫)\s*$"),
+    _c(r"(?:交给|派|安排|让|用|由|叫|给|限定|改用|换成|换用)\s*$"),
 ]
 _ONLY_SUF = [
     _c(r"^\s*(?:(?!not\b|no\b|never\b)\w+\s+){0,3}?(?:exclusively|alone|only)\b"),
@@ -222,7 +222,7 @@ _DEADLINE_PRE = _c(
     r"cut-off|expires?|asap|beat|make(?!\s+(?:that|it)\b)|catch|in time for|late after|late past|late if after|"
     r"late beyond|refund after|not after|closes at|closing at|closes|shuts at|prior to|ahead of)"
     r"\s+(?:\w+\s+){0,3}?$"
-    r"|(?:截止|最晚|最迟|不晚于|不迟于|限时|限|务必在|必须在|要在|请在|得在|于|只给|只有|赶上|赶在|赶|期限|时限)\s*(?:时间|日期|时刻)?\s*(?:到|在|是|为|改成|改为|改到|定为|调整为|调到)?\s*$"
+    r"|(?:截止|最晚|最迟|不晚于|不迟于|限时|限|务必在|必须在|要在|请在|得在|于|只给|只有|赶上|赶在|赶|期限|时限)\s*(?:时间|日期|时刻)?\s*(?:到|在|是|为|改成|改为|改到|定为|调整为|调到)?\s*(?:下单|到货|入库|到达|收单)?后?\s*$"
 )
 # Weak cues: a duration ("in 25 ticks") or a time word, never a bare number ("pack in 2 boxes").
 _DEADLINE_WEAK = _c(
@@ -451,18 +451,23 @@ def cancelled(c: Candidates, kind: str, start: int, *, sticky: bool = False) -> 
     spans = [(r.start, r.end) for r in c.robots] + [(t.start, t.end) for t in c.times]
     for p in pats:
         for m in p.finditer(c.text):
+            lo, hi = _clause_bounds(c.text, m.start(), m.end())
+            if _CONSEQUENCE.search(c.text[max(0, m.start() - 12) : m.start()]) or _NO_OTHER.search(
+                c.text, lo, hi
+            ):
+                # "or else the order is cancelled", "别的车不用管": no cancellation of the note.
+                continue
             if left <= m.start() < right:
                 return True  # in the constraint's own clause
-            if m.start() >= right:
-                # A later clause cancels what came before only when it names nothing itself
-                # ("that's cancelled", "现在不用了"); one that names a robot or a time
-                # ("原来的680作废") cancels what it names.
-                lo, hi = _clause_bounds(c.text, m.start(), m.end())
-                if not any(lo <= s0 < hi for s0, _ in spans):
-                    return True
+            # A later clause cancels what came before only when it names nothing itself
+            # ("that's cancelled", "现在不用了"); one that names a robot or a time
+            # ("原来的680作废") cancels what it names.
+            if m.start() >= right and not any(lo <= s0 < hi for s0, _ in spans):
+                return True
     return False
 
 
+_CONSEQUENCE = _c(r"(?:否则|不然|要不|\botherwise|\bor else|\bor they|\bor the customer)\W*\w*\W*$")
 _CONJ = _c(r"^\s*(?:and|or|&|\+|/|nor|and also|或者|或|和|与|跟|及|同|、|,)\s*(?:the\s+)?$")
 _NO_OTHER = _c(
     r"\b(?:no other (?:bot|robot|one)s?|nobody else|no one else|noone else|not anyone else|"
@@ -471,6 +476,8 @@ _NO_OTHER = _c(
 )
 _PRONOUN_NOT = _c(
     r"(?:不能|不要|别|不可以|不准|不许)(?:用|派|让|叫|给)(?:它|他|这台|这辆)"
+    # Chinese drops the object: "2号夹爪松了，先别用" (don't use [it]).
+    r"|(?:先|暂时|暂|就|也)?(?:别|不要|不能|勿|不准)(?:再)?(?:用|派|使用|安排)(?:了)?(?=[,.;!?。，；！？])"
     r"|\b(?:don'?t|do not|never|can'?t|cannot|rather not|prefer not to)\s+(?:use|send|assign|route|"
     r"give|let|dispatch|schedule|book|put|see|have|get)\b(?:\s+\w+){0,3}?\s+"
     r"(?:it|him|her|that one|that robot|them)\b"
@@ -509,7 +516,8 @@ def judge_all(c: Candidates) -> list[tuple[RobotMention | TimeMention, Judgement
         if j.kind == "not_robot":
             continue
         nxt = robots[i + 1][0].start if i + 1 < len(robots) else len(c.text)
-        after = c.text[r.end : nxt]
+        # The note's end closes a clause; the next robot's start does not.
+        after = c.text[r.end : nxt] + ("." if nxt == len(c.text) else "")
         _, clause_end = _clause_bounds(c.text, r.start, r.end)
         tail = c.text[clause_end:nxt]
         if j.kind is None and _HANDS_OFF.search(c.text[: r.start]):
@@ -530,8 +538,8 @@ def judge_all(c: Candidates) -> list[tuple[RobotMention | TimeMention, Judgement
 # - sorry, I meant robot 6", "hold till 250, no wait, 280", "不要用2号车，说错了，是4号").
 _REPAIR = _c(
     r"\b(?:sorry|i meant|i mean|meant to say|correction|corrected|no wait|wait,? no|make that|"
-    r"make it|or rather|typo|my mistake|my bad|scratch that|oops)\b|\bno\s*[-,]"
-    r"|不对|说错|写错|打错|更正|纠正|哦不|我是说|我的意思是|改成|改为|应该是"
+    r"make it|or rather|typo|my mistake|my bad|scratch that|oops|switch(?:ing|ed)? to)\b|\bno\s*[-,]"
+    r"|不对|说错|写错|打错|更正|纠正|哦不|我是说|我的意思是|改成|改为|应该是|改用|换成|换用"
 )
 # A constraint about another order than this one ("the 400 cutoff is for the other order").
 _OTHER_ORDER = _c(
@@ -644,6 +652,49 @@ def _out_of_scope(c: Candidates, m: RobotMention | TimeMention) -> bool:
     return False
 
 
+# "the deadline moved from tick 700 to tick 760", "取货时间从500延后到560": the later value
+# replaces the earlier; its kind is the one the sentence names, else the earlier one's.
+_CHANGE = _c(r"(?:\bfrom|从|由)\s*$")
+_CHANGE_TO = _c(
+    r"^\s*(?:\w+\s+){0,3}?(?:to|until)\s*$|^\s*(?:推迟|延后|延迟|提前|改|调整|移|挪|延长)?\s*(?:到|至|为|成)\s*$"
+)
+_NAMES_DEADLINE = _c(r"\b(?:deadline|due|cutoff|cut-off|delivery)\b|截止|送达|最晚|时限|期限|交货")
+_NAMES_HOLD = _c(r"\b(?:pick ?up|hold|release|collection)\b|取货|出库|提货|放行")
+# A wish, not a requirement ("ideally before 800", "最好700之前"): the rules do not guess.
+_PREFERENCE = _c(
+    r"\b(?:ideally|preferably|if possible|if you can|would be nice|nice to have|no preference)\b"
+    r"|尽量|最好|如果可以|可以的话|能的话"
+)
+
+
+def _changed(c: Candidates, judged: Judged) -> Judged:
+    """A time changed "from A to B": A is dropped, B takes the kind the sentence names."""
+    out = list(judged)
+    for i, (a, ja) in enumerate(out):
+        if not isinstance(a, TimeMention) or not _CHANGE.search(
+            c.text[max(0, a.start - 8) : a.start]
+        ):
+            continue
+        nxt = next((k for k in range(i + 1, len(out)) if isinstance(out[k][0], TimeMention)), None)
+        if nxt is None:
+            continue
+        b, jb = out[nxt]
+        if not _CHANGE_TO.search(c.text[a.end : b.start]):
+            continue
+        s_left, s_right = _sentence(c.text, a.start)
+        sentence = c.text[s_left:s_right]
+        kind = (
+            "deadline"
+            if _NAMES_DEADLINE.search(sentence)
+            else "hold"
+            if _NAMES_HOLD.search(sentence)
+            else ja.kind or jb.kind
+        )
+        out[i] = (a, Judgement(None, True))
+        out[nxt] = (b, Judgement(kind, True) if kind else jb)
+    return out
+
+
 def scoped(c: Candidates, judged: Judged) -> Judged:
     """Judgements after self-repairs, other orders, declined requests and conditions.
 
@@ -651,13 +702,15 @@ def scoped(c: Candidates, judged: Judged) -> Judged:
     constraint; one under a condition is in doubt (the note goes to review).
     """
     out: Judged = []
-    for m, j in _repaired(c, judged):
+    for m, j in _repaired(c, _changed(c, judged)):
         if j.kind is not None and _out_of_scope(c, m):
             j = Judgement(None, True)
         elif j.kind is not None:
             left, right = _clause_bounds(c.text, m.start, m.end)
             s_left, _ = _sentence(c.text, m.start)
-            if _CONDITION.search(c.text, s_left, right):
+            if _PREFERENCE.search(c.text, left, right):
+                j = replace(j, doubt="a preference")
+            elif _CONDITION.search(c.text, s_left, right):
                 if isinstance(m, RobotMention) and _UNAVAILABLE.search(c.text, left, right):
                     # "If robot 3 is down, escalate": a contingency about the robot the note
                     # already asked for, no constraint of its own.

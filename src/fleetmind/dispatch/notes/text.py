@@ -152,8 +152,9 @@ _SLANG = (
     (re.compile(r"\bnet\b(?= t)"), "no earlier than"),
     (re.compile(r"\bdlvr\b|\bdelv\b|\bdeliv\b"), "deliver"),
     (re.compile(r"\bpik\b|\bpck\b"), "pick"),
-    (re.compile(r"\b(?:tic|tik|tck)\b"), "tick"),
-    (re.compile(r"\b(?:tics|tiks|tcks|ticls|tikcs|tickss)\b"), "ticks"),
+    # "tic"/"tics" are words, so the typo mender leaves them; as shorthand they are ticks.
+    (re.compile(r"\btic\b"), "tick"),
+    (re.compile(r"\btics\b"), "ticks"),
     (re.compile(r"\bb/f\b"), "before"),
     (re.compile(r"\bnt\b"), "not"),
 )
@@ -288,7 +289,8 @@ def _mend(token: str) -> str:
 # field's role, the value is a robot id or a tick. General field vocabulary, not note strings.
 _FIELD = re.compile(
     r"(?<![\w=])([a-z]+(?:[_-][a-z]+)*|[\u3400-\u9fff]{1,6})\s*[=:]\s*"
-    r"\[?\s*((?:robot|bot|agv|amr|unit|r)?[_#-]?\d+)\s*\]?(?![\w.]|\s*(?:ticks?|steps?|个|时刻|号|%))"
+    r"\[?\s*((?:robot|bot|agv|amr|unit|r)?[_#-]?\d+|第\s*\d+\s*个?\s*时刻)\s*(?:号(?:车|机器人)?)?\s*\]?"
+    r"(?![\w.]|\s*(?:ticks?|steps?|个|时刻|%))"
 )
 _KEY_ROBOT = frozenset(
     {"robot", "robots", "bot", "bots", "agv", "agvs", "amr", "unit", "units", "vehicle", "vehicles"}
@@ -393,7 +395,9 @@ def normalize(note: str) -> str:
         value = _zh_value(run)
         return run if value is None else str(value)
 
-    return _ZH_RUN.sub(zh, text)
+    text = _ZH_RUN.sub(zh, text)
+    # "850点前": a count past any clock hour is a tick ("下午3点" stays a clock time).
+    return re.sub(r"(\d{3,})\s*点(?!钟)", r"\1", text)
 
 
 @dataclass(frozen=True)
@@ -511,7 +515,7 @@ _ID_NOUN = re.compile(
     r"line|id|code|customer|client|invoice|room|block|account|ticket|seat|pick list|"
     r"shipment|parcel|package|door|bay|level|pos|position|station|platform|column|col)"
     r"\s*(?:no\.?|number|#)?\s*[#:.=-]?\s*"
-    r"|(?:货架|架|单号|编号|订单号?|批次|库位|货位|仓|区|排|托盘|箱号|客户号?|工单|通道|站台|门)"
+    r"|(?:货架|架|单号|编号|订单号?|批次|库位|货位|仓|区|排|托盘|箱号|客户(?:编)?号|工单|通道|站台|门)"
     r"\s*[#:：=-]?\s*)$"
 )
 

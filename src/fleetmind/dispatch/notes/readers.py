@@ -36,7 +36,14 @@ from typing import Any, Literal, Protocol
 from pydantic import RootModel
 
 from fleetmind.dispatch.notes import rules
-from fleetmind.dispatch.notes.text import Candidates, RobotMention, TimeMention, extract, numbers_in
+from fleetmind.dispatch.notes.text import (
+    Candidates,
+    RobotMention,
+    TimeMention,
+    extract,
+    numbers_in,
+    warm,
+)
 from fleetmind.errors import ConfigError
 from fleetmind.llm.budgets import Budgets
 from fleetmind.llm.chat import CallContext, ChatClient, Message
@@ -268,6 +275,8 @@ class RulesReader:
     def __init__(self, *, strict: bool = False) -> None:
         self.strict = strict
         self.name = "rules-review" if strict else "rules"
+        # The normaliser's word list loads here, not inside the first planner call.
+        warm()
 
     def read(self, note: str, *, arrival_tick: int, robots: Sequence[str]) -> Reading:
         """Judge each mention by its cues."""

@@ -259,6 +259,12 @@ def is_word(token: str) -> bool:
     return _english().get(token, 0) >= _WORD_MIN_COUNT
 
 
+def warm() -> None:
+    """Load the English word list now (about half a second) rather than on the first note."""
+    _english()
+
+
+@functools.lru_cache(maxsize=8192)
 def _mend(token: str) -> str:
     """A misspelt cue word becomes the cue word (``hodl`` -> ``hold``); a real word stays.
 

@@ -822,3 +822,38 @@ def test_a_low_robot_gets_no_new_work_while_the_desk_decides() -> None:
     rules = IncidentHost(_world(), DeskConfig(mode="rules"))
     rules.inject(parse_fault("battery:robot_0@0"), "robot_0")
     assert rules.reserved_robots() == frozenset()
+
+
+def test_a_desk_wait_after_which_the_incident_cleared_is_not_resolved_by_the_desk() -> None:
+    from fleetmind.dispatch.incidents import Incident, _by_desk, _desk_waited, desk_decisions
+
+    def inc(actions: list[dict], decision: dict | None) -> Incident:
+        return Incident(
+            "i0",
+            "breakdown",
+            10,
+            "x",
+            handler="desk",
+            closed=True,
+            recovered_tick=30,
+            actions=actions,
+            decision=decision,
+        )
+
+    waited = inc([], {"chosen": [], "rules": ["hold(order='o1', until=40)"], "deviates": True})
+    acted = inc(
+        [{"tool": "hold", "source": "desk", "tick": 12, "result": "applied at tick 12"}],
+        {
+            "chosen": ["hold(order='o1', until=40)"],
+            "rules": ["hold(order='o1', until=40)"],
+            "deviates": False,
+        },
+    )
+    refused = inc([{"tool": "hold", "source": "desk", "tick": 12, "result": "refused: gone"}], None)
+    assert not _by_desk(waited)
+    assert _desk_waited(waited)
+    assert _by_desk(acted)
+    assert not _desk_waited(acted)
+    assert not _by_desk(refused)
+    d = desk_decisions([waited, acted, refused])
+    assert d == {"decided": 2, "deviations": 1, "deviation_rate": 0.5}

@@ -162,3 +162,20 @@ def test_deadlock_arbitration_by_the_model_and_by_rule(small) -> None:
     assert out.plan.boosts == (("robot_2", 2.0),)
     # Without a model, the rule picks one robot (loaded first, then one with an order).
     assert len(AssignmentPlanner(small).plan(snap).plan.boosts) == 1
+
+
+@pytest.mark.llm
+def test_a_paced_async_run_gets_answers_from_the_real_model(embedded_client) -> None:
+    from fleetmind.eval.runner import RunConfig, execute
+
+    cfg = RunConfig(planner="llm", steps=120, seed=0)
+    assert cfg.planner_mode == "async"
+    assert cfg.tick_period_s == 0.1  # paced by default: the model answers in seconds
+    m = execute(cfg, None, client=embedded_client)
+    out = m["llm_call_outcomes"]
+    assert out["calls"] == sum(out[k] for k in ("answered", "timed_out", "failed", "abandoned"))
+    assert out["answered"] >= 1
+    # The warm-up call set the deadline and is left out of the run's answered rate.
+    assert m["llm_planner"]["warmup_s"] is not None
+    assert out["by_caller"]["dispatch.planner.warmup"]["answered"] == 1
+    assert m["llm_planner"]["deadline_s"] >= 2.0

@@ -266,3 +266,78 @@ def run(*, quick: bool) -> dict[str, object]:
     assert isinstance(emb, dict)
     out["llm/overhead_target_met"] = bool(emb["overhead_ms"] <= 1.0 or emb["overhead_pct"] <= 5.0)
     return out
+
+
+def _rss_mb(pid: int) -> float | None:
+    """Resident memory of a process in MB (None where /proc is not there)."""
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        return None
+    return None
+
+
+def measure_memory(
+    model_path: str | None = None, *, prompts: int = 10, bounded: bool = True
+) -> dict[str, Any]:
+    """The embedded server's resident memory as it reads ``prompts`` distinct prompts.
+
+    Each prompt is about 440 tokens (a filler list and a number that makes it new), answered
+    with 4 tokens: what a note reader or planner sending new text every call does to the
+    server's prompt cache.
+
+    Args:
+        model_path: a GGUF file (default: the shipped SmolLM2).
+        prompts: distinct prompts sent.
+        bounded: the launcher's bounded prompt cache (False: llama-cpp-python's as it is).
+
+    Returns:
+        ``ready_mb``, ``rss_mb`` (after each prompt), ``peak_mb``, ``seconds``.
+    """
+    filler = " ".join(f"item{j}" for j in range(120))
+    out: dict[str, Any] = {"bounded": bounded, "prompts": prompts}
+    with EmbeddedServer.beside_loop(model_path, bounded_cache=bounded) as server:
+        proc = server._proc
+        assert proc is not None
+        out["model"] = str(server.model_path)
+        out["ready_mb"] = _rss_mb(proc.pid)
+        client = server.client()
+        rss: list[float | None] = []
+        t0 = time.perf_counter()
+        for i in range(prompts):
+            client.chat(
+                [
+                    Message.system("You answer briefly."),
+                    Message.user(f"Note {i}: {filler} {i}. Summarise note {i}."),
+                ],
+                max_tokens=4,
+                temperature=0.0,
+            )
+            rss.append(_rss_mb(proc.pid))
+        out["seconds"] = time.perf_counter() - t0
+    out["rss_mb"] = rss
+    known = [x for x in rss if x is not None]
+    out["peak_mb"] = max(known) if known else None
+    return out
+
+
+def run_memory(model_path: str | None = None, *, prompts: int = 10) -> dict[str, Any]:
+    """``fleetmind bench llm-memory``: the bounded cache against llama-cpp-python's own."""
+    bounded = measure_memory(model_path, prompts=prompts, bounded=True)
+    unbounded = measure_memory(model_path, prompts=prompts, bounded=False)
+    return {"bounded": bounded, "unbounded (llama-cpp-python as it is)": unbounded}
+
+
+def format_memory(result: dict[str, Any]) -> str:
+    """The memory figures as text, one line per setting."""
+    lines = []
+    for name, r in result.items():
+        every = ", ".join("-" if x is None else f"{x:.0f}" for x in r["rss_mb"])
+        lines.append(
+            f"{name}: {r['model']}: ready {r['ready_mb']:.0f} MB; after each of {r['prompts']} "
+            f"distinct prompts: {every} MB ({r['seconds']:.0f} s)"
+        )
+    return "\n".join(lines)

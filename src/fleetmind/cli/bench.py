@@ -73,6 +73,23 @@ for _name, _quick_help, _summary in _QUICK_ONLY:
     bench_app.command(_name)(_quick_only(_name, _quick_help, _summary))
 
 
+@bench_app.command("llm-memory")
+def bench_llm_memory(
+    gguf: Annotated[
+        str | None, typer.Option(help="A GGUF file. [default: the shipped SmolLM2-135M]")
+    ] = None,
+    prompts: Annotated[int, typer.Option(min=1, help="Distinct prompts sent.")] = 10,
+    as_json: JsonFlag = False,
+) -> None:
+    """Embedded server memory over distinct prompts: bounded prompt cache vs llama-cpp-python's."""
+    from fleetmind.bench import llm as bench
+
+    if gguf is not None and not Path(gguf).is_file():
+        err_console.print(f"error: --gguf {gguf}: no such file")
+        raise typer.Exit(2)
+    show(bench.run_memory(gguf, prompts=prompts), as_json=as_json, table=bench.format_memory)
+
+
 @bench_app.command("dispatch")
 def bench_dispatch(
     quick: Annotated[bool, typer.Option(help="Smoke-sized cases (about a minute).")] = False,

@@ -52,6 +52,15 @@ def watch():
         time.sleep({PARENT_POLL_S})
     os._exit(0)
 threading.Thread(target=watch, daemon=True).start()
+{{patch}}
+runpy.run_module("llama_cpp.server", run_name="__main__", alter_sys=True)
+"""
+"""The server subprocess's ``python -c`` program: ``llama_cpp.server``, and a thread that ends
+the process once its parent is gone (reparented: the parent was killed, even with ``kill -9``,
+before it could stop the server). Without it a killed run left the server holding a core and a
+few hundred MB until someone found it. ``{patch}`` is :data:`CACHE_BOUND` (or nothing)."""
+
+CACHE_BOUND = """
 import llama_cpp.llama as ll, llama_cpp.llama_cache as lc
 save = ll.Llama.save_state
 def save_state(self):
@@ -62,14 +71,8 @@ ll.Llama.save_state = save_state
 lc.LlamaRAMCache.cache_size = property(lambda self: sum(
     s.llama_state_size + s.scores.nbytes + s.input_ids.nbytes for s in self.cache_state.values()
 ))
-runpy.run_module("llama_cpp.server", run_name="__main__", alter_sys=True)
 """
-"""The server subprocess's ``python -c`` program: ``llama_cpp.server``, and a thread that ends
-the process once its parent is gone (reparented: the parent was killed, even with ``kill -9``,
-before it could stop the server). Without it a killed run left the server holding a core and a
-few hundred MB until someone found it.
-
-It also bounds the prompt cache (llama-cpp-python 0.3.x). Each cached prompt state held a copy
+"""Bounds the server's prompt cache (llama-cpp-python 0.3.x). Each cached prompt state held a copy
 of the logits of every prompt token (tokens x vocabulary x 4 bytes: 92 MB for a 490-token prompt
 of SmolLM2, 3 times that for a 150k-token vocabulary), and the cache's size limit counted only
 the model's KV state (11 MB of it), so every new prompt added its logits and the server grew
@@ -154,6 +157,8 @@ class EmbeddedServer(LocalServer):
         n_ctx: context size in tokens.
         seed: sampling seed of the server.
         prompt_cache_bytes: RAM for the server's prompt-state cache (0: no cache).
+        bounded_cache: apply :data:`CACHE_BOUND` (False: llama-cpp-python's cache as it is,
+            which grows without bound; the baseline of ``fleetmind bench llm-memory``).
         startup_timeout_s: how long to wait for readiness.
         model_alias: the model name clients send.
         python: the interpreter to run the server with.
@@ -168,6 +173,7 @@ class EmbeddedServer(LocalServer):
     n_ctx: int = 2048
     seed: int = 0
     prompt_cache_bytes: int = 256 * 2**20
+    bounded_cache: bool = True
     startup_timeout_s: float = 120.0
     model_alias: str = MODEL_ALIAS
     python: str = sys.executable
@@ -226,7 +232,7 @@ class EmbeddedServer(LocalServer):
         return [
             self.python,
             "-c",
-            LAUNCHER,
+            LAUNCHER.replace("{patch}", CACHE_BOUND if self.bounded_cache else ""),
             str(os.getpid()),
             "--model",
             str(self.model_path),

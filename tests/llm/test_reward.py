@@ -78,3 +78,11 @@ def test_server_errors_fall_back() -> None:
     with FakeChatServer([Reply(status=500)]) as srv:
         r = LLMReward(srv.client(max_retries=0), goal="g", initial=0.25)
         assert r("s") == 0.25
+
+
+def test_any_disagreement_among_the_samples_trips_the_guard_by_default() -> None:
+    with FakeChatServer(["1", "1", "1", "0", "0", "1"]) as srv:
+        r = LLMReward(srv.client(), goal="g")
+        assert r("a") == 1.0
+        assert r("b") == 1.0  # [0, 0, 1]: the previous value, not 1/3
+    assert r.stats()["llm/reward/high_variance"] == 1

@@ -3,8 +3,9 @@
 Defences against drift and scorer-pleasing: a few tokens, discrete levels with anchors in the
 prompt, ``samples`` answers averaged, the result clamped to [-1, 1] and never NaN. It falls back
 to the previous value when parsing fails, the call fails, or the samples disagree (variance above
-``variance_threshold``). Scores are cached by state text, and the model is called at most once
-per ``every_k_steps`` steps. :meth:`LLMReward.stats` reports drift statistics.
+``variance_threshold``: by default any disagreement). Scores are cached by state text, and the
+model is called at most once per ``every_k_steps`` steps. :meth:`LLMReward.stats` reports drift
+statistics.
 
 Samples are drawn at a small temperature (default 0.5), not at 0: FIELD-NOTES §4.3 asks for
 temperature 0 and still sees scores differ by up to 0.3 on hosted models, but a local llama.cpp
@@ -87,7 +88,9 @@ class LLMReward:
         goal: what "better" means, in words.
         levels: the discrete levels and their anchors (default -1/0/1).
         samples: answers averaged per evaluation (default 3).
-        variance_threshold: sample variance above which the previous value is used.
+        variance_threshold: sample variance above which the previous value is used (default
+            0: any disagreement among the samples; over the levels -1/0/1 the old 0.25 let
+            ``[0, 0, 1]``, variance 2/9, pass as a score of 1/3).
         every_k_steps: at most one model evaluation per this many steps.
         max_tokens: cap per answer.
         use_schema: constrain answers to ``{"score": <level>}`` where the backend can.
@@ -106,7 +109,7 @@ class LLMReward:
         goal: str,
         levels: Mapping[int, str] | None = None,
         samples: int = 3,
-        variance_threshold: float = 0.25,
+        variance_threshold: float = 0.0,
         every_k_steps: int = 1,
         max_tokens: int = 12,
         use_schema: bool = True,

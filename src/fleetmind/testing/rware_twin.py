@@ -30,9 +30,10 @@ from fleetmind.envs.rware_twin import (
     make_rware_twin,
     make_rware_vector,
 )
+from fleetmind.errors import ConfigError
 from fleetmind.sim.rware_twin import RwareWorlds
 
-__all__ = ["TwinComparison", "compare_vector_with_rware", "compare_with_rware"]
+__all__ = ["TwinComparison", "compare_vector_with_rware", "compare_with_rware", "record_actions"]
 
 
 @dataclass(frozen=True)
@@ -146,6 +147,7 @@ def compare_with_rware(
     seed: int = 0,
     action_seed: int | None = None,
     action_p: Sequence[float] | None = None,
+    actions: NDArray[np.int64] | None = None,
     **options: Any,
 ) -> TwinComparison:
     """Run the twin's ParallelEnv and rware side by side for ``steps`` steps.
@@ -156,6 +158,9 @@ def compare_with_rware(
         seed: seed of the first reset of both.
         action_seed: seed of the random actions (default ``seed``).
         action_p: weights of the 5 actions (default uniform).
+        actions: ``(steps, N)`` joint actions to replay instead of random ones (a trained
+            policy's, recorded with :func:`record_actions`: the states learning reaches,
+            where random actions almost never deliver).
         **options: rware constructor overrides, given to both.
 
     Returns:
@@ -165,6 +170,8 @@ def compare_with_rware(
     twin: RwareTwinParallelEnv = make_rware_twin(env_id, seed=seed, **options)
     n = len(real.possible_agents)
     draw = _sampler(n, seed if action_seed is None else action_seed, action_p)
+    if actions is not None and np.shape(actions) != (steps, n):
+        raise ConfigError(f"actions: expected shape ({steps}, {n}), got {np.shape(actions)}")
     mismatches, first, total, episodes = 0, None, 0.0, 1
 
     def check(t: int, twin_out: tuple[Any, ...], real_out: tuple[Any, ...]) -> None:
@@ -188,8 +195,8 @@ def compare_with_rware(
             outs = (twin.reset(), real.reset())
             episodes += 1
             check(t, *outs)
-        actions = draw(1)[0]
-        joint = {a: int(actions[i]) for i, a in enumerate(real.possible_agents)}
+        chosen = draw(1)[0] if actions is None else actions[t]
+        joint = {a: int(chosen[i]) for i, a in enumerate(real.possible_agents)}
         outs = (twin.step(joint), real.step(joint))
         total += sum(outs[1][1].values())
     check(steps, *outs)
@@ -271,3 +278,38 @@ def compare_vector_with_rware(
     return TwinComparison(
         env_id, num_envs, steps, -(-episodes // num_envs), mismatches, first, total
     )
+
+
+def record_actions(
+    act: Callable[[NDArray[np.float32]], NDArray[np.int64]],
+    env_id: str,
+    *,
+    steps: int,
+    seed: int,
+) -> NDArray[np.int64]:
+    """A policy's joint actions over ``steps`` steps of the real rware from ``seed``.
+
+    The recording replays with :func:`compare_with_rware` (``actions=``, the same ``seed``):
+    the episodes restart as there, and the policy sees rware's own observations.
+
+    Args:
+        act: ``(N, D)`` observations -> ``(N,)`` actions (e.g.
+            :func:`fleetmind.rl.neural.base.greedy_actions` of a trained policy).
+        env_id: an rware ``-v2`` id with flattened observations.
+        steps: steps to record.
+        seed: seed of the first reset.
+
+    Returns:
+        ``(steps, N)`` actions.
+    """
+    real = _rware(env_id, seed, {})
+    agents = real.possible_agents
+    obs, _ = real.reset()
+    out = np.zeros((steps, len(agents)), dtype=np.int64)
+    for t in range(steps):
+        if not real.agents:
+            obs, _ = real.reset()
+        out[t] = act(np.stack([np.asarray(obs[a], dtype=np.float32) for a in agents]))
+        obs = real.step({a: int(out[t, i]) for i, a in enumerate(agents)})[0]
+    real.close()
+    return out

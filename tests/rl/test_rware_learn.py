@@ -201,16 +201,17 @@ def test_bad_rware_options_are_config_errors(
 
 @pytest.mark.slow
 def test_mappo_on_the_twin_delivers_on_real_rware(tmp_path: Path) -> None:
-    """1.5M twin steps with the rware defaults: the sampled policy delivers on real rware."""
+    """3M twin steps on rware's own reward: the policy delivers on the real rware."""
     pytest.importorskip("rware")
     run = train(
-        "rware-tiny-2ag-v2", 2, "mappo", steps=1_500_000, num_envs=256, out_dir=tmp_path,
-        eval_episodes=8, shaping=0.2, threads=1, progress=False, checkpoint_every=0,
+        "rware-tiny-2ag-v2", 2, "mappo", steps=3_000_000, num_envs=256, out_dir=tmp_path,
+        eval_episodes=8, threads=1, progress=False, checkpoint_every=0,
     )  # fmt: skip
     m = run.metrics
-    # Random plays 0.03 deliveries per episode; 5-minute runs reached 3 to 5 at this point.
-    assert m["deliveries_per_episode"] >= 1.0
-    assert m["deliveries_per_episode"] > 10 * m["random_deliveries_per_episode"]
+    # Random plays about 0.03 deliveries per episode; bench marl's seeds 0 and 1 sampled 8.9
+    # and 4.3 at 2.7-2.9M steps.
+    assert m["deliveries_per_episode"] >= 2.0
+    assert m["deliveries_per_episode"] > 10 * max(0.03, m["random_deliveries_per_episode"])
 
 
 @pytest.mark.parametrize(
@@ -218,6 +219,7 @@ def test_mappo_on_the_twin_delivers_on_real_rware(tmp_path: Path) -> None:
     [
         (["--map", "warehouse-tiny", "--shaping", "0.2"], "shaping"),
         (["--map", "rware-tiny-2ag-v2", "--algo", "mappo", "--minutes", "0"], "minutes"),
+        (["--map", "rware-tiny-4ag-v2", "--algo", "mappo", "--robots", "2"], "has 4 robots"),
     ],
 )
 def test_cli_bad_rware_options_are_one_line_errors(
@@ -265,3 +267,24 @@ def test_mat_on_an_rware_id_gets_the_rware_mat_options_under_the_users(tmp_path:
     assert config["activation"] != RWARE_PPO["activation"]
     # The user's fields win over the rware defaults.
     assert resolved({"embed": 16, "hidden": [16]}, tmp_path / "mine")["embed"] == 16
+
+
+def test_an_rware_id_names_its_fleet_and_worlds(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    pytest.importorskip("rware")
+    args = ["--map", "rware-tiny-4ag-v2", "--algo", "mappo", "--steps", "1024",
+            "--eval-episodes", "1", "--json", "--out", str(tmp_path)]  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "fleetmind.cli", "train", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    config = json.loads((tmp_path / "config.json").read_text())
+    assert config["robots"] == 4  # read from the id, no --robots
+    assert config["num_envs"] == 256  # the on-policy recipe's worlds, not the warehouse's 8
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    assert set(metrics["per_agent_reward"]) == {f"robot_{i}" for i in range(4)}

@@ -480,6 +480,22 @@ def test_the_normaliser_still_mends_misspelt_cue_words() -> None:
         # Chinese drops the object; a consequence is no cancellation
         ("5号车刹车有问题，先别用。", 0, {Constraint("not_robot", robot="robot_5")}),
         ("请在900前送到，否则订单取消。", 100, {Constraint("deadline", tick=900)}),
+        # windows and ranges
+        (
+            "Pick up and deliver between t=300 and t=360.",
+            100,
+            {Constraint("hold", tick=300), Constraint("deadline", tick=360)},
+        ),
+        (
+            "Bots 2 thru 4 are booked; use another.",
+            0,
+            {Constraint("not_robot", robot=f"robot_{i}") for i in (2, 3, 4)},
+        ),
+        (
+            "Robot 1 is offline between 300 and 400; no effect on this order.",
+            100,
+            set(),
+        ),
     ],
 )
 def test_rules_reader_scopes_what_busy_people_write(note: str, arrival: int, truth: set) -> None:

@@ -16,6 +16,7 @@ model and a strict one sends to review.
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass, replace
 from typing import Literal
@@ -204,6 +205,12 @@ _HOLD_LATER = _c(
     r"|^[^.;]{0,40}?\b(?:no pick ?ups? earlier|not earlier|no earlier|not before (?:that|then)|until then|"
     r"(?:it )?can go|can be (?:picked|collected|loaded|moved))\b"
 )
+# Deadline cues in a later clause that point back at the time ("truck leaves at tick 1650, so
+# it must be there before that", "在那之前送到").
+_DEADLINE_LATER = _c(
+    r"^[^.;]{0,60}?\b(?:before|by|no later than|prior to|ahead of) (?:that|then|that time|this time)\b"
+    r"|^[^.;。；]{0,20}?(?:在)?(?:那|这|此)之前\s*(?:要|必须|得|请)?\s*(?:送|到)"
+)
 # Weak hold cues: a time word, never a bare number ("from 1200 to 1300", "from the 2nd shift").
 _HOLD_WEAK = _c(r"\b(?:from|start|starting at)\s+(?:\w+\s+){0,1}?$")
 _HOLD_SUF = _c(
@@ -261,7 +268,8 @@ _CANCEL_ALL = _c(
     r"is wrong|was wrong|are wrong|mistake|by mistake|in error|not anymore|no constraints?|"
     r"no restrictions?|unrestricted|was dropped|were dropped|been dropped|not restricted|"
     r"no longer restricted)\b|没有限制|无限制|没限制"
-    r"|\b(?:scrap|scrapped|forget|unrelated|not related|irrelevant)\b"
+    r"|\b(?:scrap|scrapped|forget|unrelated|not related|irrelevant|not affected|isn'?t affected|"
+    r"no impact|doesn'?t affect|does not affect)\b|不影响"
     r"|不(?:用|需要|必)[^\d号]{0,3}了|取消|作废|撤销|撤回|搞错|弄错|写错|说错|标错|无效|不算|不再|不用管|忽略|无关"
 )
 _CANCEL_ROBOT = _c(
@@ -271,7 +279,8 @@ _CANCEL_ROBOT = _c(
     r"don'?t mind which)\b|无所谓|不在乎|谁都可以|谁都行|哪台都|哪个都|随便哪|任意|都可以送|都能送"
 )
 _CANCEL_TIME = _c(
-    r"\b(?:whenever|no rush|any ?time|no deadline|no hurry|take your time)\b|随时|不急|不着急|没有时限|不限时"
+    r"\b(?:whenever|no rush|any ?time(?!\s+(?:after|before|from|until|past|later than)\b)|no deadline|"
+    r"no hurry|take your time)\b|随时|不急|不着急|没有时限|不限时"
 )
 
 
@@ -311,7 +320,10 @@ def _windows(c: Candidates, start: int, end: int, *, clause: bool = True) -> tup
         elif s >= end:
             right = min(right, s)
     # A colon introduces what it labels ("deadline: t=300", "exclusive: robot_2").
-    return c.text[left:start].replace(":", " "), c.text[end:right].replace(":", " ")
+    # Brackets are transparent to cue adjacency ("within the hour (60 ticks)").
+    return tuple(  # type: ignore[return-value]
+        re.sub(r"[:()\[\]]", " ", w) for w in (c.text[left:start], c.text[end:right])
+    )
 
 
 def _best(
@@ -432,6 +444,8 @@ def judge_time(c: Candidates, mention: TimeMention) -> Judgement:
         )
         if _HOLD_STRONG.search(wide_pre) or _HOLD_LATER.search(wide_suf):
             return Judgement("hold", True)
+        if _DEADLINE_LATER.search(wide_suf):
+            return Judgement("deadline", True)
         kind = _best(wide_pre, wide_suf, cues)
     if kind is not None:
         return Judgement(kind, True)
@@ -486,12 +500,15 @@ _PRONOUN_NOT = _c(
 _HANDS_OFF = _c(r"\b(?:hands off|keep away|stay away|off limits|not this one)\s*[,:]?\s*$")
 _USE_OTHER = _c(
     r"\b(?:use|send|pick|take|get|try)\s+(?:another|a different|someone else|some other|other|a other)\b"
-    r"|\b(?:someone else|somebody else|anyone else|anybody else|another robot|another one|"
-    r"a different robot)\b"
+    r"|\b(?:someone else|somebody else|anyone else|anybody else|something else|another robot|"
+    r"another one|a different robot|a different one)\b"
     r"|(?:安排|派|用|找|给|交给|换)(?:其他|其它|别的)|(?:其他|其它|别的)车辆"
     r"|(?:别的|别得|其他|其它|换别的|换别得|换个|换)\s*(?:车|机器人)?\s*(?:送|来|去|拿|取|搬)|换别的|换别得|换个|换一台|换一辆"
 )
-_PRONOUN_ONLY = _c(r"(?:就给它|交给它|给它送|让它(?:送|来|去)|就用它|就派它)")
+_PRONOUN_ONLY = _c(
+    r"(?:就给它|交给它|给它送|让它(?:送|来|去)|就用它|就派它|只能它|只有它)"
+    r"|\b(?:only|just) (?:you|it|him|her|that one|that robot)\b"
+)
 
 
 def judge_all(c: Candidates) -> list[tuple[RobotMention | TimeMention, Judgement]]:
@@ -515,7 +532,8 @@ def judge_all(c: Candidates) -> list[tuple[RobotMention | TimeMention, Judgement
     for i, (r, j) in enumerate(robots):
         if j.kind == "not_robot":
             continue
-        nxt = robots[i + 1][0].start if i + 1 < len(robots) else len(c.text)
+        # The next robot mentioned after this one (a range's robots share one span).
+        nxt = next((m.start for m, _ in robots[i + 1 :] if m.start >= r.end), len(c.text))
         # The note's end closes a clause; the next robot's start does not.
         after = c.text[r.end : nxt] + ("." if nxt == len(c.text) else "")
         _, clause_end = _clause_bounds(c.text, r.start, r.end)
@@ -695,6 +713,33 @@ def _changed(c: Candidates, judged: Judged) -> Judged:
     return out
 
 
+# A window: "between tick 700 and tick 800", "window 1100-1200", "700到800之间": no pickup
+# before the first, delivered before the second.
+_WINDOW_PRE = _c(r"\bbetween\s+(?:\w+\s+)?$|\bwindows?\b[^.;,]{0,12}$")
+_WINDOW_MID = _c(r"^\s*(?:and|-|–|to|~)\s*(?:tick\s*)?$|^\s*(?:到|至|-|~)\s*$")
+_WINDOW_ZH_END = _c(r"^\s*(?:之间|以内|内)")
+
+
+def _windowed(c: Candidates, judged: Judged) -> Judged:
+    """Two times that bound a window: a hold at the first and a deadline at the second."""
+    out = list(judged)
+    times = [i for i, (m, _) in enumerate(out) if isinstance(m, TimeMention)]
+    for i, k in itertools.pairwise(times):
+        a, b = out[i][0], out[k][0]
+        if not _WINDOW_MID.search(c.text[a.end : b.start]):
+            continue
+        left, right = _clause_bounds(c.text, a.start, a.end)
+        if _ROBOT_STATE.search(c.text, left, right) and any(
+            left <= r.start < right for r in c.robots
+        ):
+            continue  # a robot's own window ("robot 9 is offline between 3000 and 3100")
+        pre = c.text[max(0, a.start - 40) : a.start]
+        if _WINDOW_PRE.search(pre) or _WINDOW_ZH_END.search(c.text[b.end :]):
+            out[i] = (a, Judgement("hold", True))
+            out[k] = (b, Judgement("deadline", True))
+    return out
+
+
 def scoped(c: Candidates, judged: Judged) -> Judged:
     """Judgements after self-repairs, other orders, declined requests and conditions.
 
@@ -702,7 +747,7 @@ def scoped(c: Candidates, judged: Judged) -> Judged:
     constraint; one under a condition is in doubt (the note goes to review).
     """
     out: Judged = []
-    for m, j in _repaired(c, _changed(c, judged)):
+    for m, j in _repaired(c, _changed(c, _windowed(c, judged))):
         if j.kind is not None and _out_of_scope(c, m):
             j = Judgement(None, True)
         elif j.kind is not None:

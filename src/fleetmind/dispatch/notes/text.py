@@ -479,6 +479,11 @@ _ROBOT_PATTERNS = (
     ),
     re.compile(r"(\d+)\s*(?:机器人|小车)"),
 )
+_ROBOT_RANGE = re.compile(
+    r"(?<![a-z])(?:robots?|bots?|units?|agvs?|amrs?)\s*[_#-]?\s*(\d+)\s*(?:through|thru|to|until|-|–)"
+    r"\s*(?:robots?\s*|bots?\s*|units?\s*)?[_#-]?\s*(\d+)(?![\d.]|\s*(?:ticks?|steps?|%))"
+    r"|(\d+)\s*号\s*(?:车|机器人)?\s*(?:到|至|-|~)\s*(\d+)\s*号\s*(?:车|机器人)?"
+)
 _ROBOT_LIST = re.compile(
     r"(?<![a-z])(?:robots?|bots?|units?|agvs?|amrs?)\s*[_#-]?\s*\d+"
     r"(?:\s*,\s*[_#-]?\d+)*\s*,?\s*(?:and|or|&|/|nor)\s*[_#-]?\d+"
@@ -541,6 +546,14 @@ def extract(note: str, robots: Sequence[str]) -> Candidates:
         return all(b <= s or a >= e for s, e in taken)
 
     found_r: list[RobotMention] = []
+    for m in _ROBOT_RANGE.finditer(text):
+        # "units 1 through 3", "1号到3号车": every robot of the range, one span for all.
+        lo, hi = sorted(int(g) for g in m.groups() if g is not None)
+        if hi - lo <= 10 and free(m.start(), m.end()):
+            for n in range(lo, hi + 1):
+                if f"robot_{n}" in fleet:
+                    found_r.append(RobotMention(f"robot_{n}", m.start(), m.end()))
+            taken.append((m.start(), m.end()))
     for m in _ROBOT_LIST.finditer(text):
         # "robots 3 and 4", "units 2, 5 or 7": every number of the list is a robot; the first
         # mention starts at the robot word, the others at their number.
@@ -590,5 +603,14 @@ def extract(note: str, robots: Sequence[str]) -> Candidates:
 
 
 def numbers_in(note: str) -> set[int]:
-    """Every number the note states, in any form (for the grounding check)."""
-    return {int(m.group(0)) for m in _NUMBER.finditer(normalize(note))}
+    """Every number the note states, in any form (for the grounding check).
+
+    A robot range ("units 1 through 3", "1号到3号车") states the numbers inside it too.
+    """
+    text = normalize(note)
+    numbers = {int(m.group(0)) for m in _NUMBER.finditer(text)}
+    for m in _ROBOT_RANGE.finditer(text):
+        lo, hi = sorted(int(g) for g in m.groups() if g is not None)
+        if hi - lo <= 10:
+            numbers.update(range(lo, hi + 1))
+    return numbers

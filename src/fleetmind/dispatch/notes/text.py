@@ -550,9 +550,9 @@ def extract(note: str, robots: Sequence[str]) -> Candidates:
         # "units 1 through 3", "1号到3号车": every robot of the range, one span for all.
         lo, hi = sorted(int(g) for g in m.groups() if g is not None)
         if hi - lo <= 10 and free(m.start(), m.end()):
-            for n in range(lo, hi + 1):
-                if f"robot_{n}" in fleet:
-                    found_r.append(RobotMention(f"robot_{n}", m.start(), m.end()))
+            for number in range(lo, hi + 1):
+                if f"robot_{number}" in fleet:
+                    found_r.append(RobotMention(f"robot_{number}", m.start(), m.end()))
             taken.append((m.start(), m.end()))
     for m in _ROBOT_LIST.finditer(text):
         # "robots 3 and 4", "units 2, 5 or 7": every number of the list is a robot; the first

@@ -38,13 +38,15 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from fleetmind.errors import ConfigError
-from fleetmind.sim.lorr.instance import Instance, _read_text
+from fleetmind.errors import ConfigError, read_input
+from fleetmind.sim.lorr.instance import Instance
 
 _LETTERS = "FRCWT"
 _F, _R, _C, _W, _T = range(5)
 _DR = np.array([0, 1, 0, -1], dtype=np.int64)
 _DC = np.array([1, 0, -1, 0], dtype=np.int64)
+MAX_OUTPUT_BYTES = 2 * 1024**3
+"""Largest output file read: 5,000 robots for 5,000 steps make about 130 MB in the kit's layout."""
 MAX_LINES_PER_FIELD = 20
 """Disagreements listed per field before the rest are counted in one line."""
 
@@ -87,7 +89,7 @@ def load(output: dict[str, Any] | str | Path) -> dict[str, Any]:
     if isinstance(output, dict):
         return output
     path = Path(output)
-    text = _read_text(path, what="LoRR output file", error=ConfigError)
+    text = read_input(path, what="LoRR output file", limit=MAX_OUTPUT_BYTES, error=ConfigError)
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:

@@ -439,3 +439,15 @@ def test_2023_layout_and_validator(tmp_path: Path) -> None:
     check = lorr.validate(out, inst, time_limit=1.0)
     assert check.ok, check.problems
     assert (check.finished, check.timeouts) == (5, 1)
+
+
+def test_validator_refuses_other_files_in_one_line(tmp_path: Path) -> None:
+    inst, out = run_file(tmp_path)
+    with pytest.raises(ConfigError, match="LoRR 2026 output"):
+        lorr.validate({**out, "agentMaxCounter": 10}, inst)
+    with pytest.raises(ConfigError, match="robot 1's path is not a string"):
+        lorr.validate({**out, "actualPaths": ["F,F,W,W", 3]}, inst)
+    bad = tmp_path / "bad.json"
+    bad.write_text("{\n  nope")
+    with pytest.raises(ConfigError, match=r"bad.json:2: not valid JSON"):
+        lorr.validate(bad, inst)

@@ -417,6 +417,11 @@ def validate(
 
 def _validate(data: dict[str, Any], instance: Instance, *, time_limit: float | None) -> Validation:
     problems: list[str] = []
+    if "agentMaxCounter" in data or "outputSegmentSize" in data:
+        raise ConfigError(
+            "a LoRR 2026 output (agentMaxCounter, path segments): this replays the 2023 and "
+            "2024 layouts"
+        )
     for key in ("start", "actualPaths"):
         if key not in data:
             raise ConfigError(f"missing field {key!r}")

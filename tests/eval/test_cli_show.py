@@ -27,3 +27,16 @@ def test_tables_are_not_wrapped_or_read_as_markup_when_piped() -> None:
     header = next(ln for ln in lines if "a" * 60 in ln)
     assert "b" * 60 in header
     assert "c" * 60 in header
+
+
+def test_version_prints_the_installed_version() -> None:
+    from importlib.metadata import version
+
+    out = subprocess.run(
+        [sys.executable, "-m", "fleetmind.cli", "--version"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    assert out.strip() == f"fleetmind {version('fleetmind')}"

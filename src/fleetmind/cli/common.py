@@ -53,12 +53,27 @@ DEMO_OUT = Path("runs/demo")
 TRAIN_OUT = Path("runs/train")
 
 
+def _version(value: bool) -> None:
+    """``--version``: print the installed version and stop."""
+    if value:
+        from fleetmind import __version__
+
+        console.print(f"fleetmind {__version__}")
+        raise typer.Exit
+
+
 @app.callback()
 def _main(
     debug: Annotated[
         bool, typer.Option("--debug", help="Show tracebacks instead of one-line errors.")
     ] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log at INFO level.")] = False,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", help="Print the version and exit.", is_eager=True, callback=_version
+        ),
+    ] = False,
 ) -> None:
     """fleetmind: planner (LLM or solver), executor (RL or shortest path), shield (rules)."""
     state["debug"] = debug

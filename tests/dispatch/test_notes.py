@@ -491,6 +491,13 @@ def test_the_normaliser_still_mends_misspelt_cue_words() -> None:
             0,
             {Constraint("not_robot", robot=f"robot_{i}") for i in (2, 3, 4)},
         ),
+        ('{"excluded_robot": 5}', 0, {Constraint("not_robot", robot="robot_5")}),
+        (
+            "The only unit that may not take it is unit 2.",
+            0,
+            {Constraint("not_robot", robot="robot_2")},
+        ),
+        ("不是400，是440之前送到。", 100, {Constraint("deadline", tick=440)}),
         (
             "Robot 1 is offline between 300 and 400; no effect on this order.",
             100,

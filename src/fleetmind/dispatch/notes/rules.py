@@ -30,7 +30,7 @@ TimeVerdict = Literal["deadline", "hold"] | None
 _CLAUSE = re.compile(
     r"[,.;!?。，；！？\n]|—|–| - |\bthen\b|\balso\b|\bplus\b|\band then\b|而且|并且|然后|但是|另外|同时|此外"
     r"|(?<!any robot )(?<!anyone )(?<!anybody )(?<!everyone )(?<!all )(?<!nobody )(?<!no one )"
-    r"(?<!none )(?<!every robot )(?<!any bot )(?<!nothing )(?<!no robot )(?<!no bot )(?<!no unit )"
+    r"(?<!none )(?<!every robot )(?<!any bot )(?<!nothing )(?<!anything )(?<!any unit )(?<!no robot )(?<!no bot )(?<!no unit )"
     r"\bbut\b"
 )
 
@@ -42,8 +42,8 @@ def _c(pattern: str) -> re.Pattern[str]:
 # ---------------------------------------------------------------------------- robot cues
 # Prefix cues end right before the mention (a small gap allowed); suffix cues start right after.
 _ANYONE_BUT = _c(
-    r"\b(?:anyone|anybody|any robot|any bot|any unit|everyone|every robot|all|whoever|fleet|"
-    r"any other robot)\s+(?:but|except|other than|minus)\s*$"
+    r"\b(?:anyone|anybody|anything|any robot|any bot|any unit|everyone|every robot|all|whoever|"
+    r"fleet|any other robot|a robot|a unit)\s+(?:but|except|other than|minus)\s*$"
 )
 # An exception under a negation is the only one allowed ("no robot other than unit 5", "don't
 # send anyone except r2", "不得使用除2号以外的车"); without one it is excluded ("anyone but r2").
@@ -216,7 +216,7 @@ _HOLD_WEAK = _c(r"\b(?:from|start|starting at)\s+(?:\w+\s+){0,1}?$")
 _HOLD_SUF = _c(
     r"^\s*(?:from now |after arrival |from arrival |later )?(?:at the earliest|earliest|or later|onwards?|"
     r"(?:it )?can go|can be (?:picked|collected|loaded|moved)|not earlier|"
-    r"and later|and after|have (?:elapsed|passed)|has (?:elapsed|passed)|elapse|pass|before (?:pick|load|grab|collect|"
+    r"and later|and after|or after|or afterwards|have (?:elapsed|passed)|has (?:elapsed|passed)|elapse|pass|before (?:pick|load|grab|collect|"
     r"anyone|it can|you can|taking|touching|moving)|"
     r"(?:之后|以后|后|起|开始)|才|再|方可)"
 )
@@ -366,6 +366,8 @@ _ROBOT_STATE = _c(
 )
 
 
+# "the only robot not allowed is robot 3": the predicate's polarity goes to the robot named.
+_THE_ONLY = _c(r"\bthe only (?:robot|one|unit|bot|agv|vehicle)\b(.{0,40}?)\s(?:is|are|=)\s*$")
 # "rbt 3 pls": a robot named alone in a request is the one asked for.
 _PLEASE = _c(r"^\s*(?:please|pls|plz)\s*[!.]*\s*$")
 
@@ -373,6 +375,9 @@ _PLEASE = _c(r"^\s*(?:please|pls|plz)\s*[!.]*\s*$")
 def judge_robot(c: Candidates, mention: RobotMention) -> Judgement:
     """Only, not, or nothing, for one robot mention."""
     pre, suf = _windows(c, mention.start, mention.end)
+    if m := _THE_ONLY.search(pre):
+        negated = re.search(r"\bnot\b|n'?t\b|excluded|banned|barred|forbidden", m.group(1))
+        return Judgement("not_robot" if negated else "only_robot", True)
     if _NEG_EXCEPT.search(pre):
         return Judgement("only_robot", True, sticky=True)
     if _ZH_NON_NOT[0].search(pre) and _ZH_NON_NOT[1].search(c.text[mention.end :]):
@@ -672,9 +677,11 @@ def _out_of_scope(c: Candidates, m: RobotMention | TimeMention) -> bool:
 
 # "the deadline moved from tick 700 to tick 760", "取货时间从500延后到560": the later value
 # replaces the earlier; its kind is the one the sentence names, else the earlier one's.
-_CHANGE = _c(r"(?:\bfrom|从|由)\s*$")
+_CHANGE = _c(r"(?:\bfrom|从|由|不是|\bnot)\s*$")
 _CHANGE_TO = _c(
     r"^\s*(?:\w+\s+){0,3}?(?:to|until)\s*$|^\s*(?:推迟|延后|延迟|提前|改|调整|移|挪|延长)?\s*(?:到|至|为|成)\s*$"
+    # "不是300，是3000", "not 300 but 3000"
+    r"|^\s*[,;]?\s*(?:而|但)?是\s*$|^\s*[,;]?\s*(?:but|it'?s|it is)\s*(?:tick\s*)?$"
 )
 _NAMES_DEADLINE = _c(r"\b(?:deadline|due|cutoff|cut-off|delivery)\b|截止|送达|最晚|时限|期限|交货")
 _NAMES_HOLD = _c(r"\b(?:pick ?up|hold|release|collection)\b|取货|出库|提货|放行")

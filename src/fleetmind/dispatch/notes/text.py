@@ -294,7 +294,7 @@ def _mend(token: str) -> str:
 # Structured exports ("blocked_agv=2", "due_tick: 820", "禁用车辆=2"): the key's words say the
 # field's role, the value is a robot id or a tick. General field vocabulary, not note strings.
 _FIELD = re.compile(
-    r"(?<![\w=])([a-z]+(?:[_-][a-z]+)*|[\u3400-\u9fff]{1,6})\s*[=:]\s*"
+    r"(?<![\w=])\"?([a-z]+(?:[_-][a-z]+)*|[\u3400-\u9fff]{1,6})\"?\s*[=:]\s*"
     r"\[?\s*((?:robot|bot|agv|amr|unit|r)?[_#-]?\d+|第\s*\d+\s*个?\s*时刻)\s*(?:号(?:车|机器人)?)?\s*\]?"
     r"(?![\w.]|\s*(?:ticks?|steps?|个|时刻|%))"
 )
@@ -470,7 +470,7 @@ class Candidates:
 _ROBOT_PATTERNS = (
     re.compile(
         r"(?:robots?|bots?|agvs?|amrs?|units?|機器人|机器人)"
-        r"\s*(?:no\.?|number|with id|id|编号)?\s*[_#-]?\s*(\d+)\s*号?"
+        r"\s*(?:no\.?|number|with id|id|编号)?\s*[_#:-]?\s*(\d+)\s*号?"
     ),
     re.compile(r"(?<![a-z])r\s*[_#-]?\s*(\d+)(?!\d)"),
     re.compile(r"#\s*(\d+)\s*(?:robot|bot)"),
@@ -502,6 +502,8 @@ _ARRIVAL_PLUS = re.compile(
 )
 _REL_TIME = re.compile(
     r"(\d+)[\s-]*(?:more\s+|extra\s+)?(?:ticks?|steps?|tks?\b|个\s*(?:时刻|时间步|ticks?|步|拍))"
+    # "the 700 tick mark" names a tick, not a duration.
+    r"(?!\s*(?:mark|point|cutoff|cut-off|deadline|limit))"
 )
 # "1800时刻" (no 个): a tick when the number is past the arrival, else a duration.
 _ZH_BARE_TIME = re.compile(r"(\d+)\s*(?:时刻|时间步|步|拍)")

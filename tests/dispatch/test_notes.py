@@ -498,6 +498,8 @@ def test_the_normaliser_still_mends_misspelt_cue_words() -> None:
             {Constraint("not_robot", robot="robot_2")},
         ),
         ("不是400，是440之前送到。", 100, {Constraint("deadline", tick=440)}),
+        ("晚于900送到会被拒收。", 100, {Constraint("deadline", tick=900)}),
+        ("The time limit is tick 720.", 100, {Constraint("deadline", tick=720)}),
         (
             "Robot 1 is offline between 300 and 400; no effect on this order.",
             100,

@@ -227,7 +227,8 @@ _DEADLINE_PRE = _c(
     r"delivered|delivery|ship|shipped|drop off|dropped off|have until|got until|has until|cutoff|"
     # "make that 1850", "make it 300": a correction, not "make the 1800 truck".
     r"cut-off|expires?|asap|beat|make(?!\s+(?:that|it)\b)|catch|in time for|late after|late past|late if after|"
-    r"late beyond|refund after|not after|closes at|closing at|closes|shuts at|prior to|ahead of)"
+    r"late beyond|refund after|not after|closes at|closing at|closes|shuts at|prior to|ahead of|"
+    r"(?:hard |time )?limit(?: is| of| at)?)"
     r"\s+(?:\w+\s+){0,3}?$"
     r"|(?:截止|最晚|最迟|不晚于|不迟于|限时|限|务必在|必须在|要在|请在|得在|于|只给|只有|赶上|赶在|赶|期限|时限)\s*(?:时间|日期|时刻)?\s*(?:到|在|是|为|改成|改为|改到|定为|调整为|调到)?\s*(?:下单|到货|入库|到达|收单)?后?\s*$"
 )
@@ -249,7 +250,7 @@ _ZH_BEFORE_ABSENT = _c(
 )
 _ZH_BEFORE_PICK = _c(r"^\s*(?:之前|以前|前)\s*(?:取|拿|搬|提|动|拣|装|出库|领)")
 _ZH_BEFORE_NO_PICK = _c(
-    r"^\s*(?:之前|以前|前|之内|以内|内)\s*(?:都|先|还)?\s*(?:请)?\s*(?:不要|不能|别|不许|勿|不可以|不准|不得|无法|没法|不可)\s*(?:\w{0,2})?(?:取|拿|搬|提|动|拣|装|出库|领|送|发|运)"
+    r"^\s*(?:之前|以前|前|之内|以内|内)\s*(?:都|先|还)?\s*(?:请)?\s*(?:不要|不能|别|不许|勿|不可以|不准|不得|无法|没法|不可|不)\s*(?:\w{0,2})?(?:取|拿|搬|提|动|拣|装|出库|领|送|发|运|放行)"
 )
 # "Don't deliver after tick 700", "不要在700以后送到": a negated "after" is a deadline.
 _NEG_AFTER = (
@@ -419,9 +420,18 @@ def judge_robot(c: Candidates, mention: RobotMention) -> Judgement:
     return Judgement(best, best is not None, sticky=sticky)
 
 
+# "超过2750送到要罚款": arriving past the time costs something, a deadline.
+_PAST_PENALTY = (
+    _c(r"(?:超过|晚于|迟于|过了)\s*$"),
+    _c(r"^[^,;。；]{0,12}?(?:罚|扣钱|扣款|拒收|算迟到|违约|赔)"),
+)
+
+
 def judge_time(c: Candidates, mention: TimeMention) -> Judgement:
     """Deadline, hold, or nothing, for one time mention."""
     pre, suf = _windows(c, mention.start, mention.end)
+    if _PAST_PENALTY[0].search(pre) and _PAST_PENALTY[1].search(suf):
+        return Judgement("deadline", True)
     left, right = _clause_bounds(c.text, mention.start, mention.end)
     if _ROBOT_STATE.search(c.text, left, right) and any(left <= r.start < right for r in c.robots):
         return Judgement(None, True)
@@ -506,7 +516,7 @@ _HANDS_OFF = _c(r"\b(?:hands off|keep away|stay away|off limits|not this one)\s*
 _USE_OTHER = _c(
     r"\b(?:use|send|pick|take|get|try)\s+(?:another|a different|someone else|some other|other|a other)\b"
     r"|\b(?:someone else|somebody else|anyone else|anybody else|something else|another robot|"
-    r"another one|a different robot|a different one)\b"
+    r"another one|a different robot|a different one|any other (?:unit|robot|bot|one))\b"
     r"|(?:安排|派|用|找|给|交给|换)(?:其他|其它|别的)|(?:其他|其它|别的)车辆"
     r"|(?:别的|别得|其他|其它|换别的|换别得|换个|换)\s*(?:车|机器人)?\s*(?:送|来|去|拿|取|搬)|换别的|换别得|换个|换一台|换一辆"
 )

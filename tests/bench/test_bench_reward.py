@@ -19,7 +19,7 @@ def test_quick_run_on_a_scripted_scorer(tmp_path: Path) -> None:
     with FakeChatServer(['{"score": 1}']) as srv:
         result = bench.run(quick=True, steps=800, out_dir=tmp_path, base_url=srv.base_url)
     assert set(result["runs"]) == set(bench.ARMS)
-    env_run, mixed, alone = (result["runs"][arm][0] for arm in bench.ARMS)
+    env_run, mixed, alone = (result["runs"][arm][0] for arm in ("env", "llm-mixed", "llm-alone"))
     assert env_run["llm_calls"] == 0
     assert mixed["llm_calls"] == 3 * mixed["llm_evaluations"] > 0
     # One cache for the whole experiment: the alone arm meets situations mixed already scored.
@@ -65,3 +65,29 @@ def test_cli_json(tmp_path: Path) -> None:
     data = json.loads(result.output)
     assert data["config"]["specs"]["llm-mixed"] == "llm:every=100,weight=0.5"
     assert data["summary"]["llm-mixed"]["llm_calls"]["mean"] > 0
+
+
+def test_control_arms_score_blind_to_the_state(tmp_path: Path) -> None:
+    from fleetmind.llm.reward import ControlScorer
+
+    const = ControlScorer([1.0, 0.0, 0.0, 1.0], mode="constant")
+    assert {const.evaluate(f"state {i}") for i in range(5)} == {0.5}
+    draws = ControlScorer([1.0, -1.0], mode="random", seed=3)
+    got = [draws.evaluate("same state") for _ in range(40)]
+    assert set(got) == {1.0, -1.0}  # the state never changes; the score does
+    again = ControlScorer([1.0, -1.0], mode="random", seed=3)
+    assert [again.evaluate("other") for _ in range(40)] == got  # seeded
+    with pytest.raises(ValueError, match="needs the LLM arm's scores"):
+        ControlScorer([], mode="constant")
+    # In the bench: a scorer that always says 1 makes the constant control say 1 too, and the
+    # controls make no model call.
+    with FakeChatServer(['{"score": 1}']) as srv:
+        result = bench.run(quick=True, steps=800, out_dir=tmp_path, base_url=srv.base_url)
+    for control in bench.CONTROLS:
+        run = result["runs"][control][0]
+        assert run["llm_calls"] == 0
+        assert run["score_mean"] == pytest.approx(1.0)
+    assert set(result["versus_controls"]) == set(bench.CONTROLS)
+    cell = result["versus_controls"]["const-alone"]["late_deliveries_per_tick"]
+    assert cell["differs"] is None  # one seed: no interval
+    assert "llm-alone - const-alone:" in bench.format_table(result)

@@ -43,7 +43,7 @@ import numpy as np
 
 from fleetmind.bench.free_riding import ci95
 from fleetmind.errors import ConfigError
-from fleetmind.llm.reward import recorded_reward, reward_backend
+from fleetmind.llm.reward import ControlScorer, recorded_reward, reward_backend
 from fleetmind.rl import nav
 from fleetmind.rl.reward import GOAL, RewardSpec
 from fleetmind.rl.train import TrainRun, train
@@ -53,16 +53,61 @@ log = logging.getLogger(__name__)
 MAP = "warehouse-tiny"
 ROBOTS = 2
 EPISODE = 200
-ARMS = ("env", "llm-mixed", "llm-alone")
+ARMS = (
+    "env",
+    "llm-mixed",
+    "const-mixed",
+    "random-mixed",
+    "llm-alone",
+    "const-alone",
+    "random-alone",
+)
+CONTROLS = {
+    "const-mixed": ("llm-mixed", "constant"),
+    "random-mixed": ("llm-mixed", "random"),
+    "const-alone": ("llm-alone", "constant"),
+    "random-alone": ("llm-alone", "random"),
+}
+"""Control arm -> (the LLM arm whose scores it takes, ``ControlScorer`` mode)."""
 
 
 def arm_specs(every: int, weight: float) -> dict[str, str]:
-    """The ``--reward`` spec of each arm."""
-    return {
+    """The ``--reward`` spec of each arm (a control arm has its LLM arm's)."""
+    specs = {
         "env": "env",
         "llm-mixed": f"llm:every={every},weight={weight:g}",
         "llm-alone": f"llm:every={every},weight=1,alone",
     }
+    for control, (llm_arm, _) in CONTROLS.items():
+        specs[control] = specs[llm_arm]
+    return specs
+
+
+def arm_label(arm: str, specs: Mapping[str, str]) -> str:
+    """The table's name of an arm: its spec, and for a control what scores it."""
+    if arm in CONTROLS:
+        llm_arm, mode = CONTROLS[arm]
+        what = "mean" if mode == "constant" else "random draw"
+        return f"{specs[arm]}, {what} of {llm_arm}'s scores"
+    return specs[arm]
+
+
+class _Taped:
+    """A scorer that keeps every score its inner scorer gave (the controls' source)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.values: list[float] = []
+
+    def evaluate(self, state_text: str, *, tick: int | None = None) -> float | None:
+        value: float | None = self.inner.evaluate(state_text, tick=tick)
+        if value is not None:
+            self.values.append(float(value))
+        return value
+
+    def summary(self) -> dict[str, Any]:
+        out: dict[str, Any] = self.inner.summary()
+        return out
 
 
 def _exploration(steps: int) -> dict[str, float]:
@@ -120,6 +165,8 @@ def _run_figures(run: TrainRun, wall_s: float) -> dict[str, Any]:
         **{f"llm_{key}": int(lr.get(key, 0)) for key in _LLM_COUNTS},
         "llm_tokens": int(lr.get("prompt_tokens", 0)) + int(lr.get("completion_tokens", 0)),
         "llm_score_mean": lr.get("score_mean"),
+        "score_mean": float(lr.get("score_mean") or 0.0),
+        "score_std": float(lr.get("score_std") or 0.0),
         "findings": [
             {"kind": f["kind"], "agents": f["agents"], "message": f["message"]}
             for f in m.get("diagnostics", [])
@@ -137,6 +184,8 @@ SUMMARY_KEYS = (
     "llm_tokens",
     "llm_variance_fallbacks",
     "llm_parse_fallbacks",
+    "score_mean",
+    "score_std",
 )
 
 
@@ -166,7 +215,7 @@ def run(
 
     Args:
         quick: 2,000 ticks and seed 0 (unless ``steps``/``seeds`` say otherwise).
-        seeds: root seeds (default 0, 1, 2).
+        seeds: root seeds (default 0 to 4).
         steps: ticks per run (default 60,000).
         every: ticks between two LLM scores.
         weight: the score's weight in ``llm-mixed``.
@@ -182,7 +231,7 @@ def run(
     Raises:
         ConfigError: bad sizes or a bad spec.
     """
-    seeds = list(seeds if seeds is not None else ([0] if quick else [0, 1, 2]))
+    seeds = list(seeds if seeds is not None else ([0] if quick else [0, 1, 2, 3, 4]))
     steps = steps if steps is not None else (2_000 if quick else 60_000)
     if not seeds:
         raise ConfigError("seeds: give at least one seed")
@@ -205,12 +254,23 @@ def run(
     }
     with reward_backend(base_url=base_url, model=model, api_key=api_key) as (client, secrets):
         for seed in seeds:
+            taped: dict[str, list[float]] = {}
             for arm in ARMS:
                 folder = out / arm / f"seed-{seed}"
                 spec = parsed[arm]
                 start = time.perf_counter()
                 if not spec.scored:
                     result = train(MAP, ROBOTS, "iql", seed=seed, out_dir=folder, **common)
+                elif arm in CONTROLS:
+                    # The same training, its scores blind to the state: the LLM arm's mean, or
+                    # draws from what it gave on this seed.
+                    llm_arm, mode = CONTROLS[arm]
+                    values = taped.get(llm_arm) or [0.0]
+                    control = ControlScorer(values, mode=mode, seed=seed)
+                    result = train(
+                        MAP, ROBOTS, "iql", seed=seed, out_dir=folder, reward=spec,
+                        scorer=control, **common,
+                    )  # fmt: skip
                 else:
                     calls = folder / "calls.jsonl"
                     calls.unlink(missing_ok=True)
@@ -218,13 +278,16 @@ def run(
                         client, calls, goal=GOAL, secrets=secrets, seed=seed,
                         samples=spec.samples, temperature=spec.temperature, cache=shared_cache,
                     ) as scorer:  # fmt: skip
+                        tape = _Taped(scorer)
                         result = train(
                             MAP, ROBOTS, "iql", seed=seed, out_dir=folder, reward=spec,
-                            scorer=scorer, **common,
+                            scorer=tape, **common,
                         )  # fmt: skip
+                    taped[arm] = tape.values
                 figures = _run_figures(result, time.perf_counter() - start)
                 runs[arm].append({"seed": seed, **figures})
                 log.info("bench reward: %s seed %d done in %.0f s", arm, seed, figures["wall_s"])
+    summary = {arm: _summary(rs) for arm, rs in runs.items()}
     reference = nav.evaluate(
         nav.shortest_path_actions, MAP, ROBOTS, seeds=seeds, num_envs=4, ticks=EPISODE
     )
@@ -244,13 +307,40 @@ def run(
             "quick": quick,
         },
         "runs": runs,
-        "summary": {arm: _summary(rs) for arm, rs in runs.items()},
+        "summary": summary,
+        "versus_controls": versus_controls(summary),
         "shortest_path": {
             "deliveries_per_tick": reference["deliveries_per_robot_tick"] * ROBOTS,
             "collision_attempts_per_tick": reference["collision_attempts_per_robot_tick"] * ROBOTS,
         },
         "wall_s": time.perf_counter() - t0,
     }
+
+
+COMPARED = ("late_deliveries_per_tick", "greedy_deliveries_per_tick", "trained_return_var_mean")
+"""The figures on which an LLM arm is set against its controls."""
+
+
+def versus_controls(summary: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per control arm and figure: the LLM arm's mean minus the control's, and whether they differ.
+
+    ``differs``: their 95% intervals do not overlap (None with one seed: no interval). A §6
+    conclusion about an LLM arm stands only on a figure where it differs from both controls.
+    """
+    out: dict[str, dict[str, Any]] = {}
+    for control, (llm_arm, _) in CONTROLS.items():
+        if control not in summary or llm_arm not in summary:
+            continue
+        row: dict[str, Any] = {"llm_arm": llm_arm}
+        for key in COMPARED:
+            a, b = summary[llm_arm][key], summary[control][key]
+            gap = a["mean"] - b["mean"]
+            differs = (
+                None if a["ci95"] is None or b["ci95"] is None else abs(gap) > a["ci95"] + b["ci95"]
+            )
+            row[key] = {"llm_minus_control": gap, "differs": differs}
+        out[control] = row
+    return out
 
 
 def _fmt(cell: Mapping[str, Any], digits: int) -> str:
@@ -268,6 +358,7 @@ COLUMNS = (
     ("model calls", "llm_calls", 0),
     ("tokens", "llm_tokens", 0),
     ("variance fallbacks", "llm_variance_fallbacks", 0),
+    ("score mean", "score_mean", 2),
 )
 
 
@@ -285,10 +376,19 @@ def format_table(result: Mapping[str, Any]) -> str:
     for arm, s in result["summary"].items():
         cells = [_fmt(s[key], digits) for _, key, digits in COLUMNS]
         found = "; ".join(f"{k} {v}" for k, v in s["findings"].items()) or "none"
-        lines.append(f"| {result['config']['specs'][arm]} | " + " | ".join(cells) + f" | {found} |")
+        label = arm_label(arm, result["config"]["specs"])
+        lines.append(f"| {label} | " + " | ".join(cells) + f" | {found} |")
     ref = result["shortest_path"]
     lines.append(
         f"| shortest path (no learning) | - | - | {ref['deliveries_per_tick']:.4f} | - | - | - "
-        "| - | - | - |"
+        "| - | - | - | - |"
     )
+    lines.append("")
+    for control, row in result.get("versus_controls", {}).items():
+        parts = []
+        for key in COMPARED:
+            cell = row[key]
+            verdict = {True: "differs", False: "within noise", None: "one seed"}[cell["differs"]]
+            parts.append(f"{key} {cell['llm_minus_control']:+.4f} ({verdict})")
+        lines.append(f"{row['llm_arm']} - {control}: " + "; ".join(parts))
     return "\n".join(lines)

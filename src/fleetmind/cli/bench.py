@@ -328,7 +328,7 @@ def bench_free_riding(
 def bench_reward(
     quick: Annotated[bool, typer.Option(help="2,000 ticks, seed 0 (a smoke run).")] = False,
     seeds: Annotated[
-        str | None, typer.Option(help="Comma-separated root seeds. [default: 0,1,2]")
+        str | None, typer.Option(help="Comma-separated root seeds. [default: 0,1,2,3,4]")
     ] = None,
     steps: Annotated[int | None, typer.Option(help="Ticks per run. [default: 60000]")] = None,
     every: Annotated[int, typer.Option(help="Ticks between two LLM scores.")] = 50,

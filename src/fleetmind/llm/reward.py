@@ -26,7 +26,7 @@ import logging
 import math
 import os
 import re
-from collections.abc import Iterator, Mapping, MutableMapping
+from collections.abc import Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -398,3 +398,54 @@ def recorded_reward(
     )
     with CallRecorder(calls_path, secrets=secrets or []) as recorder:
         yield LLMReward(recorder.wrap(client), goal=goal, context=context, **options)
+
+
+class ControlScorer:
+    """A scorer blind to the state, beside an LLM scorer: a constant, or draws from scores.
+
+    Every claim about an LLM reward stands beside one (DESIGN.md): a result the LLM arm shares
+    with a reward that never looks at the state is no result of the LLM's judgement.
+
+    Args:
+        values: the LLM arm's scores (what it returned, one per scoring).
+        mode: ``constant`` (their mean, every time) or ``random`` (a seeded draw from them).
+        seed: the draw's seed.
+
+    Raises:
+        ValueError: no values, or an unknown mode.
+    """
+
+    def __init__(self, values: Sequence[float], *, mode: str, seed: int = 0) -> None:
+        if not values:
+            raise ValueError("a control scorer needs the LLM arm's scores; got none")
+        if mode not in ("constant", "random"):
+            raise ValueError(f"mode: expected 'constant' or 'random', got {mode!r}")
+        self.values = np.asarray(values, dtype=np.float64)
+        self.mode = mode
+        self.mean = float(self.values.mean())
+        self._rng = np.random.default_rng(seed)
+        self.evaluations = 0
+
+    def evaluate(self, state_text: str, *, tick: int | None = None) -> float | None:
+        """The mean, or a random one of the values; the state is not looked at."""
+        self.evaluations += 1
+        if self.mode == "constant":
+            return self.mean
+        return float(self.values[int(self._rng.integers(len(self.values)))])
+
+    def summary(self) -> dict[str, Any]:
+        """Counters in the shape of :meth:`LLMReward.summary` (no model calls)."""
+        return {
+            "calls": 0,
+            "cache_hits": 0,
+            "parse_fallbacks": 0,
+            "variance_fallbacks": 0,
+            "call_failures": 0,
+            "evaluations": self.evaluations,
+            "prompt_tokens": 0,
+            "completion_tokens": 0,
+            "variance_mean": 0.0,
+            "variance_max": 0.0,
+            "control": self.mode,
+            "control_from": len(self.values),
+        }

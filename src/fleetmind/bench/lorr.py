@@ -72,6 +72,8 @@ def resolve(spec: str | Path) -> Path:
         candidate = DATA / parts[0] / "warehouse.domain" / f"{parts[1]}.json"
         if candidate.exists():
             return candidate
+        for other in sorted((DATA / parts[0]).glob(f"*.domain/{parts[1]}.json")):
+            return other  # 2026 problems live in maze/room/random domains too
     if path.exists():
         return path
     raise ConfigError(

@@ -110,6 +110,13 @@ def lorr_validate(
         "ok": check.ok,
         "problems": list(check.problems),
     }
+    if check.edition == "2026":
+        summary |= {
+            "collisions": check.executed_conflicts,
+            "refused_by_action_model": check.refused,
+            "delayed_robot_ticks": check.delayed,
+            "notes": list(check.notes),
+        }
     if as_json:
         print_json(summary)
     else:
@@ -122,6 +129,16 @@ def lorr_validate(
             soft_wrap=True,
             markup=False,
         )
+        if check.edition == "2026":
+            console.print(
+                f"2026: {check.executed_conflicts} collisions, {check.refused} moves turned into "
+                f"waits by the action model, {check.delayed} delayed robot-ticks, "
+                f"{len(check.notes)} notes",
+                soft_wrap=True,
+                markup=False,
+            )
+            for line in check.notes:
+                console.print(f"note: {line}", soft_wrap=True, markup=False)
         for line in check.problems:
             console.print(line, soft_wrap=True, markup=False)
     if not check.ok:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import NDArray
@@ -19,19 +19,50 @@ from fleetmind.sim.lorr.rules import MAX_FILE_BYTES, Edition
 from fleetmind.sim.maps import parse_movingai
 
 
+@dataclass(frozen=True)
+class DelayConfig:
+    """A 2026 problem's ``delayConfig``: random stoppages of robots.
+
+    Attributes:
+        seed: seed of the start kit's delay generator.
+        min_delay: shortest stoppage in ticks (``minDelay``, at least 1).
+        max_delay: longest stoppage (``maxDelay``, at least ``min_delay``).
+        event_model: ``bernoulli`` (each robot not delayed is hit with probability ``p_delay``
+            a tick) or ``poisson`` (a Poisson number of robots, mean ``teamSize x p_delay``).
+        p_delay: ``pDelay`` in [0, 1].
+        duration_model: ``uniform`` on [min, max] or ``gaussian``.
+        gauss_mean_ratio: gaussian mean as a fraction of the range (``gaussMeanRatio``, [0, 1]).
+        gauss_std_ratio: gaussian st. dev. as a fraction of the range (``gaussStdRatio``, >= 0).
+    """
+
+    seed: int
+    min_delay: int
+    max_delay: int
+    event_model: Literal["bernoulli", "poisson"]
+    p_delay: float
+    duration_model: Literal["uniform", "gaussian"]
+    gauss_mean_ratio: float
+    gauss_std_ratio: float
+
+
 @dataclass(frozen=True, eq=False)
 class Instance:
     """One LoRR problem: a map, a team, a task file and the rules of its edition.
 
     Attributes:
         path: the instance ``.json``.
-        edition: ``"2023"`` (round-robin errands) or ``"2024"`` (task pool).
+        edition: ``"2023"`` (round-robin errands), ``"2024"`` (task pool) or ``"2026"`` (task
+            pool, multi-tick actions, delays; chosen by ``version`` containing ``2026`` or by
+            any of ``agentCounter``, ``agentSize``, ``delayConfig``).
         grid: the map (``blocked`` is what the rules read; ``pickups`` = ``E``, ``stations`` =
             ``S``).
         starts: ``(team,)`` int64 start locations (``row * W + col``), facing east.
         tasks: ``(M, E)`` int64 errand locations of each task line, ``-1`` past its end.
         task_len: ``(M,)`` int64 number of errands of each task.
-        num_tasks_reveal: ``numTasksReveal`` (errands per robot in 2023, pool factor in 2024).
+        num_tasks_reveal: ``numTasksReveal`` (errands per robot in 2023, pool factor since 2024).
+        agent_counter: ticks one Forward or Rotate takes (``agentCounter``; 1 before 2026).
+        agent_size: side of a robot's square in cells (``agentSize``; 1.0 before 2026).
+        delay: the 2026 ``delayConfig`` (``None`` before 2026).
     """
 
     path: Path
@@ -41,6 +72,9 @@ class Instance:
     tasks: NDArray[np.int64]
     task_len: NDArray[np.int64]
     num_tasks_reveal: float
+    agent_counter: int = 1
+    agent_size: float = 1.0
+    delay: DelayConfig | None = None
 
     @property
     def team_size(self) -> int:
@@ -54,8 +88,8 @@ class Instance:
 
     @property
     def pool_size(self) -> int:
-        """2024: open tasks kept revealed; 2023: errands revealed per robot."""
-        if self.edition == "2024":
+        """2024/2026: open tasks kept revealed; 2023: errands revealed per robot."""
+        if self.edition != "2023":
             return int(self.num_tasks_reveal * self.team_size)
         return max(1, int(self.num_tasks_reveal))
 
@@ -208,8 +242,11 @@ def read_instance(path: str | Path, *, team_size: int | None = None) -> Instance
             raise ConfigError(f"{path}: field {key!r} has the wrong type ({value!r})")
         return value
 
-    if "version" in spec:
-        edition: Edition = "2024"
+    edition: Edition
+    if _is_2026(spec):
+        edition = "2026"
+    elif "version" in spec:
+        edition = "2024"
     else:
         strategy = field_("taskAssignmentStrategy", str)
         if strategy != "roundrobin":
@@ -228,6 +265,17 @@ def read_instance(path: str | Path, *, team_size: int | None = None) -> Instance
         raise ConfigError(f"{path}: teamSize {team} must be between 1 and {len(starts)} agents")
     if reveal <= 0:
         raise ConfigError(f"{path}: numTasksReveal must be positive, got {reveal}")
+    counter, size, delay = 1, 1.0, None
+    if edition == "2026":
+        counter = field_("agentCounter", int) if "agentCounter" in spec else 10
+        if counter < 1:
+            raise ConfigError(f"{path}: field 'agentCounter' must be at least 1, got {counter}")
+        size = float(field_("agentSize", (int, float))) if "agentSize" in spec else 1.0
+        if not 0 < size <= 1:
+            # The kit accepts any positive size; a robot wider than a cell could never pass a
+            # neighbour on these maps, and the validator's neighbour window assumes <= 1.
+            raise ConfigError(f"{path}: field 'agentSize' must be in (0, 1], got {size}")
+        delay = _delay_config(spec.get("delayConfig"), path)
     return Instance(
         path=path,
         edition=edition,
@@ -236,6 +284,62 @@ def read_instance(path: str | Path, *, team_size: int | None = None) -> Instance
         tasks=tasks,
         task_len=task_len,
         num_tasks_reveal=reveal,
+        agent_counter=counter,
+        agent_size=size,
+        delay=delay,
+    )
+
+
+def _is_2026(spec: dict[str, Any]) -> bool:
+    """The 2026 rules: ``version`` names 2026, or a field only 2026 problems carry."""
+    if "2026" in str(spec.get("version", "")):
+        return True
+    return any(key in spec for key in ("agentCounter", "agentSize", "delayConfig"))
+
+
+def _delay_config(value: Any, path: Path) -> DelayConfig:
+    """``delayConfig`` with every field the start kit requires, checked as the kit checks it."""
+    if not isinstance(value, dict):
+        raise ConfigError(f"{path}: field 'delayConfig' missing or not an object (2026 problems)")
+
+    def get(key: str, kind: type | tuple[type, ...]) -> Any:
+        if key not in value:
+            raise ConfigError(f"{path}: missing field 'delayConfig.{key}'")
+        item = value[key]
+        if not isinstance(item, kind) or isinstance(item, bool):
+            raise ConfigError(f"{path}: field 'delayConfig.{key}' has the wrong type ({item!r})")
+        return item
+
+    seed, lo, hi = get("seed", int), get("minDelay", int), get("maxDelay", int)
+    event, p = get("eventModel", str), float(get("pDelay", (int, float)))
+    duration = get("durationModel", str)
+    mean, std = (
+        float(get("gaussMeanRatio", (int, float))),
+        float(get("gaussStdRatio", (int, float))),
+    )
+    checks = [
+        (seed >= 0, "seed", "must be a non-negative integer", seed),
+        (lo >= 1, "minDelay", "must be at least 1", lo),
+        (hi >= lo, "maxDelay", f"must be at least minDelay ({lo})", hi),
+        (event in ("bernoulli", "poisson"), "eventModel", "must be bernoulli or poisson", event),
+        (0.0 <= p <= 1.0, "pDelay", "must be in [0, 1]", p),
+        (duration in ("uniform", "gaussian"), "durationModel", "must be uniform or gaussian",
+         duration),
+        (0.0 <= mean <= 1.0, "gaussMeanRatio", "must be in [0, 1]", mean),
+        (std >= 0.0, "gaussStdRatio", "must be at least 0", std),
+    ]  # fmt: skip
+    for ok, key, rule, got in checks:
+        if not ok:
+            raise ConfigError(f"{path}: field 'delayConfig.{key}' {rule}, got {got!r}")
+    return DelayConfig(
+        seed=seed,
+        min_delay=lo,
+        max_delay=hi,
+        event_model=event,
+        p_delay=p,
+        duration_model=duration,
+        gauss_mean_ratio=mean,
+        gauss_std_ratio=std,
     )
 
 

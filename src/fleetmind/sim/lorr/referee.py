@@ -40,6 +40,7 @@ from numpy.typing import NDArray
 
 from fleetmind.errors import ConfigError, read_input
 from fleetmind.sim.lorr.instance import Instance
+from fleetmind.sim.lorr.referee2026 import replay
 
 _LETTERS = "FRCWT"
 _F, _R, _C, _W, _T = range(5)
@@ -56,7 +57,8 @@ class Validation:
     """What :func:`validate` found.
 
     Attributes:
-        edition: the rules replayed (``"2023"`` or ``"2024"``).
+        edition: the rules replayed (``"2023"``, ``"2024"`` or ``"2026"``, see
+            :mod:`~fleetmind.sim.lorr.referee2026`).
         steps: steps replayed.
         finished: tasks (2024) or errands (2023) the rules finish.
         claimed: ``numTaskFinished`` of the file.
@@ -64,8 +66,12 @@ class Validation:
         schedule_errors: the refused schedules the rules find (2024).
         timeouts: steps the robots waited for the planner (2023: steps with no answer).
         executed_conflicts: steps whose ``actualPaths`` moves collide or leave the map (0 when
-            the file executes what the rules execute).
+            the file executes what the rules execute); 2026: overlapping swept squares.
         problems: one line per disagreement between the file and the rules.
+        refused: 2026: robot-ticks where the executor asked for a move and the action model
+            made the robot wait outside a delay (collisions it prevented).
+        delayed: 2026: robot-ticks inside the file's delay intervals.
+        notes: 2026: differences not held against the file (pre-v3 schedule stamps).
     """
 
     edition: str
@@ -77,6 +83,9 @@ class Validation:
     timeouts: int
     executed_conflicts: int
     problems: tuple[str, ...]
+    refused: int = 0
+    delayed: int = 0
+    notes: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -418,9 +427,29 @@ def validate(
 def _validate(data: dict[str, Any], instance: Instance, *, time_limit: float | None) -> Validation:
     problems: list[str] = []
     if "agentMaxCounter" in data or "outputSegmentSize" in data:
+        if instance.edition != "2026":
+            raise ConfigError(
+                f"a LoRR 2026 output (agentMaxCounter, path segments) for the "
+                f"{instance.edition} problem {instance.path}: give its 2026 problem"
+            )
+        found = replay(data, instance)
+        return Validation(
+            edition="2026",
+            steps=found.steps,
+            finished=found.finished,
+            claimed=int(data.get("numTaskFinished", -1)),
+            errors=[],
+            schedule_errors=found.schedule_errors,
+            timeouts=found.timeouts,
+            executed_conflicts=found.collisions,
+            problems=found.problems,
+            refused=found.refused,
+            delayed=found.delayed,
+            notes=found.notes,
+        )
+    if instance.edition == "2026":
         raise ConfigError(
-            "a LoRR 2026 output (agentMaxCounter, path segments): this replays the 2023 and "
-            "2024 layouts"
+            f"a 2023/2024 output (no agentMaxCounter) for the 2026 problem {instance.path}"
         )
     for key in ("start", "actualPaths"):
         if key not in data:

@@ -7,7 +7,7 @@ from typing import Final, Literal
 import numpy as np
 from numpy.typing import NDArray
 
-Edition = Literal["2023", "2024"]
+Edition = Literal["2023", "2024", "2026"]
 
 FW: Final = 0
 CR: Final = 1

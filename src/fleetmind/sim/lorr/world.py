@@ -116,6 +116,12 @@ class World:
     """
 
     def __init__(self, instance: Instance, *, steps: int) -> None:
+        if instance.edition == "2026":
+            raise ConfigError(
+                f"{instance.path}: a LoRR 2026 problem (multi-tick actions, delays): this "
+                "simulator plays the 2023 and 2024 rules; `fleetmind lorr validate` replays 2026 "
+                "output files"
+            )
         self.instance = instance
         n = instance.team_size
         h, w = instance.grid.shape

@@ -27,8 +27,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from fleetmind.dispatch.lorr import Levers, PibtPlanner
+from fleetmind.dispatch.lorr2026 import RuleExecutor, StagedPlanner
 from fleetmind.errors import ConfigError
 from fleetmind.sim import lorr
+from fleetmind.sim.lorr.world2026 import output2026, simulate2026
 
 DATA = Path(__file__).resolve().parents[3] / "benchmarks" / "data" / "lorr"
 """The instances shipped in the repository (``benchmarks/data/lorr/README.md``)."""
@@ -274,6 +276,83 @@ def run_instance(
             write_episode(result, out / "episode.parquet")
         (out / "metrics.json").write_text(json.dumps(out_metrics, indent=2) + "\n")
     return out_metrics
+
+
+def run_2026(
+    instance: str | Path,
+    *,
+    ticks: int = 1000,
+    comm_ticks: int = 10,
+    delays: bool = True,
+    delay_seed: int | None = None,
+    levers: Levers | None = None,
+    seed: int = 0,
+    out: Path | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> dict[str, Any]:
+    """Play a LoRR 2026 problem: the staged LoRR planner and the rule executor; validate.
+
+    Args:
+        instance: a 2026 problem (path or short name).
+        ticks: ticks to simulate.
+        comm_ticks: ticks between planner communications.
+        delays: draw the problem's delays (seeded numpy draws, not the kit's).
+        delay_seed: overrides ``delayConfig.seed``.
+        levers: planner levers (default: :data:`LEVER_SETS` [:data:`DEFAULT_LEVERS`]).
+        seed: seed of the planner's tie-breaks.
+        out: folder for ``lorr_output.json`` (the kit's 2026 layout), ``metrics.json`` and
+            ``config.json`` (none written if ``None``).
+        progress: called with ``(tick, finished)`` at each communication.
+
+    Returns:
+        Tasks finished, moves the action model refused, executor and planner time, and the
+        validator's verdict on the output file.
+    """
+    path = resolve(instance)
+    inst = lorr.read_instance(path)
+    levers = levers or LEVER_SETS[DEFAULT_LEVERS]
+    planner = StagedPlanner(PibtPlanner(levers, seed=seed), comm_ticks=comm_ticks)
+    executor = RuleExecutor()
+    t0 = time.perf_counter()
+    run = simulate2026(
+        inst, planner, executor, ticks=ticks, comm_ticks=comm_ticks, delays=delays,
+        delay_seed=delay_seed, progress=progress,
+    )  # fmt: skip
+    wall = time.perf_counter() - t0
+    output = output2026(run)
+    check = lorr.validate(output, inst, time_limit=None)
+    m: dict[str, Any] = {
+        "instance": inst.name,
+        "rules": "2026",
+        "robots": inst.team_size,
+        "ticks": ticks,
+        "comm_ticks": comm_ticks,
+        "plan_steps": planner.steps,
+        "delays": delays,
+        "delay_seed": delay_seed
+        if delay_seed is not None
+        else (inst.delay.seed if inst.delay else 0),
+        "delayed_robot_ticks": check.delayed,
+        "finished": run.finished,
+        "refused_by_action_model": len(run.refused),
+        "plans_not_staged": executor.skipped,
+        "executor_ms": _percentiles(run.executor_times),
+        "planner_ms": _percentiles(run.planner_times),
+        "wall_s": wall,
+        "validated": check.ok,
+        "collisions": check.executed_conflicts,
+        "problems": list(check.problems[:5]),
+    }
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "lorr_output.json").write_text(lorr.dumps(output))
+        config = {
+            "instance": str(path), "ticks": ticks, "comm_ticks": comm_ticks, "delays": delays,
+            "delay_seed": delay_seed, "seed": seed, "levers": dataclasses.asdict(levers),
+        }  # fmt: skip
+        (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+        (out / "metrics.json").write_text(json.dumps(m, indent=2) + "\n")
+    return m
 
 
 def row(m: dict[str, Any], *, levers: str) -> dict[str, Any]:

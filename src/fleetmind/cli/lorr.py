@@ -32,16 +32,62 @@ def lorr_run(
     team_size: Annotated[int | None, typer.Option(help="Robots to use.")] = None,
     episode: Annotated[bool, typer.Option(help="Write episode.parquet/.")] = True,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress lines.")] = False,
+    delays: Annotated[
+        bool, typer.Option(help="2026: draw the problem's delays (seeded, not the kit's draws).")
+    ] = True,
+    delay_seed: Annotated[
+        int | None, typer.Option(help="2026: seed of the delays. [default: delayConfig.seed]")
+    ] = None,
+    comm_ticks: Annotated[int, typer.Option(help="2026: ticks between planner calls.")] = 10,
     as_json: JsonFlag = False,
 ) -> None:
-    """Run the LoRR planner on one instance; print tasks finished, planning time, conflicts."""
+    """Run the LoRR planner on one instance; print tasks finished, planning time, conflicts.
+
+    A 2026 problem is played under the 2026 rules (ticks, multi-tick actions, delays): the
+    staged LoRR planner every ``--comm-ticks`` ticks and the plan-following rule executor.
+    """
     from fleetmind.bench import lorr as bench
     from fleetmind.errors import ConfigError
+    from fleetmind.sim.lorr import read_instance
 
     name = levers or bench.DEFAULT_LEVERS
     if name not in bench.LEVER_SETS:
         raise ConfigError(f"--levers: unknown {name!r} (known: {', '.join(bench.LEVER_SETS)})")
     start = time.perf_counter()
+    if read_instance(bench.resolve(instance), team_size=team_size).edition == "2026":
+        if team_size is not None:
+            raise ConfigError("--team-size: 2026 runs use the problem's teamSize")
+
+        def tick_progress(tick: int, finished: int) -> None:
+            if not quiet and tick % 500 == 0:
+                err_console.print(
+                    f"tick {tick}: {finished:,} finished ({time.perf_counter() - start:.0f} s)"
+                )
+
+        m26 = bench.run_2026(
+            instance, ticks=steps or 1000, comm_ticks=comm_ticks, delays=delays,
+            delay_seed=delay_seed, levers=bench.LEVER_SETS[name], seed=seed, out=out,
+            progress=tick_progress,
+        )  # fmt: skip
+        if as_json:
+            print_json(m26)
+        else:
+            ex, pl = m26["executor_ms"], m26["planner_ms"]
+            verdict = "validates" if m26["validated"] else "DOES NOT VALIDATE"
+            console.print(
+                f"{m26['instance']} (2026 rules, {m26['robots']} robots, {m26['ticks']} ticks, "
+                f"delays {'on' if delays else 'off'}): {m26['finished']:,} tasks finished; "
+                f"{m26['refused_by_action_model']} moves refused by the action model; executor "
+                f"p99 {ex['p99']:.2f} ms a tick, planner p50 {pl['p50']:.0f} / p99 "
+                f"{pl['p99']:.0f} ms a call; {m26['collisions']} collisions; output {verdict}",
+                soft_wrap=True,
+                markup=False,
+            )
+            for line in m26["problems"]:
+                console.print(line, soft_wrap=True, markup=False)
+        if m26["collisions"] or not m26["validated"]:
+            raise typer.Exit(1)
+        return
 
     def progress(step: int, finished: int) -> None:
         if not quiet and step % 500 == 0:

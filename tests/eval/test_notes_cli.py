@@ -92,6 +92,12 @@ def test_the_manifest_keeps_the_old_sets_first_contact() -> None:
     }.items():
         assert firsts[name] == exact
         assert manifest[name]["role"] == "development"  # folded in after first contact
+    # Written apart from the code, scored once: held out, with their first-contact figures.
+    for name in ("holdout4.jsonl", "holdout5.jsonl"):
+        assert manifest[name]["role"] == "held-out"
+        assert 0.0 < firsts[name] <= 1.0
+    proc = _run("notes", "eval", str(DEV.parent / "holdout5.jsonl"), "--reader", "template")
+    assert proc.stdout.splitlines()[0].startswith("set holdout5.jsonl: held-out")
 
 
 def test_notes_generate_writes_a_labelled_set_the_rules_read(tmp_path: Path) -> None:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import copy
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -261,34 +261,3 @@ def train_dqn(
 def split_seed(seed: int) -> list[np.random.SeedSequence]:
     """The run's named streams: env, Q-net init, mixer init, exploration, replay sampling."""
     return np.random.SeedSequence(seed).spawn(5)
-
-
-def learner(
-    algo: str,
-    make_mixer: Callable[[base.BatchEnv, DQNConfig], Mixer] | None,
-    doc: str,
-) -> base.Learner[DQNConfig]:
-    """A Q-learner's ``train``: the mixer (if any) built from the run's seed, then the loop.
-
-    The loop is :func:`fleetmind.rl.neural.recurrent.train_recurrent` (GRU agents, episode
-    replay) when ``config.recurrent``, else :func:`train_dqn` (feed-forward, transitions).
-
-    Args:
-        algo: name recorded in results and checkpoints.
-        make_mixer: builds the mixer for an env and config; None for independent learners.
-        doc: the ``train`` docstring.
-    """
-
-    def run(env: base.BatchEnv, cfg: DQNConfig, options: base.RunOptions) -> base.TrainResult:
-        mixer = (
-            base.build_seeded(split_seed(options.seed)[2], lambda: make_mixer(env, cfg))
-            if make_mixer is not None
-            else None
-        )
-        if cfg.recurrent:
-            from fleetmind.rl.neural.recurrent import train_recurrent
-
-            return train_recurrent(env, cfg, mixer=mixer, algo=algo, run=options)
-        return train_dqn(env, cfg, mixer=mixer, algo=algo, run=options)
-
-    return base.Learner(run, DQNConfig, doc)

@@ -17,7 +17,8 @@ Usage::
 
 from __future__ import annotations
 
-from fleetmind.rl.neural.dqn import DQNConfig, learner
+from fleetmind.rl.neural.dqn import DQNConfig
+from fleetmind.rl.neural.recurrent import learner
 
 __all__ = ["DQNConfig", "train"]
 

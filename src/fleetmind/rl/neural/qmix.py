@@ -21,7 +21,8 @@ import torch
 from torch import nn
 
 from fleetmind.rl.neural import base
-from fleetmind.rl.neural.dqn import DQNConfig, learner
+from fleetmind.rl.neural.dqn import DQNConfig
+from fleetmind.rl.neural.recurrent import learner
 
 __all__ = ["DQNConfig", "QMixer", "train"]
 

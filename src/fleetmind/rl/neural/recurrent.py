@@ -51,7 +51,14 @@ from torch import nn
 
 from fleetmind.rl.neural import base, buffers
 from fleetmind.rl.neural.config import resolved_record
-from fleetmind.rl.neural.dqn import BASE_LR, DQNConfig, Mixer, epsilon_at, split_seed
+from fleetmind.rl.neural.dqn import (
+    BASE_LR,
+    DQNConfig,
+    Mixer,
+    epsilon_at,
+    split_seed,
+    train_dqn,
+)
 from fleetmind.rl.neural.ppo import env_horizon
 
 __all__ = [
@@ -60,6 +67,7 @@ __all__ = [
     "RecurrentQ",
     "RunningMoments",
     "double_q_targets",
+    "learner",
     "td_loss",
     "train_recurrent",
 ]
@@ -505,3 +513,32 @@ def _finals(
     final_state = real_state[worlds] if real_state is not None else None
     bootstrap = keep[worlds] | ~done[worlds]
     return final_obs, final_state, bootstrap
+
+
+def learner(
+    algo: str,
+    make_mixer: Callable[[base.BatchEnv, DQNConfig], Mixer] | None,
+    doc: str,
+) -> base.Learner[DQNConfig]:
+    """A Q-learner's ``train``: the mixer (if any) built from the run's seed, then the loop.
+
+    The loop is :func:`train_recurrent` (GRU agents, episode replay) when ``config.recurrent``,
+    else :func:`fleetmind.rl.neural.dqn.train_dqn` (feed-forward, transitions).
+
+    Args:
+        algo: name recorded in results and checkpoints.
+        make_mixer: builds the mixer for an env and config; None for independent learners.
+        doc: the ``train`` docstring.
+    """
+
+    def run(env: base.BatchEnv, cfg: DQNConfig, options: base.RunOptions) -> base.TrainResult:
+        mixer = (
+            base.build_seeded(split_seed(options.seed)[2], lambda: make_mixer(env, cfg))
+            if make_mixer is not None
+            else None
+        )
+        if cfg.recurrent:
+            return train_recurrent(env, cfg, mixer=mixer, algo=algo, run=options)
+        return train_dqn(env, cfg, mixer=mixer, algo=algo, run=options)
+
+    return base.Learner(run, DQNConfig, doc)

@@ -19,7 +19,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from fleetmind.rl.neural.dqn import DQNConfig, learner
+from fleetmind.rl.neural.dqn import DQNConfig
+from fleetmind.rl.neural.recurrent import learner
 
 __all__ = ["DQNConfig", "SumMixer", "train"]
 

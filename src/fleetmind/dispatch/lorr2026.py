@@ -146,15 +146,20 @@ class RuleExecutor:
         """Every robot first in the queue of its start cell."""
         self.width = instance.width
         self.queues = {int(c): deque([i]) for i, c in enumerate(instance.starts.tolist())}
+        h, w = instance.grid.shape
+        self.head = np.full(h * w, -1, dtype=np.int64)  # first robot of each cell's queue
+        self.head[instance.starts] = np.arange(instance.team_size)
         self.prev = instance.starts.copy()
         self.p_loc = instance.starts.copy()
         self.p_ori = np.zeros(instance.team_size, dtype=np.int64)
 
     def _sync(self, loc: NDArray[np.int64]) -> None:
         for i in np.flatnonzero(loc != self.prev).tolist():
-            q = self.queues[int(self.prev[i])]
+            cell = int(self.prev[i])
+            q = self.queues[cell]
             assert q[0] == i, "a robot left a cell it was not first to visit"
             q.popleft()
+            self.head[cell] = q[0] if q else -1
         self.prev = loc.copy()
 
     def process_new_plan(
@@ -173,7 +178,10 @@ class RuleExecutor:
             for i in np.flatnonzero(act != WAIT).tolist():
                 staged[i].append(int(act[i]))
                 if act[i] == FW:
-                    self.queues.setdefault(int(loc[i]), deque()).append(i)
+                    q = self.queues.setdefault(int(loc[i]), deque())
+                    if not q:
+                        self.head[int(loc[i])] = i
+                    q.append(i)
             self.p_loc, self.p_ori = loc, ori
         return staged, self.p_loc.copy(), self.p_ori.copy()
 
@@ -188,7 +196,5 @@ class RuleExecutor:
             target, _ = _advance(
                 state.loc[starting], state.ori[starting], front[starting], self.width
             )
-            for i, c in zip(starting.tolist(), target.tolist(), strict=True):
-                q = self.queues.get(c)
-                go[i] = bool(q) and q[0] == i  # type: ignore[index]
+            go[starting] = self.head[target] == starting
         return go

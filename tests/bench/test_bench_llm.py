@@ -38,3 +38,26 @@ def test_quick_bench_runs_end_to_end() -> None:
     tps = r["llm/tokens_per_s"]
     assert isinstance(tps, dict)
     assert tps["threads_1_idle"] > 1.0
+
+
+def test_llm_memory_refuses_a_missing_gguf_in_one_line(tmp_path) -> None:
+    from typer.testing import CliRunner
+
+    from fleetmind.cli import app
+
+    res = CliRunner().invoke(app, ["bench", "llm-memory", "--gguf", str(tmp_path / "no.gguf")])
+    assert res.exit_code == 2
+    said = " ".join(res.output.split())  # the console wraps long lines
+    assert said.endswith("no.gguf: no such file")
+    assert "Traceback" not in said
+
+
+@pytest.mark.llm
+def test_llm_memory_bounded_grows_less_than_unbounded() -> None:
+    result = bench.run_memory(prompts=4)
+    bounded = result["bounded"]
+    unbounded = result["unbounded (llama-cpp-python as it is)"]
+    grown = bounded["rss_mb"][-1] - bounded["rss_mb"][0]
+    grown_before = unbounded["rss_mb"][-1] - unbounded["rss_mb"][0]
+    assert grown < grown_before / 2
+    assert "distinct prompts" in bench.format_memory(result)

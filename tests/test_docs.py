@@ -160,3 +160,15 @@ def test_bad_input_is_one_line_and_exit_2() -> None:
     assert out.returncode == 2
     assert "Traceback" not in out.stderr
     assert "no-such-map" in out.stderr
+
+
+def test_every_strategy_name_is_in_the_help_and_the_readme() -> None:
+    from fleetmind.eval.strategies import STRATEGIES
+
+    result = CliRunner().invoke(app, ["compare", "--help"], terminal_width=400)
+    assert result.exit_code == 0
+    helptext = " ".join(result.output.split())
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    for name in STRATEGIES:
+        assert f"{name}," in helptext or f"{name} (" in helptext, name
+        assert f"| `{name}` |" in readme, name

@@ -28,6 +28,7 @@ from fleetmind.cli.common import (
     progress_run,
     ray_runner,
 )
+from fleetmind.eval.strategies import STRATEGIES
 
 
 @app.command()
@@ -347,8 +348,8 @@ def compare(
     strategies: Annotated[
         str,
         typer.Option(
-            help="Comma-separated strategies: classical, rl, llm, hybrid, hybrid-direct, "
-            "oracle, greedy, guidance, learned (append :noshield to drop the shield)."
+            help=f"Comma-separated strategies: {', '.join(STRATEGIES)} "
+            "(append :noshield to drop the shield)."
         ),
     ] = "classical,rl,classical:noshield",
     map_name: MapName = "warehouse-small",

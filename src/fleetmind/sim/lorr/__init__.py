@@ -1,7 +1,10 @@
 """League of Robot Runners (LoRR) rules: instances, the simulator, the time limit, the validator.
 
 The rule set of the LoRR start kit (MAPF-Competition/Start-Kit, 2023 and 2024 editions), on
-their own instance files (``benchmarks/data/lorr/README.md`` gives the formats).
+their own instance files (``benchmarks/data/lorr/README.md`` gives the formats). The 2026
+edition (v3.x: ticks, multi-tick actions, swept squares, delays, a planner called periodically
+and an executor every tick) has its own loop, :mod:`~fleetmind.sim.lorr.world2026`, and its own
+validator, :mod:`~fleetmind.sim.lorr.referee2026`; what follows is the 2023/2024 rule set.
 
 State: each robot stands on a location ``row * W + col`` and faces one of four orientations,
 ``0`` east, ``1`` south, ``2`` west, ``3`` north; every robot starts facing east.

@@ -60,6 +60,8 @@ SHAPING = 0.0
 ablation (``--shaping``), reported apart."""
 
 EVAL_SEED = 10_000
+CURVE_EPISODES = 20
+"""Real-rware episodes of each evaluation during a run (the curve); the figure plays all."""
 
 
 @dataclass(frozen=True)
@@ -199,8 +201,8 @@ def train_one(
 
     The run folder (``out_dir``) is ``fleetmind train``'s: policy, per-agent curves, and the
     evaluation curve on the real rware against training time and steps (five evaluations of
-    ``eval_episodes`` episodes, the last one the figure). ``row.json`` is written last, so a
-    folder without it is an unfinished run.
+    :data:`CURVE_EPISODES` episodes, the last one, the figure, ``eval_episodes``). ``row.json`` is
+    written last, so a folder without it is an unfinished run.
     """
     from fleetmind.rl.train import rware_robots, train
 
@@ -221,6 +223,8 @@ def train_one(
         eval_every_s=budget_s / 5,
         shaping=shaping,
         threads=threads,
+        # The curve's points on 20 episodes; the figure, after training, on all of them.
+        curve_episodes=min(CURVE_EPISODES, eval_episodes),
     )
     m = run.metrics
     sampled, greedy = m["deliveries_per_episode"], m["greedy_deliveries_per_episode"]

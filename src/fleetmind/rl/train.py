@@ -131,6 +131,7 @@ def train(
     eval_every_s: float | None = None,
     shaping: float = 0.0,
     threads: int | None = None,
+    curve_episodes: int | None = None,
 ) -> TrainRun:
     """Train ``algo`` on ``map`` with ``robots`` robots and write the run folder.
 
@@ -162,6 +163,8 @@ def train(
         shaping: rware ids: weight of the twin's dense guide
             (:class:`~fleetmind.rl.neural.adapters.RwareShaping`; 0: rware's reward alone).
         threads: torch intra-op threads (None: torch's default).
+        curve_episodes: rware ids: episodes of each evaluation during training (default
+            ``eval_episodes``); the last evaluation, the run's figure, plays ``eval_episodes``.
 
     Returns:
         The run folder, its metrics, config and curves.
@@ -220,6 +223,7 @@ def train(
         req, resume=resume, checkpoint_every=checkpoint_every, num_envs=num_envs,
         max_steps=max_steps, progress=progress, time_limit_s=time_limit_s,
         eval_every_s=eval_every_s, eval_episodes=eval_episodes, shaping=shaping, threads=threads,
+        curve_episodes=curve_episodes,
     )  # fmt: skip
 
 
@@ -302,6 +306,7 @@ def _train_neural(
     eval_episodes: int = 4,
     shaping: float = 0.0,
     threads: int | None = None,
+    curve_episodes: int | None = None,
 ) -> TrainRun:
     (map, robots, algo, reward_mode, steps, seed, out, overrides, eval_ticks, spec, scorer) = req
     import torch
@@ -339,7 +344,14 @@ def _train_neural(
                 writer.add_scalar(key, value, event.step)
 
         callbacks.append(to_tensorboard)
-    curve = RwareCurve(map, episodes=eval_episodes, seed=eval_seed, every_s=eval_every_s, out=out)
+    curve = RwareCurve(
+        map,
+        episodes=curve_episodes or eval_episodes,
+        final_episodes=eval_episodes,
+        seed=eval_seed,
+        every_s=eval_every_s,
+        out=out,
+    )
     if rware:
         curve.start()
         callbacks.append(curve.on_event)
@@ -380,7 +392,7 @@ def _train_neural(
         return out_
 
     if rware:
-        curve.evaluate(policy, result.steps)
+        curve.evaluate(policy, result.steps, final=True)
         ev = curve.metrics()
     else:
         eval_env = _make_env(
@@ -497,7 +509,8 @@ class RwareCurve:
 
     Args:
         env_id: the rware id.
-        episodes: episodes per evaluation.
+        episodes: episodes per evaluation during training.
+        final_episodes: episodes of the evaluation after training (default ``episodes``).
         seed: evaluation seed (episodes and action sampling).
         every_s: seconds of training between evaluations (None: only at the start and end).
         out: the run folder; the curve is rewritten there after every evaluation, so a long
@@ -510,6 +523,7 @@ class RwareCurve:
     seed: int
     every_s: float | None
     out: Path | None = None
+    final_episodes: int | None = None
     rows: list[dict[str, Any]] = field(init=False, default_factory=list)
     random: dict[str, Any] = field(init=False, default_factory=dict)
     _spent: float = field(init=False, default=0.0, repr=False)
@@ -546,15 +560,19 @@ class RwareCurve:
         if self._last is None or (self.every_s is not None and now - self._last >= self.every_s):
             self.evaluate(event.policy, event.step)
 
-    def evaluate(self, policy: Any, step: int) -> dict[str, Any]:
-        """Score ``policy`` (obs -> logits) now; append a row to the curve."""
+    def evaluate(self, policy: Any, step: int, *, final: bool = False) -> dict[str, Any]:
+        """Score ``policy`` (obs -> logits) now; append a row to the curve.
+
+        ``final``: the evaluation after training, on ``final_episodes`` episodes.
+        """
         from fleetmind.rl.neural import base
         from fleetmind.rl.neural.adapters import evaluate_rware
 
         t = time.perf_counter()
         train_s = t - self._t0 - self._spent
         self._last = train_s
-        kw = {"episodes": self.episodes, "seed": self.seed}
+        episodes = (self.final_episodes or self.episodes) if final else self.episodes
+        kw = {"episodes": episodes, "seed": self.seed}
         s = evaluate_rware(base.sampled_actions(policy, self.seed), self.env_id, **kw)
         g = evaluate_rware(base.greedy_actions(policy), self.env_id, **kw)
         row = {
@@ -565,6 +583,7 @@ class RwareCurve:
             **{f"sampled_{a}": v for a, v in s["per_agent"].items()},
             **{f"greedy_{a}": v for a, v in g["per_agent"].items()},
             "eval_on": s["eval_on"],
+            "episodes": episodes,
         }
         self.rows.append(row)
         log.info("rware eval: %s", row)
@@ -603,22 +622,21 @@ class RwareCurve:
     def metrics(self) -> dict[str, Any]:
         """The last evaluation as ``metrics.json`` entries (the sampled policy is the figure)."""
         last = self.rows[-1]
+        episodes = int(last["episodes"])
         agents = sorted(k.removeprefix("sampled_") for k in last if k.startswith("sampled_robot"))
-        total = last["sampled"] * self.episodes
+        total = last["sampled"] * episodes
         return {
             "eval_on": last["eval_on"],
-            "eval_episodes": self.episodes,
+            "eval_episodes": episodes,
             "eval_ticks": 500,
-            "eval_worlds": self.episodes,
+            "eval_worlds": episodes,
             "policy_figure": "sampled",
             "deliveries_per_episode": last["sampled"],
             "greedy_deliveries_per_episode": last["greedy"],
             "random_deliveries_per_episode": self.random.get("deliveries_per_episode"),
             "tasks_completed": round(total),
-            "throughput": total / (500 * self.episodes),
-            "per_agent_deliveries": {
-                a: round(last[f"sampled_{a}"] * self.episodes) for a in agents
-            },
+            "throughput": total / (500 * episodes),
+            "per_agent_deliveries": {a: round(last[f"sampled_{a}"] * episodes) for a in agents},
             "per_agent_reward": {a: float(last[f"sampled_{a}"]) for a in agents},
             "eval_curve": self.rows,
             "eval_wall_s": round(self._spent, 1),

@@ -40,7 +40,7 @@ from numpy.typing import NDArray
 
 from fleetmind.errors import ConfigError, read_input
 from fleetmind.sim.lorr.instance import Instance
-from fleetmind.sim.lorr.referee2026 import replay
+from fleetmind.sim.lorr.referee2026 import check_starts, replay
 
 _LETTERS = "FRCWT"
 _F, _R, _C, _W, _T = range(5)
@@ -462,18 +462,7 @@ def _validate(data: dict[str, Any], instance: Instance, *, time_limit: float | N
         )
     edition = instance.edition
     w = instance.width
-    try:
-        row = np.array([s[0] for s in data["start"]], dtype=np.int64)
-        col = np.array([s[1] for s in data["start"]], dtype=np.int64)
-        faces = [s[2] for s in data["start"]]
-    except (TypeError, IndexError, ValueError):
-        raise ConfigError("field 'start': expected [row, col, orientation] per robot") from None
-    if not np.array_equal(row * w + col, instance.starts):
-        i = int(np.argmax(row * w + col != instance.starts))
-        problems.append(f"start: robot {i} does not start where the agents file puts it")
-    if any(f != "E" for f in faces):
-        problems.append(f"start: robot {faces.index(next(f for f in faces if f != 'E'))} "
-                        "does not start facing east")  # fmt: skip
+    row, col = check_starts(data["start"], instance, problems)
     actual = _paths(data, "actualPaths", n, problems)
     planned = _paths(data, "plannerPaths", n, problems) if "plannerPaths" in data else None
     steps = len(actual)

@@ -355,18 +355,7 @@ def replay(data: dict[str, Any], instance: Instance) -> Replay2026:
             f"{instance.agent_counter}"
         )
     h, w = instance.grid.shape
-    try:
-        row = np.array([s[0] for s in data["start"]], dtype=np.int64)
-        col = np.array([s[1] for s in data["start"]], dtype=np.int64)
-        faces = [s[2] for s in data["start"]]
-    except (TypeError, IndexError, ValueError):
-        raise ConfigError("field 'start': expected [row, col, orientation] per robot") from None
-    if not np.array_equal(row * w + col, instance.starts):
-        i = int(np.argmax(row * w + col != instance.starts))
-        problems.append(f"start: robot {i} does not start where the agents file puts it")
-    if any(f != "E" for f in faces):
-        i = next(k for k, f in enumerate(faces) if f != "E")
-        problems.append(f"start: robot {i} does not start facing east")
+    row, col = check_starts(data["start"], instance, problems)
     actual = expand_paths(data["actualPaths"], n, "actualPaths", segment)
     steps = len(actual)
     planned = actual
@@ -530,3 +519,34 @@ def replay(data: dict[str, Any], instance: Instance) -> Replay2026:
         problems=tuple(problems),
         notes=tuple(notes),
     )
+
+
+def check_starts(
+    start: Any, instance: Instance, problems: list[str]
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """Check an output's ``start`` (``[row, col, orientation]`` per robot) against the instance.
+
+    Every robot must start on its agents-file cell, facing east; a disagreement is appended to
+    ``problems`` (the first robot that differs). Shared by both editions' referees
+    (:mod:`~fleetmind.sim.lorr.referee` too).
+
+    Returns:
+        The start rows and columns, ``(N,)`` each.
+
+    Raises:
+        ConfigError: ``start`` is not a list of ``[row, col, orientation]``.
+    """
+    try:
+        row = np.array([s[0] for s in start], dtype=np.int64)
+        col = np.array([s[1] for s in start], dtype=np.int64)
+        faces = [s[2] for s in start]
+    except (TypeError, IndexError, ValueError):
+        raise ConfigError("field 'start': expected [row, col, orientation] per robot") from None
+    cells = row * instance.width + col
+    if not np.array_equal(cells, instance.starts):
+        i = int(np.argmax(cells != instance.starts))
+        problems.append(f"start: robot {i} does not start where the agents file puts it")
+    if any(f != "E" for f in faces):
+        i = next(k for k, f in enumerate(faces) if f != "E")
+        problems.append(f"start: robot {i} does not start facing east")
+    return row, col

@@ -77,8 +77,9 @@ def test_replay_scrubber_and_call_log(page: Any, live_server: str, tmp_path: Pat
     page.fill("#scrubber", "5")
     page.wait_for_function("() => fleetmind.tick === 5")
     assert page.evaluate("fleetmind.frame.pos") != pos25
-    # The first decision fell back after malformed replies: its call log says so.
-    page.locator(".decision").first.click()
+    # The first planner decision (after the warm-up call) fell back after malformed replies:
+    # its call log says so.
+    page.locator(".decision", has_text="fallback").first.click()
     page.wait_for_selector("#call-log:not([hidden]) .call")
     body = page.inner_text("#call-log-body")
     assert "{not json at all" in body

@@ -197,15 +197,6 @@ def test_llm_reader_sends_unanswerable_notes_to_review() -> None:
     assert set(r.errors) & {"parse", "validation"}
 
 
-def test_rules_plus_llm_asks_only_what_no_rule_decides() -> None:
-    with FakeChatServer([Reply('"only"')]) as srv:
-        reader = LLMReader(srv.client(), only_uncertain=True)
-        _, got = _read(reader, "not before tick 300; robot_5 has the cold box")
-        assert len(srv.requests) == 1
-        assert "robot_5" in srv.requests[0].last_user
-    assert got == {Constraint("hold", tick=300), Constraint("only_robot", robot="robot_5")}
-
-
 def _gated_world(small, note: str, *, n: int = 3):
     orders = orders_at(small, [0], note=note)
     return make_world(small, n=n, orders=orders, steps=200)

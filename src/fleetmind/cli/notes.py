@@ -146,6 +146,14 @@ def notes_table(results: list[dict[str, Any]]) -> Table:
             lambda r: f"{r['latency_ms']['p50']:.2f}/{r['latency_ms']['p95']:.2f}",
         ),
         ("model calls", lambda r: str(r["calls"])),
+        (
+            "questions answered/abstained/timed out",
+            lambda r: (
+                f"{r['questions']['answered']}/{r['questions']['abstained']}/"
+                f"{r['questions']['timed_out']}"
+            ),
+        ),
+        ("constraints the model added", lambda r: str(r["questions"]["added"])),
         ("tokens", lambda r: str(r["tokens"])),
     ]
     for label, cell in rows:
@@ -168,20 +176,25 @@ def notes_eval(
     llm_base_url: LLMBaseUrl = None,
     llm_model: LLMModel = None,
     llm_api_key: LLMApiKey = None,
+    limit: Annotated[
+        int | None, typer.Option(min=1, help="Score only the first N notes (short model runs).")
+    ] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Exact-match accuracy, per kind and language precision/recall, false constraints, cost."""
     from fleetmind.eval.notes import evaluate, set_role
     from fleetmind.sim.notes import load_labelled
 
-    items = load_labelled(file)
+    items = load_labelled(file)[:limit]
     role = set_role(file)
     with _reader_clients(list(reader or []), llm_base_url, llm_model, llm_api_key) as readers:
         results = [evaluate(r, items)[0] for r in readers]
     if as_json:
-        print_json({"file": str(file), "set": role, "readers": results})
+        print_json({"file": str(file), "set": role, "limit": limit, "readers": results})
         return
     console.print(role_line(file, role), soft_wrap=True)
+    if limit is not None:
+        console.print(f"first {len(items)} notes only (--limit {limit})")
     console.print(notes_table(results))
 
 
@@ -210,3 +223,63 @@ def role_line(file: Path, role: dict[str, Any]) -> str:
         ]
         line += f"; first contact (rules): {', '.join(parts)}"
     return line
+
+
+@notes_app.command("calibrate")
+def notes_calibrate(
+    files: Annotated[
+        list[Path], typer.Argument(help="Development sets (a held-out set is refused).")
+    ],
+    limit: Annotated[
+        int | None, typer.Option(min=1, help="Use only the first N notes of each set.")
+    ] = None,
+    target: Annotated[
+        float, typer.Option(min=0.5, max=1.0, help="Precision the model's additions must reach.")
+    ] = 0.97,
+    out: Annotated[
+        Path | None, typer.Option(help="Write the whole record (one line per question) here.")
+    ] = None,
+    save: Annotated[
+        bool, typer.Option(help="Store the margins for this model in fleetmind/data.")
+    ] = False,
+    llm_base_url: LLMBaseUrl = None,
+    llm_model: LLMModel = None,
+    llm_api_key: LLMApiKey = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Calibrate the ``rules+llm`` reader's abstention margin on development sets."""
+    from fleetmind.dispatch.notes.additive import AdditiveReader, Calibration
+    from fleetmind.eval.notes import calibrate, save_margins, set_role
+    from fleetmind.sim.notes import load_labelled
+
+    for f in files:
+        role = set_role(f)["role"]
+        if role != "development":
+            err_console.print(f"{f}: a {role} set; calibrate only on development sets")
+            raise typer.Exit(2)
+    sets = {f.name: load_labelled(f)[:limit] for f in files}
+    with _reader_clients(["rules+llm"], llm_base_url, llm_model, llm_api_key) as (cached,):
+        reader = AdditiveReader(cached.inner.client, calibration=Calibration())
+        record = calibrate(reader, sets, target=target)
+    record["command"] = "fleetmind notes calibrate " + " ".join(
+        [*(str(f) for f in files), *([f"--limit {limit}"] if limit else [])]
+    )
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(record, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    if save:
+        err_console.print(f"margins of {record['model']!r}: {save_margins(record)}")
+    summary = {k: v for k, v in record.items() if k != "records"}
+    if as_json:
+        print_json(summary)
+        return
+    q = summary["questions"]
+    console.print(
+        f"model {summary['model']}: {q['asked']} questions, {q['answered']} answered, "
+        f"{q['timed_out']} timed out; {q['proposals']} constraints proposed "
+        f"({q['proposals_correct']} correct); add margin {summary['add_margin']} "
+        f"({q['accepted_correct']}/{q['accepted']} accepted correct); review margin "
+        f"{summary['review_margin']} ({q['review_caught']} rules errors caught); "
+        f"latency p50 {summary['latency_s']['p50']}, deadline {summary['latency_s']['deadline']}",
+        soft_wrap=True,
+    )

@@ -124,6 +124,8 @@ class ChatResult:
         request_hash: the request hash, when a recording wrapper computed it.
         outcome_hook: set by recording wrappers; :func:`report_outcome` calls it so the parsed
             value or parse error lands on the same ``calls.jsonl`` line as the call.
+        top_logprobs: per generated position, the most likely tokens and their natural-log
+            probabilities, most likely first (empty unless asked for and given by the server).
     """
 
     text: str
@@ -134,6 +136,7 @@ class ChatResult:
     cached: bool = False
     request_hash: str | None = None
     outcome_hook: OutcomeHook | None = field(default=None, repr=False, compare=False)
+    top_logprobs: tuple[tuple[tuple[str, float], ...], ...] = ()
 
 
 def report_outcome(result: ChatResult, parsed: Any = None, error: str | None = None) -> None:
@@ -174,6 +177,7 @@ class ChatClient(Protocol):
         json_schema: dict[str, Any] | None = None,
         timeout_s: float | None = None,
         context: CallContext | None = None,
+        top_logprobs: int = 0,
     ) -> ChatResult:
         """Send messages, return the reply.
 
@@ -185,6 +189,9 @@ class ChatClient(Protocol):
                 (backends that cannot do so ignore it; callers still validate).
             timeout_s: wall-clock limit for the whole call, retries included.
             context: caller context for recording and accounting.
+            top_logprobs: when positive, ask for the log-probabilities of this many most likely
+                tokens at each generated position (backends that cannot give them return none:
+                :attr:`ChatResult.top_logprobs` stays empty).
 
         Returns:
             The reply.
@@ -202,6 +209,8 @@ class ChatOptions:
         json_schema: schema to constrain the output to, if any.
         timeout_s: wall-clock limit for the whole call (``None``: the client's default).
         context: caller context for recording and accounting.
+        top_logprobs: most likely tokens to return with their log-probabilities, per generated
+            position (0: none asked).
     """
 
     temperature: float = 0.2
@@ -209,6 +218,7 @@ class ChatOptions:
     json_schema: dict[str, Any] | None = None
     timeout_s: float | None = None
     context: CallContext | None = None
+    top_logprobs: int = 0
 
     def send(self, client: ChatClient, messages: list[Message]) -> ChatResult:
         """Make the same call on ``client`` (what a wrapper does with its inner client)."""
@@ -219,6 +229,7 @@ class ChatOptions:
             json_schema=self.json_schema,
             timeout_s=self.timeout_s,
             context=self.context,
+            top_logprobs=self.top_logprobs,
         )
 
 

@@ -186,6 +186,7 @@ class OpenAICompatClient(ChatBase):
         max_tokens: int,
         json_schema: dict[str, Any] | None,
         mode: SchemaMode | None = None,
+        top_logprobs: int = 0,
     ) -> dict[str, Any]:
         """Build the JSON body of a chat completion request.
 
@@ -195,6 +196,7 @@ class OpenAICompatClient(ChatBase):
             max_tokens: cap on generated tokens.
             json_schema: optional schema for constrained output.
             mode: the schema mode (default: the client's; ``auto`` sends the first it tries).
+            top_logprobs: when positive, ask for this many most likely tokens per position.
 
         Returns:
             The request body.
@@ -210,6 +212,9 @@ class OpenAICompatClient(ChatBase):
             fmt = response_format(json_schema, AUTO_ORDER[0] if mode == "auto" else mode)
             if fmt is not None:
                 body["response_format"] = fmt
+        if top_logprobs > 0:
+            body["logprobs"] = True
+            body["top_logprobs"] = top_logprobs
         body.update(self.extra_body)
         return body
 
@@ -266,6 +271,7 @@ class OpenAICompatClient(ChatBase):
             max_tokens=options.max_tokens,
             json_schema=options.json_schema,
             mode=mode,
+            top_logprobs=options.top_logprobs,
         )
         payload = json.dumps(body).encode()
         url = f"{self.base_url}/chat/completions"
@@ -375,12 +381,30 @@ class OpenAICompatClient(ChatBase):
                 latency_s=time.monotonic() - start,
                 model=str(data.get("model") or self._model),
                 finish_reason=choice.get("finish_reason"),
+                top_logprobs=_top_logprobs(choice.get("logprobs")),
             )
         except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
             raise LLMConnectionError(
                 f"POST {url}: reply is not a chat completion ({type(exc).__name__}): "
                 f"{self._clean(resp.text[:200])!r}"
             ) from None
+
+
+def _top_logprobs(logprobs: Any) -> tuple[tuple[tuple[str, float], ...], ...]:
+    """The ``top_logprobs`` of a chat choice's ``logprobs`` field (OpenAI's shape), or ()."""
+    if not isinstance(logprobs, dict) or not isinstance(logprobs.get("content"), list):
+        return ()
+    out = []
+    for position in logprobs["content"]:
+        tops = position.get("top_logprobs") if isinstance(position, dict) else None
+        out.append(
+            tuple(
+                (str(t["token"]), float(t["logprob"]))
+                for t in tops or ()
+                if isinstance(t, dict) and "token" in t and "logprob" in t
+            )
+        )
+    return tuple(out)
 
 
 def _retry_after(resp: httpx.Response) -> float | None:

@@ -160,7 +160,8 @@ class EmbeddedServer(LocalServer):
         bounded_cache: apply :data:`CACHE_BOUND` (False: llama-cpp-python's cache as it is,
             which grows without bound; the baseline of ``fleetmind bench llm-memory``).
         startup_timeout_s: how long to wait for readiness.
-        model_alias: the model name clients send.
+        model_alias: the model name clients send (default: the shipped model's name, or the
+            GGUF file's stem when ``model_path`` is given).
         python: the interpreter to run the server with.
     """
 
@@ -183,6 +184,10 @@ class EmbeddedServer(LocalServer):
     _log_file: Any = field(init=False, default=None, repr=False)
 
     def __post_init__(self) -> None:
+        if self.model_path is not None and self.model_alias == MODEL_ALIAS:
+            # Another GGUF answers under its own name: callers that keep per-model figures
+            # (the note reader's calibrated margin) must not take it for SmolLM2.
+            self.model_alias = Path(self.model_path).stem
         self.model_path = model_file(self.model_path)
         if self.cpus is not None and hasattr(os, "sched_getaffinity"):
             mine = os.sched_getaffinity(0)

@@ -1,0 +1,291 @@
+"""The ``rules+llm`` reader: the model only adds, abstains below its margin, answers in time."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from fleetmind.dispatch.notes.additive import (
+    ROBOT_ANSWERS,
+    AdditiveReader,
+    Calibration,
+    answer_scores,
+    load_margins,
+)
+from fleetmind.dispatch.notes.readers import CachedReader, RulesReader, make_reader
+from fleetmind.eval.notes import choose_margin
+from fleetmind.llm.chat import ChatBase, ChatOptions, ChatResult, Message
+from fleetmind.llm.errors import LLMTimeoutError
+from fleetmind.sim.notes import Constraint, load_labelled
+from fleetmind.testing.fake_server import FakeChatServer, Reply
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "notes"
+FLEET = [f"robot_{i}" for i in range(8)]
+Answer = Callable[[str], tuple[str, float]]
+
+
+class Scripted(ChatBase):
+    """A model that answers each closed question with a word and a margin, as log-probs."""
+
+    def __init__(self, answer: Answer, model: str = "scripted") -> None:
+        self.answer = answer
+        self.asked: list[str] = []
+        self._model = model
+
+    @property
+    def model(self) -> str:
+        return self._model
+
+    def respond(self, messages: list[Message], options: ChatOptions) -> ChatResult:
+        question = messages[-1].content
+        self.asked.append(question)
+        word, margin = self.answer(question)
+        others = [w for w in ("exclude", "only", "none", "deadline", "hold") if w != word]
+        tops = ((word, -0.1), *((w, -0.1 - margin - k) for k, w in enumerate(others)))
+        return ChatResult(word, top_logprobs=(tops,) if options.top_logprobs else ())
+
+
+def _reader(answer: Answer, add: float | None = 2.0, review: float | None = None):
+    client = Scripted(answer)
+    return AdditiveReader(client, calibration=Calibration(add, review)), client
+
+
+def _constraints(reader, note: str, arrival: int = 100):
+    r = reader.read(note, arrival_tick=arrival, robots=FLEET)
+    return r, set(r.constraints)
+
+
+def test_scores_map_first_tokens_to_answers_with_a_conservative_floor() -> None:
+    tops = [("no", -0.5), ("None", -1.0), (" ex", -2.0), ("The", -3.0)]
+    s = answer_scores(tops, ROBOT_ANSWERS)
+    assert s is not None
+    assert s["none"] == pytest.approx(math.log(math.exp(-0.5) + math.exp(-1.0)))
+    assert s["exclude"] == -2.0
+    assert s["only"] == -3.0  # not listed: the lowest listed log-probability, an upper bound
+    assert answer_scores([("The", -1.0), ("这", -2.0)], ROBOT_ANSWERS) is None
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["no", "none", "ex", "only", "o", '"', "The", "", "hold", "不"]),
+            st.floats(-20, 0),
+        ),
+        min_size=1,
+        max_size=10,
+    )
+)
+def test_scores_never_exceed_what_the_server_listed(tops) -> None:
+    s = answer_scores(tops, ROBOT_ANSWERS)
+    if s is None:
+        return
+    assert set(s) == set(ROBOT_ANSWERS)
+    floor = min(lp for _, lp in tops)
+    for v in s.values():
+        assert v >= floor - 1e-9
+        assert v <= math.log(len(tops)) + 1e-9
+
+
+def test_choose_margin_is_the_lowest_cut_that_keeps_the_precision() -> None:
+    props = [(5.0, True), (4.0, True), (3.0, False), (2.0, True), (1.0, False)]
+    assert choose_margin(props, 0.97) == 4.0
+    assert choose_margin(props, 0.6) == 1.0
+    assert choose_margin([(5.0, False), (4.0, True)], 0.97) is None
+    assert choose_margin([], 0.97) is None
+    # Equal margins cannot be split: the wrong one would come in with the right one.
+    assert choose_margin([(3.0, True), (3.0, False)], 0.97) is None
+
+
+def test_the_model_cannot_remove_or_change_what_the_rules_read() -> None:
+    # A model that reads every robot as excluded and every number as a hold, very confidently.
+    reader, client = _reader(
+        lambda q: ("hold", 9.0) if "About: robot" not in q else ("exclude", 9.0)
+    )
+    rules = RulesReader()
+    note = "only robot_5 may take it; robot_2 brought the pallet"
+    base = set(rules.read(note, arrival_tick=100, robots=FLEET).constraints)
+    assert base == {Constraint("only_robot", robot="robot_5")}
+    r, got = _constraints(reader, note)
+    # robot_5 is the rules' own: never asked about; robot_2 is asked, the exclusion added.
+    assert all("About: robot_5" not in q for q in client.asked)
+    assert any("About: robot_2" in q for q in client.asked)
+    assert got == base | {Constraint("not_robot", robot="robot_2")}
+    assert (r.added, r.questions, r.answered, r.timed_out) == (1, 1, 1, 0)
+
+
+def test_a_confident_proposal_that_contradicts_the_rules_is_dropped() -> None:
+    reader, _ = _reader(lambda q: ("only", 9.0))
+    r, got = _constraints(reader, "only robot_5 may take it; robot_2 brought the pallet")
+    assert r.status == "ok"
+    assert got == {Constraint("only_robot", robot="robot_5")}  # two "only" robots: dropped
+    assert r.added == 0
+    assert r.answered == 1
+
+
+def test_below_the_margin_the_model_abstains() -> None:
+    note = "robot_2 brought the pallet"
+    low, _ = _reader(lambda q: ("exclude", 1.5), add=2.0)
+    high, _ = _reader(lambda q: ("exclude", 2.5), add=2.0)
+    never, client = _reader(lambda q: ("exclude", 50.0), add=None)
+    assert _constraints(low, note)[1] == set()
+    assert _constraints(high, note)[1] == {Constraint("not_robot", robot="robot_2")}
+    r, got = _constraints(never, note)  # uncalibrated model: asked, never trusted
+    assert got == set()
+    assert (r.questions, r.answered, r.added) == (1, 1, 0)
+    assert client.asked
+
+
+def test_a_confident_disagreement_goes_to_review_only_when_calibrated_so() -> None:
+    note = "robot_2 brought the pallet"
+    with_review, _ = _reader(lambda q: ("exclude", 1.0), add=2.0, review=0.5)
+    without, _ = _reader(lambda q: ("exclude", 1.0), add=2.0, review=None)
+    r, _ = _constraints(with_review, note)
+    assert r.status == "needs_review"
+    assert "robot_2" in (r.reason or "")
+    assert _constraints(without, note)[0].status == "ok"
+
+
+def test_a_note_the_rules_send_to_review_stays_there_without_a_call() -> None:
+    reader, client = _reader(lambda q: ("exclude", 9.0))
+    note = "use robot 4 if it is free"
+    assert RulesReader().read(note, arrival_tick=0, robots=FLEET).status == "needs_review"
+    r, _ = _constraints(reader, note, arrival=0)
+    assert r.status == "needs_review"
+    assert client.asked == []
+
+
+class _Slow(Scripted):
+    def respond(self, messages: list[Message], options: ChatOptions) -> ChatResult:
+        if "robot_4 loaded the truck" in messages[-1].content:  # the warm-up answers
+            return super().respond(messages, options)
+        self.asked.append(messages[-1].content)
+        raise LLMTimeoutError("no reply within 2 s")
+
+
+def test_a_timed_out_question_leaves_the_rules_reading_and_is_asked_again_later() -> None:
+    now = [0.0]
+    client = _Slow(lambda q: ("exclude", 9.0))
+    inner = AdditiveReader(client, calibration=Calibration(0.0), clock=lambda: now[0])
+    reader = CachedReader(inner)
+    r = reader.read("deliver before 500; robot_2 brought the pallet", arrival_tick=0, robots=FLEET)
+    assert r.status == "ok"
+    assert set(r.constraints) == {Constraint("deadline", tick=500)}
+    assert (r.questions, r.answered, r.timed_out) == (1, 0, 1)
+    assert r.unreadable is not None
+    assert inner.deadline_s is not None
+    assert 2.0 <= inner.deadline_s <= 30.0
+    # Backed off: the rules answer without a call; after the back-off the note is asked again.
+    calls = len(client.asked)
+    assert not reader.needs_model("robot_2 brought the pallet", FLEET)
+    reader.read("deliver before 500; robot_2 brought the pallet", arrival_tick=0, robots=FLEET)
+    assert len(client.asked) == calls
+    now[0] = 100.0
+    reader.read("deliver before 500; robot_2 brought the pallet", arrival_tick=0, robots=FLEET)
+    assert len(client.asked) == calls + 1
+
+
+def test_on_a_development_set_a_wild_model_only_ever_adds() -> None:
+    # Seeded random answers at random margins, all above an accept-everything margin: the
+    # rules' reading of every note must survive inside the hybrid's.
+    rng = np.random.default_rng(0)
+    words = ("exclude", "only", "none", "deadline", "hold")
+    reader, _ = _reader(lambda q: (str(rng.choice(words)), float(rng.uniform(0, 5))), add=0.0)
+    rules = RulesReader()
+    added = 0
+    for item in load_labelled(DATA / "dev2.jsonl")[:150]:
+        base = rules.read(item.note, arrival_tick=item.arrival_tick, robots=item.robots)
+        got = reader.read(item.note, arrival_tick=item.arrival_tick, robots=item.robots)
+        assert got.status == base.status
+        assert set(base.constraints) <= set(got.constraints)
+        added += len(got.constraints) - len(base.constraints)
+        assert got.added == len(got.constraints) - len(base.constraints)
+    assert added > 0  # the wild model did add: the check above was not vacuous
+
+
+def test_the_client_sends_and_reads_log_probabilities() -> None:
+    body = {
+        "model": "m",
+        "choices": [
+            {
+                "message": {"role": "assistant", "content": "no"},
+                "finish_reason": "length",
+                "logprobs": {
+                    "content": [
+                        {
+                            "token": "no",
+                            "logprob": -0.2,
+                            "top_logprobs": [
+                                {"token": "no", "logprob": -0.2},
+                                {"token": "exclude", "logprob": -3.0},
+                            ],
+                        }
+                    ]
+                },
+            }
+        ],
+        "usage": {"prompt_tokens": 30, "completion_tokens": 1},
+    }
+    with FakeChatServer([Reply(body=json.dumps(body))] * 3) as srv:
+        reader = AdditiveReader(srv.client(), calibration=Calibration(1.0))
+        r = reader.read("robot_2 brought the pallet", arrival_tick=0, robots=FLEET)
+        sent = srv.requests[-1].body
+    assert sent["logprobs"] is True
+    assert sent["top_logprobs"] >= 5
+    assert sent["max_tokens"] == 1
+    assert r.answered == 1
+    assert r.constraints == ()  # "none" by 2.8 nats: nothing to add
+
+
+def test_without_log_probabilities_the_model_abstains() -> None:
+    with FakeChatServer([Reply("exclude")] * 3) as srv:
+        reader = AdditiveReader(srv.client(), calibration=Calibration(0.0))
+        r = reader.read("robot_2 brought the pallet", arrival_tick=0, robots=FLEET)
+    assert (r.answered, r.added, r.constraints) == (1, 0, ())
+
+
+def test_make_reader_gives_the_additive_reader_and_unknown_models_never_add() -> None:
+    reader = make_reader("rules+llm", Scripted(lambda q: ("none", 1.0), model="no-such-model"))
+    assert reader.name == "rules+llm"
+    assert isinstance(reader, CachedReader)
+    assert isinstance(reader.inner, AdditiveReader)
+    assert reader.inner.calibration == Calibration()
+    assert load_margins("no-such-model") == Calibration()
+
+
+@pytest.mark.llm
+def test_the_embedded_model_answers_its_closed_questions_in_time(embedded_client) -> None:
+    reader = AdditiveReader(embedded_client, calibration=Calibration(0.0))
+    deadline = reader.warm_up()
+    assert reader.question_s is not None
+    assert reader.question_s < deadline
+    notes = [
+        "robot_2 brought the pallet",
+        "keep robot 3 away from this order; robot_6 packed it",
+        "pallet came with robot 5 at 400, deliver before 900",
+    ]
+    rules = RulesReader()
+    answered = 0
+    for note in notes:
+        base = rules.read(note, arrival_tick=100, robots=FLEET)
+        r = reader.read(note, arrival_tick=100, robots=FLEET)
+        assert r.timed_out == 0, r.errors
+        answered += r.answered
+        assert set(base.constraints) <= set(r.constraints)
+    assert answered >= 1
+    # The server's log-probabilities name the answers: the first token is one of them.
+    q = reader.questions(
+        "robot_1 brought the previous pallet",
+        arrival_tick=0,
+        robots=FLEET,
+        reading=rules.read("robot_1 brought the previous pallet", arrival_tick=0, robots=FLEET),
+    )
+    v = reader.ask("robot_1 brought the previous pallet", q[0])
+    assert v.best in ROBOT_ANSWERS
+    assert set(v.scores) == set(ROBOT_ANSWERS)

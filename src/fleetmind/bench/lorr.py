@@ -27,10 +27,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from fleetmind.dispatch.lorr import Levers, PibtPlanner
-from fleetmind.dispatch.lorr2026 import RuleExecutor, StagedPlanner
+from fleetmind.dispatch.lorr2026 import LearnedExecutor, RuleExecutor, StagedPlanner
 from fleetmind.errors import ConfigError
+from fleetmind.rl import lorr_executor
 from fleetmind.sim import lorr
-from fleetmind.sim.lorr.world2026 import output2026, simulate2026
+from fleetmind.sim.lorr.world2026 import Executor2026, output2026, simulate2026
 
 DATA = Path(__file__).resolve().parents[3] / "benchmarks" / "data" / "lorr"
 """The instances shipped in the repository (``benchmarks/data/lorr/README.md``)."""
@@ -278,9 +279,29 @@ def run_instance(
     return out_metrics
 
 
+EXECUTORS = ("rules", "early", "learned")
+"""2026 executors: the rule executor (the start kit default's rule), ``early`` (the same, plus
+GO early behind a leader leaving the same way: the simple rule the learned policy can reach),
+and ``learned`` (the trained GO/STOP policy of
+:class:`~fleetmind.dispatch.lorr2026.LearnedExecutor`)."""
+
+
+def executor_2026(name: str, weights: Path | None = None) -> Executor2026:
+    """The executor called ``name`` (:data:`EXECUTORS`); ``weights`` for ``learned``."""
+    if name == "rules":
+        return RuleExecutor()
+    if name == "early":
+        return LearnedExecutor(lorr_executor.LinearPolicy(lorr_executor.EARLY))
+    if name == "learned":
+        return LearnedExecutor(lorr_executor.load(weights or lorr_executor.WEIGHTS)[0])
+    raise ConfigError(f"--executor: unknown {name!r} (known: {', '.join(EXECUTORS)})")
+
+
 def run_2026(
     instance: str | Path,
     *,
+    executor: str = "rules",
+    weights: Path | None = None,
     ticks: int = 1000,
     comm_ticks: int = 10,
     delays: bool = True,
@@ -290,10 +311,12 @@ def run_2026(
     out: Path | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, Any]:
-    """Play a LoRR 2026 problem: the staged LoRR planner and the rule executor; validate.
+    """Play a LoRR 2026 problem: the staged LoRR planner and an executor; validate.
 
     Args:
         instance: a 2026 problem (path or short name).
+        executor: a name of :data:`EXECUTORS`.
+        weights: the learned executor's weights file (default: the shipped one).
         ticks: ticks to simulate.
         comm_ticks: ticks between planner communications.
         delays: draw the problem's delays (seeded numpy draws, not the kit's).
@@ -312,10 +335,10 @@ def run_2026(
     inst = lorr.read_instance(path)
     levers = levers or LEVER_SETS[DEFAULT_LEVERS]
     planner = StagedPlanner(PibtPlanner(levers, seed=seed), comm_ticks=comm_ticks)
-    executor = RuleExecutor()
+    ex = executor_2026(executor, weights)
     t0 = time.perf_counter()
     run = simulate2026(
-        inst, planner, executor, ticks=ticks, comm_ticks=comm_ticks, delays=delays,
+        inst, planner, ex, ticks=ticks, comm_ticks=comm_ticks, delays=delays,
         delay_seed=delay_seed, progress=progress,
     )  # fmt: skip
     wall = time.perf_counter() - t0
@@ -324,6 +347,7 @@ def run_2026(
     m: dict[str, Any] = {
         "instance": inst.name,
         "rules": "2026",
+        "executor": executor,
         "robots": inst.team_size,
         "ticks": ticks,
         "comm_ticks": comm_ticks,
@@ -335,7 +359,8 @@ def run_2026(
         "delayed_robot_ticks": check.delayed,
         "finished": run.finished,
         "refused_by_action_model": len(run.refused),
-        "plans_not_staged": executor.skipped,
+        "plans_not_staged": getattr(ex, "skipped", 0),
+        "early_go": getattr(ex, "early_go", 0),
         "executor_ms": _percentiles(run.executor_times),
         "planner_ms": _percentiles(run.planner_times),
         "wall_s": wall,
@@ -347,7 +372,8 @@ def run_2026(
         out.mkdir(parents=True, exist_ok=True)
         (out / "lorr_output.json").write_text(lorr.dumps(output))
         config = {
-            "instance": str(path), "ticks": ticks, "comm_ticks": comm_ticks, "delays": delays,
+            "instance": str(path), "executor": executor, "weights": str(weights or ""),
+            "ticks": ticks, "comm_ticks": comm_ticks, "delays": delays,
             "delay_seed": delay_seed, "seed": seed, "levers": dataclasses.asdict(levers),
         }  # fmt: skip
         (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
@@ -463,4 +489,210 @@ def format_table(result: dict[str, Any]) -> str:
     if result["curves"]:
         lines.append("2023 team-size curves (errands per step):")
         lines += [format_row(r) for r in result["curves"]]
+    return "\n".join(lines)
+
+
+SHARED = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "lorr"
+"""The shared LoRR data (``../shared/data/lorr``: 2026 problems, real start-kit outputs)."""
+
+HORIZON_2026: dict[str, int] = {
+    "maze-example_40": 1000,
+    "warehouse_small_200": 1000,
+    "random_32_32_20_100": 10000,
+    "warehouse_large_5000": 500,
+}
+"""Ticks of each 2026 problem: the makespan of the start kit's output for it; problems without
+one (``room-example_150``, ``random-example_400``) play :data:`DEFAULT_TICKS_2026`."""
+
+DEFAULT_TICKS_2026 = 1000
+"""Ticks of a 2026 problem with no start-kit output to take a horizon from."""
+
+DELAY_SEEDS = (0, 1, 2)
+"""Delay seeds of every delays-on cell of ``bench lorr --rules 2026``."""
+
+
+def kit_outputs(data: Path = SHARED) -> dict[str, list[dict[str, Any]]]:
+    """Real 2026 start-kit outputs by problem stem (``outputs/pairs.json``; none if absent)."""
+    path = data / "outputs" / "pairs.json"
+    if not path.exists():
+        return {}
+    pairs = json.loads(path.read_text())
+    out: dict[str, list[dict[str, Any]]] = {}
+    for p in pairs:
+        if p["edition"] == "2026":
+            out.setdefault(Path(p["input"]).stem, []).append(p)
+    return out
+
+
+def _interval(values: Sequence[float]) -> tuple[float, float]:
+    """Mean and half-width of the 95% Student-t interval (0 for one value)."""
+    from scipy.stats import t as student
+
+    a = np.asarray(values, dtype=np.float64)
+    if len(a) < 2:
+        return float(a.mean()), 0.0
+    half = student.ppf(0.975, len(a) - 1) * a.std(ddof=1) / np.sqrt(len(a))
+    return float(a.mean()), float(half)
+
+
+def run_2026_bench(
+    *,
+    data: Path = SHARED,
+    problems: Sequence[str] | None = None,
+    executors: Sequence[str] = EXECUTORS,
+    seeds: Sequence[int] = DELAY_SEEDS,
+    steps: int | None = None,
+    weights: Path | None = None,
+    out: Path | None = None,
+    quick: bool = False,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """``fleetmind bench lorr --rules 2026``: every 2026 problem, each executor, delays on/off.
+
+    Each problem plays its :data:`HORIZON_2026` (or ``steps`` when given, a cap) with delays
+    off and with delays on for each of ``seeds``; a row per problem and executor. With ``out``
+    every run keeps ``out/<problem>/<executor>/<off|seed-k>/metrics.json`` and a rerun skips
+    the runs already there (resumable).
+
+    Args:
+        data: the shared LoRR folder (``2026/``, ``outputs/pairs.json``).
+        problems: problem stems (default: every ``2026/*/*.json``).
+        executors: names of :data:`EXECUTORS`.
+        seeds: delay seeds.
+        steps: a cap on every problem's ticks.
+        weights: the learned executor's weights (default: the shipped file).
+        out: the run folders (none kept if ``None``).
+        quick: ``maze-example_40`` only, 200 ticks, delay seeds 0 and 1 (a smoke run).
+        progress: called with a line of text as each run ends.
+    """
+    found = {p.stem: p for p in sorted((data / "2026").glob("*.domain/*.json"))}
+    if not found:
+        raise ConfigError(f"{data / '2026'}: no 2026 problems (*.domain/*.json)")
+    if quick:
+        problems, steps, seeds = ("maze-example_40",), 200, tuple(seeds)[:2]
+    names = list(problems) if problems else sorted(found, key=lambda s: _robots(found[s]))
+    unknown = [p for p in names if p not in found]
+    if unknown:
+        raise ConfigError(f"--problems: unknown {unknown[0]!r} (known: {', '.join(found)})")
+    for e in executors:
+        if e not in EXECUTORS:
+            raise ConfigError(f"--executors: unknown {e!r} (known: {', '.join(EXECUTORS)})")
+    kits = kit_outputs(data)
+    rows = []
+    for name in names:
+        ticks = HORIZON_2026.get(name, DEFAULT_TICKS_2026)
+        if steps is not None:
+            ticks = min(ticks, steps)
+        for executor in executors:
+            runs = {}
+            for cell, seed in [("off", None), *((f"seed-{s}", s) for s in seeds)]:
+                folder = out / name / executor / cell if out is not None else None
+                done = folder / "metrics.json" if folder is not None else None
+                if done is not None and done.exists():
+                    m = json.loads(done.read_text())
+                else:
+                    m = run_2026(
+                        found[name], executor=executor, weights=weights, ticks=ticks,
+                        delays=seed is not None, delay_seed=seed, out=folder,
+                    )  # fmt: skip
+                runs[cell] = m
+                if progress is not None:
+                    progress(
+                        f"{name} [{executor}] {cell}: {m['finished']} tasks in {ticks} ticks "
+                        f"({m['wall_s']:.0f} s)"
+                    )
+            rows.append(_row_2026(name, executor, ticks, runs, kits.get(name, [])))
+    return {"rules": "2026", "seeds": list(seeds), "rows": rows, "steps_cap": steps}
+
+
+def _robots(path: Path) -> int:
+    return int(json.loads(path.read_text())["teamSize"])
+
+
+def _row_2026(
+    name: str,
+    executor: str,
+    ticks: int,
+    runs: dict[str, dict[str, Any]],
+    kits: list[dict[str, Any]],
+) -> dict[str, Any]:
+    on = [m for cell, m in runs.items() if cell != "off"]
+    mean, half = _interval([m["finished"] for m in on])
+    every = list(runs.values())
+    return {
+        "problem": name,
+        "executor": executor,
+        "robots": every[0]["robots"],
+        "ticks": ticks,
+        "delays_off": runs["off"]["finished"],
+        "delays_on": [m["finished"] for m in on],
+        "delays_on_mean": mean,
+        "delays_on_ci95": half,
+        "refused_on_mean": float(np.mean([m["refused_by_action_model"] for m in on])),
+        "refused_off": runs["off"]["refused_by_action_model"],
+        "executor_p99_ms": max(m["executor_ms"]["p99"] for m in every),
+        "planner_p50_ms": float(np.median([m["planner_ms"]["p50"] for m in every])),
+        "planner_p99_ms": max(m["planner_ms"]["p99"] for m in every),
+        "collisions": sum(m["collisions"] for m in every),
+        "validated": all(m["validated"] for m in every),
+        "kit": [
+            {
+                "file": Path(k["output"]).name,
+                "ticks": k["makespan"],
+                "finished": k["numTaskFinished"],
+                "delays_recorded": k["hasDelayIntervals"],
+            }
+            for k in kits
+        ],
+    }
+
+
+def targets_2026(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """Issue 49's executor targets per problem: learned vs rules, delays on and off."""
+    by = {(r["problem"], r["executor"]): r for r in result["rows"]}
+    out = []
+    for (problem, executor), r in by.items():
+        base = by.get((problem, "rules"))
+        if executor == "rules" or base is None:
+            continue
+        ratio = r["delays_on_mean"] / base["delays_on_mean"] if base["delays_on_mean"] else None
+        out.append(
+            {
+                "problem": problem,
+                "executor": executor,
+                "on_ratio": ratio,
+                "on_target_met": ratio is not None and ratio >= 1.05,
+                "off_delta": r["delays_off"] - base["delays_off"],
+                "off_target_met": r["delays_off"] >= base["delays_off"],
+            }
+        )
+    return out
+
+
+def format_2026(result: dict[str, Any]) -> str:
+    """The 2026 benchmark as plain text lines."""
+    lines = []
+    for r in result["rows"]:
+        on = " / ".join(str(x) for x in r["delays_on"])
+        kit = "; ".join(
+            f"kit {k['file']}: {k['finished']} in {k['ticks']} ticks"
+            + ("" if k["delays_recorded"] else " (no delays recorded)")
+            for k in r["kit"]
+        )
+        lines.append(
+            f"{r['problem']} [{r['executor']}] {r['robots']} robots, {r['ticks']} ticks: delays "
+            f"on {on} = {r['delays_on_mean']:.1f} +- {r['delays_on_ci95']:.1f}, off "
+            f"{r['delays_off']}; refused by the action model {r['refused_on_mean']:.0f} (on) / "
+            f"{r['refused_off']} (off); executor p99 {r['executor_p99_ms']:.2f} ms; planner "
+            f"p50 {r['planner_p50_ms']:.0f} / p99 {r['planner_p99_ms']:.0f} ms; "
+            f"{r['collisions']} collisions; validated {r['validated']}"
+            + (f"; {kit}" if kit else "")
+        )
+    for t in targets_2026(result):
+        ratio = "n/a" if t["on_ratio"] is None else f"{t['on_ratio']:.3f}x"
+        lines.append(
+            f"target {t['problem']} {t['executor']} vs rules: delays on {ratio} (>= 1.05x: "
+            f"{'met' if t['on_target_met'] else 'missed'}), delays off {t['off_delta']:+d} "
+            f"(never fewer: {'met' if t['off_target_met'] else 'missed'})"
+        )
     return "\n".join(lines)

@@ -374,11 +374,41 @@ def bench_lorr(
     curves: Annotated[bool, typer.Option(help="Also the 2023 team-size curves.")] = True,
     curve_steps: Annotated[int, typer.Option(help="Steps of each 2023 run.")] = 1000,
     quick: Annotated[bool, typer.Option(help="A 200-step smoke run.")] = False,
+    rules: Annotated[
+        str, typer.Option(help="2024 (instances, lever sets, curves) or 2026 (executors).")
+    ] = "2024",
+    executors: Annotated[
+        str, typer.Option(help="2026: comma-separated executors.")
+    ] = "rules,early,learned",
+    problems: Annotated[
+        str, typer.Option(help="2026: comma-separated problem stems. [default: all]")
+    ] = "",
+    out: Annotated[
+        Path | None, typer.Option(help="2026: run folders (a rerun skips finished runs).")
+    ] = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """LoRR: 2024 instances against their best-known results, per lever set; 2023 curves."""
-    from fleetmind.bench import lorr as bench
+    """LoRR: 2024 instances against their best-known results, per lever set; 2023 curves.
 
+    ``--rules 2026``: every 2026 problem in ../shared/data/lorr/2026 at its horizon (``--steps``
+    caps it), delays off and on (3 seeds), per executor, the start kit's output beside.
+    """
+    from fleetmind.bench import lorr as bench
+    from fleetmind.errors import ConfigError
+
+    if rules == "2026":
+        r26 = bench.run_2026_bench(
+            problems=[s for s in problems.split(",") if s] or None,
+            executors=[s for s in executors.split(",") if s],
+            steps=steps,
+            out=out,
+            quick=quick,
+            progress=_progress(as_json),
+        )
+        show(r26, as_json=as_json, table=bench.format_2026)
+        return
+    if rules != "2024":
+        raise ConfigError(f"--rules: 2024 or 2026, got {rules!r}")
     result = bench.run(
         instances=[s for s in instances.split(",") if s],
         lever_sets=[s for s in levers.split(",") if s],

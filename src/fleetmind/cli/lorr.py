@@ -39,12 +39,23 @@ def lorr_run(
         int | None, typer.Option(help="2026: seed of the delays. [default: delayConfig.seed]")
     ] = None,
     comm_ticks: Annotated[int, typer.Option(help="2026: ticks between planner calls.")] = 10,
+    executor: Annotated[
+        str,
+        typer.Option(
+            help="2026: GO/STOP executor: rules (the kit default's), early (rules + GO early "
+            "behind a leader leaving the same way), learned (the trained policy)."
+        ),
+    ] = "rules",
+    weights: Annotated[
+        Path | None,
+        typer.Option(help="2026: learned executor weights. [default: the shipped file]"),
+    ] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Run the LoRR planner on one instance; print tasks finished, planning time, conflicts.
 
     A 2026 problem is played under the 2026 rules (ticks, multi-tick actions, delays): the
-    staged LoRR planner every ``--comm-ticks`` ticks and the plan-following rule executor.
+    staged LoRR planner every ``--comm-ticks`` ticks and the ``--executor`` every tick.
     """
     from fleetmind.bench import lorr as bench
     from fleetmind.errors import ConfigError
@@ -65,9 +76,9 @@ def lorr_run(
                 )
 
         m26 = bench.run_2026(
-            instance, ticks=steps or 1000, comm_ticks=comm_ticks, delays=delays,
-            delay_seed=delay_seed, levers=bench.LEVER_SETS[name], seed=seed, out=out,
-            progress=tick_progress,
+            instance, executor=executor, weights=weights, ticks=steps or 1000,
+            comm_ticks=comm_ticks, delays=delays, delay_seed=delay_seed,
+            levers=bench.LEVER_SETS[name], seed=seed, out=out, progress=tick_progress,
         )  # fmt: skip
         if as_json:
             print_json(m26)
@@ -75,8 +86,9 @@ def lorr_run(
             ex, pl = m26["executor_ms"], m26["planner_ms"]
             verdict = "validates" if m26["validated"] else "DOES NOT VALIDATE"
             console.print(
-                f"{m26['instance']} (2026 rules, {m26['robots']} robots, {m26['ticks']} ticks, "
-                f"delays {'on' if delays else 'off'}): {m26['finished']:,} tasks finished; "
+                f"{m26['instance']} (2026 rules, {executor} executor, {m26['robots']} robots, "
+                f"{m26['ticks']} ticks, delays {'on' if delays else 'off'}): "
+                f"{m26['finished']:,} tasks finished; "
                 f"{m26['refused_by_action_model']} moves refused by the action model; executor "
                 f"p99 {ex['p99']:.2f} ms a tick, planner p50 {pl['p50']:.0f} / p99 "
                 f"{pl['p99']:.0f} ms a call; {m26['collisions']} collisions; output {verdict}",
@@ -189,3 +201,53 @@ def lorr_validate(
             console.print(line, soft_wrap=True, markup=False)
     if not check.ok:
         raise typer.Exit(1)
+
+
+@lorr_app.command("train-executor")
+def lorr_train_executor(
+    seed: Annotated[int, typer.Option(help="Root seed: training problems, delays, learner.")] = 0,
+    generations: Annotated[int, typer.Option(min=1, help="Cross-entropy generations.")] = 15,
+    population: Annotated[int, typer.Option(min=5, help="Candidates a generation.")] = 12,
+    sigma: Annotated[float, typer.Option(min=0.01, help="Initial spread of the weights.")] = 0.25,
+    problems: Annotated[int, typer.Option(min=1, help="Generated training problems.")] = 4,
+    ticks: Annotated[int, typer.Option(min=10, help="Ticks of each training run.")] = 400,
+    out: Annotated[
+        Path | None, typer.Option(help="Weights file to write. [default: the shipped file]")
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Train the 2026 GO/STOP executor (cross-entropy method, delays on, generated problems).
+
+    Scores on fresh problems of the training kind (another seed) beside the rule executor and
+    the early-GO rule; the 2026 examples are for ``fleetmind bench lorr --rules 2026`` only.
+    One core (torch is not used; numpy runs single-threaded here).
+    """
+    from fleetmind.dispatch.lorr2026 import train_executor, validate_executor_weights
+    from fleetmind.rl import lorr_executor
+
+    start = time.perf_counter()
+
+    def progress(g: int, incumbent: float, best: float) -> None:
+        err_console.print(
+            f"generation {g}: mean's tasks {incumbent:.0f}, best candidate {best:.0f} "
+            f"({time.perf_counter() - start:.0f} s)"
+        )
+
+    weights, meta = train_executor(
+        seed=seed, generations=generations, population=population, sigma=sigma, problems=problems,
+        ticks=ticks, progress=None if as_json else progress,
+    )  # fmt: skip
+    check = validate_executor_weights(weights, seed=seed + 1000, problems=problems, ticks=ticks)
+    meta |= {"validation": check, "train_s": round(time.perf_counter() - start, 1)}
+    path = out or lorr_executor.WEIGHTS
+    lorr_executor.save(path, weights, meta)
+    if as_json:
+        print_json({"weights": [float(w) for w in weights], **meta, "out": str(path)})
+    else:
+        console.print(
+            "fresh training-kind problems (seed "
+            f"{seed + 1000}, delays on): learned {check['learned']}, rules {check['rules']}, "
+            f"early {check['early']} tasks; weights written to {path}",
+            soft_wrap=True,
+            markup=False,
+        )

@@ -19,14 +19,25 @@
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from fleetmind.dispatch.lorr import PibtPlanner
+from fleetmind.dispatch.lorr import Levers, PibtPlanner
+from fleetmind.rl.lorr_executor import (
+    EARLY,
+    FEATURES,
+    RULES,
+    LinearPolicy,
+    cem,
+    load,
+    training_problems,
+)
 from fleetmind.sim.lorr import CCR, CR, FW, HEADING, WAIT, Instance, View
-from fleetmind.sim.lorr.world2026 import NONE, Plan2026, State
+from fleetmind.sim.lorr.world2026 import NONE, Plan2026, State, simulate2026
 
 
 def _advance(
@@ -149,6 +160,8 @@ class RuleExecutor:
         h, w = instance.grid.shape
         self.head = np.full(h * w, -1, dtype=np.int64)  # first robot of each cell's queue
         self.head[instance.starts] = np.arange(instance.team_size)
+        self.qlen = np.zeros(h * w, dtype=np.int64)  # robots in each cell's queue
+        self.qlen[instance.starts] = 1
         self.prev = instance.starts.copy()
         self.p_loc = instance.starts.copy()
         self.p_ori = np.zeros(instance.team_size, dtype=np.int64)
@@ -159,6 +172,7 @@ class RuleExecutor:
             q = self.queues[cell]
             assert q[0] == i, "a robot left a cell it was not first to visit"
             q.popleft()
+            self.qlen[cell] -= 1
             self.head[cell] = q[0] if q else -1
         self.prev = loc.copy()
 
@@ -182,6 +196,7 @@ class RuleExecutor:
                     if not q:
                         self.head[int(loc[i])] = i
                     q.append(i)
+                    self.qlen[int(loc[i])] += 1
             self.p_loc, self.p_ori = loc, ori
         return staged, self.p_loc.copy(), self.p_ori.copy()
 
@@ -198,3 +213,199 @@ class RuleExecutor:
             )
             go[starting] = self.head[target] == starting
         return go
+
+
+class LearnedExecutor(RuleExecutor):
+    """GO/STOP from a learned parameter-shared policy (:mod:`fleetmind.rl.lorr_executor`).
+
+    Plans are staged as by :class:`RuleExecutor`, and a robot is admissible to GO where the
+    rule executor lets it go or where it may go early: its next action is a Forward into the
+    cell of the robot planned just before it, and that robot is leaving the cell the same way
+    (moving, or starting with GO this tick), so the two squares slide together without
+    overlap and the cell's visiting order is kept. Among admissible robots the policy's score
+    decides; a STOP may also pause an action under way (the counter is kept).
+
+    Args:
+        policy: the GO/STOP policy (default: the shipped weights).
+        max_staged: as for :class:`RuleExecutor`.
+    """
+
+    def __init__(self, policy: LinearPolicy | None = None, max_staged: int | None = None):
+        super().__init__(max_staged)
+        self.policy = policy if policy is not None else load()[0]
+        self.k = 1
+        self.shape = (0, 0)
+        self.stopped = np.zeros(0, dtype=bool)
+        self.early_go = 0
+
+    def initialize(self, instance: Instance) -> None:
+        """As :meth:`RuleExecutor.initialize`; remember the counter and the map's shape."""
+        super().initialize(instance)
+        self.k = instance.agent_counter
+        self.shape = instance.grid.shape
+        self.stopped = np.zeros(instance.team_size, dtype=bool)
+        self.early_go = 0
+
+    def observe(
+        self, staged: list[list[int]], state: State
+    ) -> tuple[NDArray[np.float64], NDArray[np.bool_]]:
+        """``(n, F)`` observations (:data:`~fleetmind.rl.lorr_executor.FEATURES`), admissible."""
+        self._sync(state.loc)
+        h, w = self.shape
+        n = len(staged)
+        size = np.fromiter((len(s) for s in staged), dtype=np.int64, count=n)
+        front = np.fromiter((s[0] if s else WAIT for s in staged), dtype=np.int64, count=n)
+        has = size > 0
+        started = state.cur != NONE
+        r, c = np.divmod(state.loc, w)
+        tr, tc = r + HEADING[state.ori, 0], c + HEADING[state.ori, 1]
+        inside = (tr >= 0) & (tr < h) & (tc >= 0) & (tc < w)
+        target = np.where(inside, tr * w + tc, state.loc)
+        starting = (front == FW) & ~started
+        rule = has & (~starting | (self.head[target] == np.arange(n)))
+        # Early GO: the target's first visitor j is there, facing the same way, and moving or
+        # starting a Forward with GO; this robot is the cell's next visitor after j.
+        j = self.head[target]
+        jj = np.maximum(j, 0)
+        lead = (
+            starting & ~rule & (j >= 0) & (state.loc[jj] == target) & (state.ori[jj] == state.ori)
+        )
+        lead &= (state.cur[jj] == FW) | (
+            (state.cur[jj] == NONE) & (front[jj] == FW) & rule[jj] & ~state.delayed[jj]
+        )
+        for i in np.flatnonzero(lead).tolist():
+            q = self.queues[int(target[i])]
+            lead[i] = len(q) > 1 and q[1] == i
+        occ = np.full(h * w, -1, dtype=np.int64)
+        occ[state.loc] = np.arange(n)
+        near = np.zeros((n, 3))
+        for dr, dc in ((-1, 0), (1, 0), (0, -1), (0, 1)):
+            nr, nc = r + dr, c + dc
+            ok = (nr >= 0) & (nr < h) & (nc >= 0) & (nc < w)
+            who = np.where(ok, occ[np.where(ok, nr * w + nc, 0)], -1)
+            there = who >= 0
+            wi = np.maximum(who, 0)
+            near[:, 0] += there & state.delayed[wi]
+            near[:, 1] += there
+            near[:, 2] += there & self.stopped[wi]
+        ahead = occ[target]
+        fw = front == FW
+        x = np.empty((n, len(FEATURES)))
+        x[:, 0] = 1.0
+        x[:, 1] = rule
+        x[:, 2] = lead
+        x[:, 3] = started
+        x[:, 4] = (front == CR) | (front == CCR)
+        x[:, 5] = state.count / self.k
+        x[:, 6] = np.minimum(size / 20.0, 1.0)
+        x[:, 7] = np.minimum((self.qlen[state.loc] - 1) / 3.0, 1.0)
+        x[:, 8] = np.where(fw, np.minimum(self.qlen[target] / 3.0, 1.0), 0.0)
+        x[:, 9] = fw & (ahead >= 0) & (ahead != np.arange(n)) & state.delayed[np.maximum(ahead, 0)]
+        x[:, 10:13] = near / 4.0
+        return x, rule | lead
+
+    def next_command(self, staged: list[list[int]], state: State) -> NDArray[np.bool_]:
+        """The policy's GO among admissible robots.
+
+        An early GO behind a leader that does not move this tick is withdrawn (the action
+        model would refuse it).
+        """
+        x, admissible = self.observe(staged, state)
+        go = self.policy.go(x, admissible)
+        early = np.flatnonzero(go & (x[:, 2] > 0))
+        if early.size:
+            w = self.shape[1]
+            r, c = np.divmod(state.loc[early], w)
+            ori = state.ori[early]
+            lead = self.head[(r + HEADING[ori, 0]) * w + c + HEADING[ori, 1]]
+            moving = state.cur[lead] == FW
+            go[early] = moving | (go[lead] & ~state.delayed[lead])
+            self.early_go += int(go[early].sum())
+        self.stopped = ~go & np.fromiter((bool(s) for s in staged), dtype=bool, count=len(staged))
+        return go
+
+
+def train_executor(
+    *,
+    seed: int = 0,
+    generations: int = 15,
+    population: int = 12,
+    sigma: float = 0.25,
+    problems: int = 4,
+    ticks: int = 400,
+    levers: Levers | None = None,
+    init: NDArray[np.float64] | None = None,
+    progress: Callable[[int, float, float], None] | None = None,
+) -> tuple[NDArray[np.float64], dict[str, Any]]:
+    """Learn :class:`LearnedExecutor`'s weights by the cross-entropy method, delays on.
+
+    The objective is tasks finished (summed over ``problems`` generated training problems,
+    :func:`~fleetmind.rl.lorr_executor.training_problems`, never the scored ones), each played
+    ``ticks`` ticks with its delays under a seed that changes every generation and is shared by
+    the generation's candidates.
+
+    Returns:
+        The weights and a record of the training (settings, per-generation scores).
+    """
+    levers = levers if levers is not None else Levers(highway=2)
+    insts = training_problems(seed, problems)
+
+    def score(weights: NDArray[np.float64], generation: int) -> float:
+        total = 0
+        for p, inst in enumerate(insts):
+            run = simulate2026(
+                inst, StagedPlanner(PibtPlanner(levers, seed=seed)),
+                LearnedExecutor(LinearPolicy(weights)), ticks=ticks, delays=True,
+                delay_seed=seed * 100_000 + generation * 100 + p,
+            )  # fmt: skip
+            total += run.finished
+        return float(total)
+
+    start = np.asarray(init if init is not None else RULES, dtype=np.float64)
+    weights, history = cem(
+        score, start, seed=seed, generations=generations, population=population, elite=4,
+        sigma=sigma, progress=progress,
+    )  # fmt: skip
+    meta = {
+        "learner": "cross-entropy method",
+        "objective": "tasks finished, delays on (training problems only)",
+        "seed": seed,
+        "generations": generations,
+        "population": population,
+        "elite": 4,
+        "sigma": sigma,
+        "problems": problems,
+        "ticks": ticks,
+        "levers": {"highway": levers.highway},
+        "history": history,
+    }
+    return weights, meta
+
+
+def validate_executor_weights(
+    weights: NDArray[np.float64],
+    *,
+    seed: int,
+    problems: int = 4,
+    ticks: int = 400,
+    levers: Levers | None = None,
+) -> dict[str, int]:
+    """Tasks finished on fresh generated problems by the learned, rule and early-GO executors.
+
+    The problems are :func:`~fleetmind.rl.lorr_executor.training_problems` of ``seed`` (give a
+    seed the training did not use), delays on with one seed per problem, the same for all three.
+    """
+    levers = levers if levers is not None else Levers(highway=2)
+    insts = training_problems(seed, problems)
+    out = {}
+    for name, w in (("learned", weights), ("rules", RULES), ("early", EARLY)):
+        total = 0
+        for p, inst in enumerate(insts):
+            run = simulate2026(
+                inst, StagedPlanner(PibtPlanner(levers, seed=seed)),
+                LearnedExecutor(LinearPolicy(w)), ticks=ticks, delays=True,
+                delay_seed=seed * 100_000 + p,
+            )  # fmt: skip
+            total += run.finished
+        out[name] = total
+    return out

@@ -825,7 +825,8 @@ def test_a_low_robot_gets_no_new_work_while_the_desk_decides() -> None:
 
 
 def test_a_desk_wait_after_which_the_incident_cleared_is_not_resolved_by_the_desk() -> None:
-    from fleetmind.dispatch.incidents import Incident, _by_desk, _desk_waited, desk_decisions
+    from fleetmind.dispatch.incidents import Incident, desk_decisions
+    from fleetmind.dispatch.incidents.host import _by_desk, _desk_waited
 
     def inc(actions: list[dict], decision: dict | None) -> Incident:
         return Incident(

@@ -1,28 +1,11 @@
-"""One warehouse world: robots, orders, tasks, faults, battery, rewards and scores.
-
-:class:`Warehouse` is the simulator the dispatch tier drives and the PettingZoo env wraps. The
-per-tick work is numpy over the fleet (:func:`fleetmind.sim.dynamics.resolve_moves`); Python runs
-only per event (an order arriving, a pickup, a delivery).
-
-A robot with a task heads for the order's pickup cell; standing on it, it loads and heads for the
-station; standing on the station while loaded, it delivers and becomes idle. Who serves which
-order is decided outside (``assign``) unless ``auto_assign`` is on, in which case the oldest open
-order goes to the nearest idle robot that has the required capability. With
-``OrderConfig(rate=None)`` every idle robot at once gets a fresh random task (the lifelong
-RWARE-style setting for training).
-
-Scores (see :meth:`Warehouse.metrics`): throughput (deliveries per tick), on-time rate,
-priority-weighted throughput, constraint violations (``structured``: a robot without the required
-capability served the order; ``text_only``: a constraint that only the note states was broken),
-collision attempts and wall bumps.
-"""
+"""The warehouse world: robots, orders, tasks, faults and the tick (:class:`Warehouse`)."""
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, NamedTuple
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -32,8 +15,15 @@ from fleetmind.sim import kernels
 from fleetmind.sim import rewards as rw
 from fleetmind.sim.dynamics import resolve_moves
 from fleetmind.sim.grid import WAIT, Cell, GridMap
-from fleetmind.sim.notes import broken_by
-from fleetmind.sim.orders import Order, OrderConfig, OrderStream
+from fleetmind.sim.orders import Order, OrderStream
+from fleetmind.sim.warehouse import scores
+from fleetmind.sim.warehouse.config import (
+    BatteryConfig,
+    TickPlan,
+    WarehouseConfig,
+    default_capabilities,
+)
+from fleetmind.sim.warehouse.records import OrderRecord, StepResult, Tick
 
 if TYPE_CHECKING:
     from fleetmind.sim.observe import LocalObserver
@@ -57,188 +47,7 @@ _NO_OBSERVER = (
     np.zeros((0, 0), dtype=np.int32),
 )
 
-
-@dataclass(frozen=True)
-class BatteryConfig:
-    """Optional battery model.
-
-    Attributes:
-        capacity: charge of a full battery.
-        drain_per_move: charge used by each executed move.
-        recharge_per_tick: charge gained per tick on a charger cell.
-    """
-
-    capacity: float = 200.0
-    drain_per_move: float = 1.0
-    recharge_per_tick: float = 10.0
-
-
-@dataclass(frozen=True)
-class WarehouseConfig:
-    """Everything that defines a warehouse episode besides the map.
-
-    Attributes:
-        n_robots: fleet size.
-        max_steps: time limit (truncation, never termination).
-        orders: order stream settings.
-        reward: reward constants and mode.
-        battery: battery model, or None for unlimited.
-        auto_assign: hand open orders to idle robots without a planner.
-        capabilities: per robot capabilities; default: every third robot ``cold``, every fourth
-            ``heavy``.
-    """
-
-    n_robots: int = 4
-    max_steps: int = 500
-    orders: OrderConfig = field(default_factory=OrderConfig)
-    reward: rw.RewardConfig = field(default_factory=rw.RewardConfig)
-    battery: BatteryConfig | None = None
-    auto_assign: bool = True
-    capabilities: tuple[frozenset[str], ...] | None = None
-
-    def __post_init__(self) -> None:
-        if self.n_robots < 1:
-            raise ConfigError(f"robots: expected at least 1, got {self.n_robots}")
-        if self.max_steps < 1:
-            raise ConfigError(f"steps: expected at least 1, got {self.max_steps}")
-        if self.capabilities is not None and len(self.capabilities) != self.n_robots:
-            raise ConfigError(
-                f"capabilities: expected {self.n_robots} entries, got {len(self.capabilities)}"
-            )
-
-
-def default_capabilities(n_robots: int) -> tuple[frozenset[str], ...]:
-    """Every third robot (from robot_2) is ``cold``, every fourth (from robot_3) ``heavy``."""
-    caps = []
-    for i in range(n_robots):
-        c = set()
-        if i % 3 == 2:
-            c.add("cold")
-        if i % 4 == 3:
-            c.add("heavy")
-        caps.append(frozenset(c))
-    return tuple(caps)
-
-
-@dataclass
-class OrderRecord:
-    """What happened to one order (mutable bookkeeping, copied by snapshots)."""
-
-    order: Order
-    robot: int = -1
-    assigned_tick: int = -1
-    assigned_cell: Cell | None = None
-    picked_tick: int = -1
-    delivered_tick: int = -1
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> OrderRecord:
-        # Its fields are immutable (the order, ticks, a cell): a shallow copy is a deep one.
-        new = copy.copy(self)
-        memo[id(self)] = new
-        return new
-
-
-@dataclass(frozen=True)
-class StepResult:
-    """What one tick did.
-
-    Attributes:
-        rewards: ``(N,)`` rewards after the reward mode.
-        individual: ``(N,)`` individual rewards.
-        moved: ``(N,)`` robots that changed cell.
-        conflict: ``(N,)`` robots whose move failed because of another robot.
-        wall_bump: ``(N,)`` robots that bumped a wall or the border.
-        picked: ids of orders loaded this tick.
-        delivered: ids of orders delivered this tick.
-        arrived: ids of orders that arrived this tick.
-        idle: indices of robots that became idle this tick.
-        truncated: the time limit was reached.
-        released: ids of parked orders that came back to the open list this tick.
-    """
-
-    rewards: NDArray[np.float32]
-    individual: NDArray[np.float32]
-    moved: NDArray[np.bool_]
-    conflict: NDArray[np.bool_]
-    wall_bump: NDArray[np.bool_]
-    picked: tuple[str, ...]
-    delivered: tuple[str, ...]
-    arrived: tuple[str, ...]
-    idle: tuple[int, ...]
-    truncated: bool
-    released: tuple[str, ...] = ()
-
-
-class Tick(NamedTuple):
-    """What one tick did, as :meth:`Warehouse.advance` returns it.
-
-    Attributes:
-        rewards: ``(N,)`` rewards after the reward mode.
-        individual: ``(N,)`` individual rewards.
-        flags: ``(5, N)`` per robot: moved, wall bump, conflict, picked, delivered.
-        picked: ids of orders loaded this tick.
-        delivered: ids of orders delivered this tick.
-        arrived: ids of orders that arrived this tick.
-        idle: indices of robots that became idle this tick.
-        released: ids of parked orders that came back to the open list this tick.
-        truncated: the time limit was reached.
-        observed: the ``out`` given to :meth:`Warehouse.advance` holds the observations after
-            the tick.
-    """
-
-    rewards: NDArray[np.float32]
-    individual: NDArray[np.float32]
-    flags: NDArray[np.bool_]
-    picked: tuple[str, ...]
-    delivered: tuple[str, ...]
-    arrived: tuple[str, ...]
-    idle: tuple[int, ...]
-    released: tuple[str, ...]
-    truncated: bool
-    observed: bool
-
-
 _new_tick = tuple.__new__
-
-
-class _Plan(NamedTuple):
-    """What a tick reads from the config, worked out once per config (``Warehouse.advance``)."""
-
-    config: WarehouseConfig
-    n: int
-    actions_shape: tuple[int]
-    pos_shape: tuple[int, int]
-    flags_shape: tuple[int, int]
-    mode: str
-    individual: bool  # the rewards are the individual rewards
-    reward_terms: NDArray[np.float64]  # (4,) step cost, delivery, pickup, conflict penalty
-    battery: BatteryConfig | None
-    lifelong: bool  # a fresh task for every idle robot: no arrivals to admit
-    eventful: bool  # every tick has work after the kernel: a battery model or arrivals
-    max_steps: int
-
-    @classmethod
-    def of(cls, config: WarehouseConfig, n: int, fixed_orders: object) -> _Plan:
-        """The plan of ``config`` for ``n`` robots (``fixed_orders``: the task file's, or None)."""
-        r = config.reward
-        lifelong = fixed_orders is None and config.orders.rate is None
-        return cls(
-            config,
-            n,
-            (n,),
-            (n, 2),
-            (5, n),
-            r.mode,
-            r.mode == "individual",
-            np.array(
-                [r.step_cost, r.delivery_bonus, r.pickup_bonus, r.conflict_penalty],
-                dtype=np.float64,
-            ),
-            config.battery,
-            lifelong,
-            config.battery is not None or not lifelong,
-            config.max_steps,
-        )
 
 
 class Warehouse:
@@ -272,7 +81,7 @@ class Warehouse:
         self.capabilities = self.config.capabilities or default_capabilities(n)
         self._fixed_orders = list(orders) if orders is not None else None
         self._start = None if start is None else np.asarray(start, dtype=np.int32)
-        self._plan = _Plan.of(self.config, n, self._fixed_orders)
+        self._plan = TickPlan.of(self.config, n, self._fixed_orders)
         # warehouse_tick's machine code for the arrays in _checked (and self.pos when it is
         # _made_pos), called without numba's type dispatch (advance); None until checked.
         self._entry: Callable[..., tuple[int, int, int]] | None = None
@@ -708,7 +517,7 @@ class Warehouse:
         """
         plan = self._plan
         if plan.config is not self.config:
-            plan = self._plan = _Plan.of(self.config, len(self.robot_ids), self._fixed_orders)
+            plan = self._plan = TickPlan.of(self.config, len(self.robot_ids), self._fixed_orders)
         acts = np.asarray(actions, dtype=_INT64)
         if acts.shape != plan.actions_shape:
             raise ConfigError(f"step: expected {plan.n} actions, got shape {acts.shape}")
@@ -957,66 +766,12 @@ class Warehouse:
 
     # ------------------------------------------------------------------ scores
     def violations(self) -> dict[str, int]:
-        """Constraint violations over all orders, delivered or not.
-
-        ``structured``: a robot without the required capability loaded the order. ``text_only``:
-        orders with a note-only constraint that was broken or made impossible (loaded by a robot
-        the note excludes, loaded before its hold, or not delivered before its deadline, whether
-        delivered late or still undelivered when the deadline passed).
-        """
-        structured = 0
-        text_only = 0
-        for rec in self.records:
-            o = rec.order
-            loader = rec.robot if rec.picked_tick >= 0 else -1
-            if (
-                loader >= 0
-                and o.capability is not None
-                and o.capability not in self.capabilities[loader]
-            ):
-                structured += 1
-            if o.constraints and broken_by(
-                o.constraints,
-                robot=self.robot_ids[loader] if loader >= 0 else None,
-                picked_tick=rec.picked_tick,
-                delivered_tick=rec.delivered_tick,
-                now=self.tick,
-            ):
-                text_only += 1
-        return {"structured": structured, "text_only": text_only}
+        """Constraint violations over all orders, delivered or not (:func:`.scores.violations`)."""
+        return scores.violations(self)
 
     def metrics(self) -> dict[str, Any]:
-        """Scores of the episode so far (keys of the DESIGN.md metrics contract)."""
-        done = [r for r in self.records if r.delivered_tick >= 0]
-        steps = max(self.tick, 1)
-        on_time = sum(1 for r in done if r.delivered_tick <= r.order.due)
-        # Stranded: not delivered and already past due. On-time is a rate over every order whose
-        # fate is known (delivered, or stranded), so an order nobody serves counts against it.
-        stranded = sum(1 for r in self.records if r.delivered_tick < 0 and self.tick > r.order.due)
-        decided = len(done) + stranded
-        return {
-            "steps": self.tick,
-            "robots": len(self.robot_ids),
-            "tasks_completed": len(done),
-            "throughput": len(done) / steps,
-            "on_time_rate": on_time / decided if decided else 0.0,
-            "orders_stranded": stranded,
-            "orders_undelivered": len(self.records) - len(done),
-            "priority_weighted_throughput": sum(r.order.weight for r in done) / steps,
-            "constraint_violations": self.violations(),
-            "collision_attempts": self.collision_attempts,
-            "wall_bumps": self.wall_bumps,
-            "orders_arrived": len(self.records),
-            "orders_open": len(self.open),
-            "orders_dropped": self.orders_dropped,
-            "gates_expired": dict(self.gates_expired),
-            "per_agent_deliveries": {
-                rid: int(d) for rid, d in zip(self.robot_ids, self.delivered_by, strict=True)
-            },
-            "per_agent_reward": {
-                rid: float(r) for rid, r in zip(self.robot_ids, self.reward_sum, strict=True)
-            },
-        }
+        """Scores of the episode so far (:func:`.scores.metrics`: the DESIGN.md contract)."""
+        return scores.metrics(self)
 
     def cell_of(self, robot: int) -> Cell:
         """Current cell of a robot."""

@@ -169,9 +169,11 @@ def test_difference_reward_is_team_minus_team_without_me() -> None:
     # Both enter (0, 3); robot_0 has priority at tick 0, loads (+0.2) and robot_1 loses (-0.5).
     # Team G = 0.19 - 0.51 = -0.32. Had robot_0 waited, robot_1 moves in freely: G = -0.02.
     # Had robot_1 waited, robot_0 loads: G = 0.19 - 0.01 = 0.18.
+    # G_{-i} is what the rest earns in the counterfactual (the waiting robot's own -0.01 left
+    # out): -0.01 without robot_0, 0.19 without robot_1. A waiting robot keeps its tick cost.
     out = w.step([RIGHT, UP])
     assert out.individual.tolist() == pytest.approx([0.19, -0.51])
-    assert out.rewards.tolist() == pytest.approx([-0.30, -0.50])
+    assert out.rewards.tolist() == pytest.approx([-0.31, -0.51])
 
 
 def test_counterfactual_matches_replaying_with_a_wait() -> None:

@@ -59,12 +59,14 @@ from fleetmind.envs.warehouse import ParallelStep, WarehouseParallelEnv
 from fleetmind.errors import ConfigError
 from fleetmind.rl.diagnostics import diagnose
 from fleetmind.rl.hyper import Hyper, resolve
+from fleetmind.rl.nav import shortest_path_actions
 from fleetmind.rl.tabular import IQLResult, entropy_of_counts, independent_q
+from fleetmind.rl.train import TASK_HORIZON, reward_bound
 from fleetmind.sim import rewards as rw
 
 log = logging.getLogger(__name__)
 
-DEFAULT_MODES: tuple[str, ...] = ("shared", "individual", "mixed(0.5)", "difference")
+DEFAULT_MODES: tuple[str, ...] = ("shared", "individual", "difference")
 MAP = "warehouse-tiny"
 
 
@@ -131,6 +133,9 @@ class RunRecord:
         greedy: the greedy evaluation episodes.
         explore: the same episodes played epsilon-greedy at ``eps_min`` (the tabular state is
             aliased, so a deterministic policy can loop forever where a little noise gets out).
+        reference: the same episodes (same starts and task streams) played by shortest-path
+            robots (:func:`fleetmind.rl.nav.shortest_path_actions`, no learning, no shield): the
+            simple baseline every figure stands next to.
         seconds: wall time of training plus evaluation.
         findings: :func:`fleetmind.rl.diagnostics.diagnose` findings as JSON-ready dicts.
     """
@@ -149,6 +154,7 @@ class RunRecord:
     train_ticks: NDArray[np.int64]
     greedy: Evaluation
     explore: Evaluation
+    reference: Evaluation | None = None
     seconds: float = 0.0
     findings: list[dict[str, Any]] = field(default_factory=list)
 
@@ -156,35 +162,6 @@ class RunRecord:
         """Team deliveries per tick over training episodes ``[first, last)``."""
         ticks = int(self.train_ticks[first:last].sum())
         return float(self.train_team_deliveries[first:last].sum() / max(ticks, 1))
-
-
-def reward_bound(mode: str, robots: int, cfg: rw.RewardConfig | None = None) -> float:
-    """Largest absolute per-step reward a robot can be paid under ``mode``.
-
-    Individual: ``max(|delivery + pickup + step|, |step + conflict|)``. Shared: ``N`` times that
-    (every robot can deliver in one tick). Mixed ``w``: ``w * b + (1 - w) * N * b``. Difference
-    ``G - G_{-i}``: bounded by ``N * b`` in practice (one robot's move changes its own reward and
-    the conflicts of the others); the rare larger value is clipped by the normalisation.
-
-    Args:
-        mode: a reward mode spec (``individual``, ``shared``, ``mixed(w)``, ``difference``).
-        robots: fleet size.
-        cfg: reward constants; default those parsed from ``mode``.
-
-    Returns:
-        The bound, > 0.
-    """
-    c = cfg or rw.RewardConfig.parse(mode)
-    b = max(
-        abs(c.delivery_bonus + c.pickup_bonus + c.step_cost),
-        abs(c.step_cost + min(c.conflict_penalty, 0.0)),
-        abs(c.step_cost),
-    )
-    if c.mode == "individual":
-        return b
-    if c.mode == "mixed":
-        return c.weight * b + (1.0 - c.weight) * robots * b
-    return robots * b
 
 
 class _Instrumented:
@@ -346,11 +323,12 @@ def run_once(*, robots: int, mode: str, seed: int, settings: RunSettings) -> Run
     map_name = settings.map_name
     t0 = time.perf_counter()
     cfg = rw.RewardConfig.parse(mode)
+    # The §3.3 rules exactly as `fleetmind train` applies them on a warehouse.
     hyper = resolve(
-        horizon=episode_len,
+        horizon=min(episode_len, TASK_HORIZON),
         n_learners=robots,
         shared_reward=cfg.mode in ("shared", "mixed"),
-        reward_bound=reward_bound(mode, robots, cfg),
+        reward_bound=reward_bound(mode, robots),
     )
     learn_seed, episode_seed, eval_seed = _split_seed(seed)
     options: dict[str, Any] = {
@@ -383,6 +361,12 @@ def run_once(*, robots: int, mode: str, seed: int, settings: RunSettings) -> Run
         _evaluate(eval_env, result, episodes=settings.eval_episodes, seed=eval_seed, epsilon=e)
         for e in (0.0, eps_min)
     )
+    reference = _evaluate(
+        make_parallel(map_name, robots, seed=eval_seed, **{**options, "obs": "local"}),
+        _ShortestPath(agents),
+        episodes=settings.eval_episodes,
+        seed=eval_seed,
+    )
     record = RunRecord(
         mode=mode,
         seed=seed,
@@ -398,6 +382,7 @@ def run_once(*, robots: int, mode: str, seed: int, settings: RunSettings) -> Run
         train_ticks=np.asarray(env.ticks, dtype=np.int64),
         greedy=greedy,
         explore=explore,
+        reference=reference,
         seconds=time.perf_counter() - t0,
     )
     findings = diagnose(
@@ -427,9 +412,21 @@ def run_once(*, robots: int, mode: str, seed: int, settings: RunSettings) -> Run
     return record
 
 
+class _ShortestPath:
+    """Shortest-path robots as a joint policy on the default observation (the reference)."""
+
+    def __init__(self, agents: Sequence[str]) -> None:
+        self.agents = list(agents)
+
+    def act(self, observations: Mapping[str, Any]) -> dict[str, int]:
+        """Each robot's first-best shortest-path action."""
+        acts = shortest_path_actions(np.stack([observations[a] for a in self.agents]))
+        return {a: int(acts[i]) for i, a in enumerate(self.agents)}
+
+
 def _evaluate(
     env: WarehouseParallelEnv,
-    policy: IQLResult,
+    policy: IQLResult | _ShortestPath,
     *,
     episodes: int,
     seed: int,
@@ -571,6 +568,11 @@ def _shares(deliveries: Mapping[str, NDArray[np.int64]]) -> dict[str, float | No
     return {a: (t / team if team > 0 else None) for a, t in totals.items()}
 
 
+def _ratio(throughput: float, reference: Mapping[str, Any] | None) -> float:
+    ref = float(reference["throughput"]) if reference else 0.0
+    return throughput / ref if ref > 0 else math.nan
+
+
 def _window(n: int) -> int:
     return max(1, n // 10)
 
@@ -586,6 +588,7 @@ def _run_metrics(r: RunRecord) -> dict[str, Any]:
         "seconds": r.seconds,
         "eval": r.greedy.to_dict(),
         "eval_explore": r.explore.to_dict(),
+        "shortest_path": None if r.reference is None else r.reference.to_dict(),
         "train": {
             "window_episodes": w,
             "throughput_early": r.train_throughput(0, w),
@@ -642,6 +645,16 @@ def _metrics(config: dict[str, Any], records: Sequence[RunRecord]) -> dict[str, 
         summary[m] = {
             "throughput": ci95([d["eval"]["throughput"] for d in mine]),
             "throughput_explore": ci95([d["eval_explore"]["throughput"] for d in mine]),
+            # Same episodes, same seeds: the learners' share of what shortest-path robots deliver.
+            "shortest_path_throughput": ci95(
+                [d["shortest_path"]["throughput"] for d in mine if d["shortest_path"]]
+            ),
+            "vs_shortest_path": ci95(
+                [_ratio(d["eval"]["throughput"], d["shortest_path"]) for d in mine]
+            ),
+            "explore_vs_shortest_path": ci95(
+                [_ratio(d["eval_explore"]["throughput"], d["shortest_path"]) for d in mine]
+            ),
             "train_throughput_early": ci95([d["train"]["throughput_early"] for d in mine]),
             "train_throughput_late": ci95([d["train"]["throughput_late"] for d in mine]),
             **_share_summary("delivery_share", [d["eval"]["delivery_share"] for d in mine]),
@@ -777,6 +790,8 @@ def format_table(metrics: Mapping[str, Any]) -> str:
         ("train thr last", "train_throughput_late"),
         ("greedy thr", "throughput"),
         ("eps thr", "throughput_explore"),
+        ("shortest path", "shortest_path_throughput"),
+        ("eps / SP", "explore_vs_shortest_path"),
         ("min share last", "train_delivery_share_min"),
         ("min share eps", "explore_delivery_share_min"),
     ]

@@ -275,14 +275,23 @@ def bench_free_riding(
     robots: Annotated[int, typer.Option(help="Fleet size.")] = 2,
     modes: Annotated[
         str, typer.Option(help="Comma-separated reward modes.")
-    ] = "shared,individual,mixed(0.5),difference",
-    seeds: Annotated[str, typer.Option(help="Comma-separated root seeds, one run each.")] = "0,1,2",
-    episodes: Annotated[int, typer.Option(help="Training episodes per run.")] = 1000,
-    episode_len: Annotated[int, typer.Option(help="Ticks per episode.")] = 200,
+    ] = "shared,individual,difference",
+    seeds: Annotated[
+        str, typer.Option(help="Comma-separated root seeds, one run each.")
+    ] = "0,1,2,3,4",
+    episodes: Annotated[
+        int | None,
+        typer.Option(help="Training episodes per run. [default: fleetmind train's budget]"),
+    ] = None,
+    episode_len: Annotated[
+        int | None, typer.Option(help="Ticks per episode. [default: fleetmind train's, 500]")
+    ] = None,
     order_rate: Annotated[
         float | None, typer.Option(help="Poisson orders per tick. [default: lifelong]")
     ] = None,
-    eval_episodes: Annotated[int, typer.Option(help="Greedy episodes after training.")] = 5,
+    eval_episodes: Annotated[
+        int | None, typer.Option(help="Evaluation episodes after training. [default: 8]")
+    ] = None,
     eps_start: Annotated[float, typer.Option(help="Exploration rate of the first episode.")] = 1.0,
     eps_min: Annotated[float, typer.Option(help="Exploration floor.")] = 0.05,
     eps_reach: Annotated[
@@ -296,14 +305,20 @@ def bench_free_riding(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print metrics.json.")] = False,
 ) -> None:
-    """Free-riding under reward modes on warehouse-tiny (FIELD-NOTES §5.2); -v shows progress."""
-    from fleetmind.bench import free_riding as bench
+    """Free-riding under reward modes on warehouse-tiny (FIELD-NOTES §5.2); -v shows progress.
 
+    Every run is `fleetmind train --algo iql` with its defaults (budget, episode length, the §3.3
+    rules, exploration), beside shortest-path robots on the same evaluation episodes.
+    """
+    from fleetmind.bench import free_riding as bench
+    from fleetmind.rl import train as rl_train
+
+    episode_len = episode_len or rl_train.WAREHOUSE_EPISODE_TICKS
     settings = bench.RunSettings(
-        episodes=episodes,
+        episodes=episodes or max(1, rl_train.DEFAULT_STEPS // episode_len),
         episode_len=episode_len,
         order_rate=order_rate,
-        eval_episodes=eval_episodes,
+        eval_episodes=eval_episodes or rl_train.WAREHOUSE_EVAL_EPISODES,
         eps_start=eps_start,
         eps_min=eps_min,
         eps_reach=eps_reach,

@@ -97,7 +97,13 @@ def train(
     """Train a learner; writes the policy, config, per-agent curves (CSV, PNG) and metrics."""
     from fleetmind.errors import ConfigError
     from fleetmind.rl.reward import RewardSpec
-    from fleetmind.rl.train import RWARE_MINUTES, RWARE_WORLDS, rware_robots
+    from fleetmind.rl.train import (
+        DEFAULT_STEPS,
+        RWARE_MINUTES,
+        RWARE_WORLDS,
+        WAREHOUSE_EVAL_EPISODES,
+        rware_robots,
+    )
     from fleetmind.rl.train import train as run_train
 
     fleet = rware_robots(map_name)
@@ -116,9 +122,9 @@ def train(
     robots = 2 if robots is None else robots
     num_envs = 8 if num_envs is None else num_envs
     if steps is None:
-        steps = 10**12 if minutes is not None else 100_000
+        steps = 10**12 if minutes is not None else DEFAULT_STEPS
     if eval_episodes is None:
-        eval_episodes = 20 if fleet is not None else 8
+        eval_episodes = 20 if fleet is not None else WAREHOUSE_EVAL_EPISODES
     timing = {
         "time_limit_s": minutes * 60 if minutes is not None else None,
         "eval_every_s": eval_every * 60 if eval_every is not None else None,

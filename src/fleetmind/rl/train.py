@@ -78,6 +78,14 @@ class TrainRun:
     returns: dict[str, list[float]]
 
 
+DEFAULT_STEPS = 100_000
+"""Environment steps of ``fleetmind train`` without ``--steps`` or ``--minutes`` (not rware)."""
+WAREHOUSE_EPISODE_TICKS = 500
+"""Ticks of one warehouse training episode (tabular: ``DEFAULT_STEPS`` are 200 episodes)."""
+WAREHOUSE_EVAL_EPISODES = 8
+"""Episodes of a warehouse run's evaluation after training."""
+
+
 def reward_bound(reward_mode: str, robots: int) -> float:
     """Largest absolute one-step reward of the warehouse under ``reward_mode`` (for §3.3 scaling).
 
@@ -113,7 +121,7 @@ def train(
     algo: str,
     *,
     reward_mode: str = "individual",
-    steps: int = 100_000,
+    steps: int = DEFAULT_STEPS,
     seed: int = 0,
     out_dir: str | Path = "runs/train",
     resume: bool = False,
@@ -217,7 +225,8 @@ def train(
         # Warehouse runs evaluate eval_episodes episodes of eval_ticks ticks, back to back.
         episodes = 1 if map in ("gridworld-4x4", "race-4x4") else eval_episodes
         return _train_tabular(
-            req._replace(eval_ticks=eval_ticks * episodes), max_steps=max_steps or 500
+            req._replace(eval_ticks=eval_ticks * episodes),
+            max_steps=max_steps or WAREHOUSE_EPISODE_TICKS,
         )
     return _train_neural(
         req, resume=resume, checkpoint_every=checkpoint_every, num_envs=num_envs,
@@ -289,7 +298,12 @@ def _make_env(
     from fleetmind.envs import make_vector
 
     return make_vector(
-        map, robots, num_envs, seed=seed, reward_mode=reward_mode, max_steps=max_steps or 500
+        map,
+        robots,
+        num_envs,
+        seed=seed,
+        reward_mode=reward_mode,
+        max_steps=max_steps or WAREHOUSE_EPISODE_TICKS,
     )
 
 
@@ -396,7 +410,12 @@ def _train_neural(
         ev = curve.metrics()
     else:
         eval_env = _make_env(
-            map, robots, 4, seed=eval_seed, reward_mode=reward_mode, max_steps=max_steps or 500
+            map,
+            robots,
+            4,
+            seed=eval_seed,
+            reward_mode=reward_mode,
+            max_steps=max_steps or WAREHOUSE_EPISODE_TICKS,
         )
         ev = _evaluate_batch(eval_env, act, eval_ticks)
     config = {

@@ -11,8 +11,13 @@ Modes turn individual rewards ``r`` (shape ``(..., N)``) into the rewards the le
 - ``shared``: the team reward ``G = sum_j r_j`` for every robot (as in §3.2, where one robot
   reaching the goal pays both);
 - ``mixed``: ``weight * r_i + (1 - weight) * G``;
-- ``difference``: ``G - G_{-i}``, the team reward minus the team reward had robot ``i`` waited
-  this tick, computed exactly by the simulator's counterfactual step.
+- ``difference``: ``G - G_{-i}``, the team reward minus what the *rest* of the team earns had
+  robot ``i`` waited this tick (the simulator's exact counterfactual step), so robot ``i``'s own
+  tick cost stays in its reward. Wolpert and Tumer's difference reward removes agent ``i``; a
+  robot cannot vanish from a grid, so it waits, and its own terms leave the sum as a removed
+  robot's would. Counting the waiting robot's step cost in ``G_{-i}`` instead (robot ``i``
+  "present but idle") cancels the step cost exactly: waiting then earns 0, the zero-initialised
+  tables never prefer an untried move, and the learners stall (docs/rl.md).
 """
 
 from __future__ import annotations
@@ -101,7 +106,8 @@ def combine(
     Args:
         cfg: the reward configuration.
         rewards: individual rewards.
-        team_without: for ``difference``: ``(..., N)`` team reward had robot ``i`` waited.
+        team_without: for ``difference``: ``(..., N)`` team reward had robot ``i`` waited,
+            robot ``i``'s own reward included (what the simulator's counterfactual step pays).
     """
     if cfg.mode == "individual":
         return rewards
@@ -116,5 +122,7 @@ def combine(
         return mixed
     if team_without is None:
         raise ConfigError("difference rewards need the counterfactual team rewards")
-    diff: NDArray[np.float32] = (team - team_without).astype(np.float32)
+    # A waiting robot earns exactly the step cost (no delivery, pickup or failed move): take it
+    # out so that G_{-i} is the rest of the team's reward.
+    diff: NDArray[np.float32] = (team - (team_without - cfg.step_cost)).astype(np.float32)
     return diff

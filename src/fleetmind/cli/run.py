@@ -396,7 +396,7 @@ def compare(
 ) -> None:
     """Run strategies on identical maps, order streams and seeds; table with 95% CIs."""
     from fleetmind.eval.compare import compare as run_compare
-    from fleetmind.eval.compare import earlier_comparison, format_cell
+    from fleetmind.eval.compare import earlier_comparison
     from fleetmind.eval.recorder import next_free
 
     if out is None:
@@ -446,16 +446,29 @@ def compare(
     if as_json:
         print_json({**result, "report": report_path})
         return
-    table = Table(title=f"compare: {map_name}, {robots} robots, {steps} ticks, seeds {seeds}")
-    table.add_column("metric")
-    for name in result["strategies"]:
-        table.add_column(name, justify="right")
-    for key, label in result["rows"].items():
-        table.add_row(label, *(format_cell(result["table"][n][key]) for n in result["strategies"]))
-    console.print(table)
+    console.print(comparison_table(result))
     console.print(f"comparison: {out / 'comparison.json'}")
     if report_path:
         console.print(f"report: {report_path}")
+
+
+def comparison_table(comparison: dict[str, Any]) -> Table:
+    """A comparison's table: every row in ``ROWS`` order, mean ± 95% interval over its seeds."""
+    from fleetmind.eval.compare import ROWS, format_cell
+
+    seeds = ", ".join(str(s) for s in comparison["seeds"])
+    table = Table(
+        title=f"compare: {comparison['map']}, {comparison['robots']} robots, "
+        f"{comparison['steps']} ticks, mean ± 95% interval over seeds {seeds}"
+    )
+    table.add_column("metric")
+    names = comparison["strategies"]
+    for name in names:
+        table.add_column(name, justify="right")
+    for key, label in ROWS:
+        if key in comparison["rows"]:
+            table.add_row(label, *(format_cell(comparison["table"][n][key]) for n in names))
+    return table
 
 
 @app.command()
@@ -612,16 +625,24 @@ def report(
     ] = False,
 ) -> None:
     """One self-contained HTML report (plots inlined, opens offline) of a run or comparison."""
-    from fleetmind.eval.report import build_report
+    from fleetmind.eval.report import build_report, recommend_comparison
     from fleetmind.eval.store import load_metrics
 
     html_path = build_report(path, out)
     comp = path / "comparison.json"
     if comp.exists():
-        runs = {k: v[0] for k, v in json.loads(comp.read_text())["runs"].items() if v}
-    else:
-        runs = {path.name: str(path)}
-    summaries = {name: load_metrics(p) for name, p in runs.items()}
+        # A comparison is reported over every seed it ran, never one seed's metrics.json.
+        comparison = json.loads(comp.read_text())
+        advice = recommend_comparison(comparison)
+        if as_json:
+            print_json({"report": str(html_path), "comparison": comparison, "summary": advice})
+            return
+        console.print(comparison_table(comparison))
+        for line in advice:
+            console.print(f"- {line}")
+        console.print(f"report: {html_path}")
+        return
+    summaries = {path.name: load_metrics(path)}
     if as_json:
         print_json({"report": str(html_path), "metrics": summaries})
         return

@@ -198,20 +198,40 @@ def doctor(run: _Run) -> list[str]:
     return out
 
 
-def recommend(runs: list[_Run]) -> list[str]:
-    """A short recommendation derived from the measured numbers."""
+def recommend(runs: list[_Run], *, winner: bool = True) -> list[str]:
+    """A short recommendation derived from the measured numbers of single runs.
+
+    Args:
+        runs: the runs (one seed each).
+        winner: name the run with the highest throughput; a comparison leaves it to
+            :func:`recommend_comparison`, which decides over every seed.
+    """
     lines: list[str] = []
     by = {r.name: r for r in runs}
     thr = {r.name: float(r.metrics.get("throughput", 0.0)) for r in runs}
     best = max(thr, key=lambda k: thr[k])
-    lines.append(f"Highest throughput: {best} at {thr[best]:.4f} tasks/tick.")
+    if winner:
+        lines.append(
+            f"Highest throughput: {best} at {thr[best]:.4f} tasks/tick"
+            + (
+                " (one seed each: no interval; `fleetmind compare --seeds 3` for one)."
+                if len(runs) > 1
+                else "."
+            )
+        )
+        values = {r.name: run_values(r.metrics, None) for r in runs}
+        lines += _trade_offs(
+            {n: {k: v[k] for k, _, _ in TRADE_OFFS} for n, v in values.items()},
+            best,
+            [n for n in thr if n != best],
+        )
     base = next((n for n in by if n.split(":")[0] in ("classical", "rl")), None)
     for r in runs:
         tokens = int(r.metrics.get("llm_tokens_prompt", 0)) + int(
             r.metrics.get("llm_tokens_completion", 0)
         )
         done = int(r.metrics.get("tasks_completed", 0))
-        if tokens and base is not None and base != r.name and thr[base] > 0:
+        if winner and tokens and base is not None and base != r.name and thr[base] > 0:
             gain = (thr[r.name] - thr[base]) / thr[base] * 100
             per_order = tokens / done if done else float("inf")
             verb = "adds" if gain >= 0 else "loses"
@@ -241,6 +261,104 @@ def recommend(runs: list[_Run]) -> list[str]:
     return lines
 
 
+# What a user weighs against throughput, in the order they read it: (key, label, lower is better).
+TRADE_OFFS: tuple[tuple[str, str, bool], ...] = (
+    ("on_time_rate", "on-time rate", False),
+    ("violations_structured", "structured violations", True),
+    ("violations_text_only", "text-only violations", True),
+    ("collisions", "collisions executed", True),
+    ("llm_tokens", "LLM tokens", True),
+    ("step_latency_p99_ms", "step latency p99 (ms)", True),
+)
+
+
+def _per_seed(comparison: dict[str, Any], name: str, key: str) -> list[float]:
+    """``key`` of every recorded seed of strategy ``name`` (from its run folders' metrics)."""
+    out = []
+    for folder in comparison["runs"].get(name, []):
+        metrics = load_metrics(folder)
+        if metrics:
+            out.append(run_values(metrics, None)[key])
+    return out
+
+
+def _paired_interval(a: list[float], b: list[float]) -> tuple[float, float, float] | None:
+    """Mean of ``a - b`` over paired seeds with its 95% t-interval; None below two pairs."""
+    from scipy import stats
+
+    if len(a) != len(b) or len(a) < 2:
+        return None
+    d = np.asarray(a, dtype=np.float64) - np.asarray(b, dtype=np.float64)
+    half = float(stats.t.ppf(0.975, len(d) - 1) * d.std(ddof=1) / np.sqrt(len(d)))
+    mean = float(d.mean())
+    return mean, mean - half, mean + half
+
+
+def recommend_comparison(comparison: dict[str, Any]) -> list[str]:
+    """The recommendation of a comparison, over every seed it ran.
+
+    Throughput first: a strategy is named the winner only where the 95% interval of its
+    difference from every other strategy, paired by seed (the same seed gives every strategy the
+    same orders and faults), excludes zero. Then what each other strategy trades against the
+    throughput leader (on-time rate, violations, collisions, tokens, latency), where it differs.
+    """
+    names: list[str] = list(comparison["strategies"])
+    table = comparison["table"]
+    seeds = ", ".join(str(s) for s in comparison["seeds"])
+    thr = {n: table[n]["throughput"] for n in names}
+    order = sorted(names, key=lambda n: -(thr[n]["mean"] or 0.0))
+    lines = [
+        f"Throughput over seeds {seeds} (mean ± 95% interval, tasks/tick): "
+        + ", ".join(f"{n} {format_cell(thr[n])}" for n in order)
+        + "."
+    ]
+    leader = order[0]
+    if len(order) > 1:
+        lead = _per_seed(comparison, leader, "throughput")
+        ties = []
+        for other in order[1:]:
+            diff = _paired_interval(lead, _per_seed(comparison, other, "throughput"))
+            if diff is None or diff[1] <= 0.0:
+                ties.append((other, diff))
+        if not ties:
+            lines.append(
+                f"{leader} has the highest throughput: ahead of every other strategy with the "
+                "95% interval of the paired difference above zero."
+            )
+        else:
+            why = "; ".join(
+                f"{o}: one seed, no interval"
+                if d is None
+                else f"{o}: difference {d[0]:+.4f}, 95% interval [{d[1]:+.4f}, {d[2]:+.4f}]"
+                for o, d in ties
+            )
+            lines.append(
+                f"No throughput winner: {leader} leads, but not beyond noise ({why}). "
+                "More seeds, or choose on what the strategies trade below."
+            )
+    means = {n: {k: table[n][k]["mean"] for k, _, _ in TRADE_OFFS} for n in names}
+    return lines + _trade_offs(means, leader, order[1:])
+
+
+def _trade_offs(
+    values: dict[str, dict[str, float | None]], leader: str, others: list[str]
+) -> list[str]:
+    """What each of ``others`` trades against ``leader`` on :data:`TRADE_OFFS`, where it differs."""
+    lines = []
+    for other in others:
+        traded = []
+        for key, label, lower in TRADE_OFFS:
+            a, b = values[leader].get(key), values[other].get(key)
+            if a is None or b is None or not (np.isfinite(a) and np.isfinite(b)) or a == b:
+                continue
+            better = (b < a) == lower
+            ratio = f" ({b / a:.2g}x)" if a > 0 and b > 0 else ""
+            traded.append(f"{label} {a:.4g} -> {b:.4g}{ratio}, {'better' if better else 'worse'}")
+        if traded:
+            lines.append(f"{other} against {leader}: " + "; ".join(traded) + ".")
+    return lines
+
+
 def _kpi_table(runs: list[_Run]) -> str:
     head = "".join(f"<th>{_esc(r.name)}</th>" for r in runs)
     values = [run_values(r.metrics, r.signals) for r in runs]
@@ -255,7 +373,10 @@ def _comparison_table(comparison: dict[str, Any]) -> str:
     names = comparison["strategies"]
     head = "".join(f"<th>{_esc(n)}</th>" for n in names)
     body = ""
-    for key, label in comparison["rows"].items():
+    # ROWS' order (throughput first), not the JSON file's key order (alphabetical).
+    for key, label in ROWS:
+        if key not in comparison["rows"]:
+            continue
         cells = "".join(f"<td>{_esc(format_cell(comparison['table'][n][key]))}</td>" for n in names)
         body += f"<tr><td>{_esc(label)}</td>{cells}</tr>"
     seeds = ", ".join(str(s) for s in comparison["seeds"])
@@ -372,7 +493,14 @@ def render(
     sec["summary"] = (
         "<ul>"
         + "".join(f"<li><b>{_esc(x)}</b></li>" for x in unfinished)
-        + "".join(f"<li>{_esc(x)}</li>" for x in recommend(loaded))
+        + "".join(
+            f"<li>{_esc(x)}</li>"
+            for x in (
+                recommend_comparison(comparison) + recommend(loaded, winner=False)
+                if comparison
+                else recommend(loaded)
+            )
+        )
         + "</ul>"
     )
     sec["comparison"] = _comparison_table(comparison) if comparison else _kpi_table(loaded)

@@ -339,9 +339,26 @@ def doctor(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print findings as JSON.")] = False,
 ) -> None:
-    """Diagnose a training log: non-stationarity, free-riding, reward scale and drift (§5)."""
-    from fleetmind.rl.diagnostics import diagnose
+    """Diagnose a run: non-stationarity, free-riding, reward scale and drift (§5), baseline.
 
+    A `fleetmind train` folder (curves.csv) gets the §5 checks on its per-agent curves and its
+    policy set against the baseline its evaluation measured; a `fleetmind run` folder gets the
+    report's findings (reward curves from its episode log, LLM drift).
+    """
+    import json
+
+    from fleetmind.rl.diagnostics import baseline_findings, diagnose
+
+    if not (run_dir / "curves.csv").exists() and (run_dir / "episode.parquet").is_dir():
+        from fleetmind.eval.report import run_findings
+
+        lines = run_findings(run_dir)
+        if as_json:
+            print_json([{"message": line} for line in lines])
+            return
+        for line in lines:
+            console.print(f"doctor: {line}")
+        return
     curves = _read_curves(run_dir)
     solo_curves = _read_curves(solo) if solo is not None else None
     # Episode returns sum many steps, so they say nothing about the per-step reward scale;
@@ -358,6 +375,12 @@ def doctor(
         env_rewards=env_parts or None,
         scorer=_scorer_counters(run_dir),
     )
+    metrics_file = run_dir / "metrics.json"
+    if metrics_file.exists():
+        try:
+            findings += baseline_findings(json.loads(metrics_file.read_text()))
+        except ValueError:
+            console.print(f"doctor: {metrics_file}: not valid JSON, no baseline check")
     rows = [
         {"kind": f.kind, "agents": list(f.agents), "evidence": f.evidence, "message": f.message}
         for f in findings
@@ -366,7 +389,9 @@ def doctor(
         print_json(rows)
         return
     if not rows:
-        console.print("doctor: no finding (per-agent curves look healthy)")
+        console.print(
+            "doctor: no finding (per-agent curves healthy, policy at or above its baseline)"
+        )
     for r in rows:
         console.print(f"[yellow]{r['kind']}[/yellow] ({', '.join(r['agents'])}): {r['message']}")
 

@@ -198,6 +198,11 @@ def doctor(run: _Run) -> list[str]:
     return out
 
 
+def run_findings(run_dir: Path) -> list[str]:
+    """:func:`doctor`'s findings for the recorded run in ``run_dir`` (``fleetmind doctor``)."""
+    return doctor(_Run(run_dir.name, run_dir))
+
+
 def recommend(runs: list[_Run], *, winner: bool = True) -> list[str]:
     """A short recommendation derived from the measured numbers of single runs.
 

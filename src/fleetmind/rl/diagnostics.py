@@ -48,7 +48,9 @@ from numpy.typing import ArrayLike, NDArray
 
 from fleetmind.errors import ConfigError
 
-FindingKind = Literal["non_stationarity", "free_riding", "reward_scale", "reward_drift"]
+FindingKind = Literal[
+    "non_stationarity", "free_riding", "reward_scale", "reward_drift", "below_baseline"
+]
 
 
 @dataclass(frozen=True)
@@ -56,8 +58,8 @@ class Finding:
     """One diagnosis.
 
     Attributes:
-        kind: ``"non_stationarity"``, ``"free_riding"``, ``"reward_scale"`` or
-            ``"reward_drift"``.
+        kind: ``"non_stationarity"``, ``"free_riding"``, ``"reward_scale"``,
+            ``"reward_drift"`` or ``"below_baseline"``.
         agents: the agents it concerns.
         evidence: the numbers it rests on (name -> value).
         message: an explanation in plain words with the suggested fix.
@@ -445,3 +447,56 @@ def _reward_drift(
                 )
             )
     return out
+
+
+HALF_OF_SHORTEST_PATH = 0.5
+"""A warehouse policy under this share of shortest-path robots' deliveries is flagged."""
+
+
+def baseline_findings(metrics: Mapping[str, Any]) -> list[Finding]:
+    """A policy that learned nothing, or little, against the baseline its run measured.
+
+    Reads a ``fleetmind train`` run's ``metrics.json``: on the warehouse, the evaluation's
+    deliveries against shortest-path robots in the same ticks (``shortest_path_tasks_completed``);
+    on rware, deliveries per episode against uniform random actions on the same episodes. Healthy
+    curves say nothing about whether the policy is any good: this compares it with a policy that
+    did not learn.
+
+    Args:
+        metrics: the run's ``metrics.json``.
+
+    Returns:
+        One ``below_baseline`` finding, or none.
+    """
+    agents = tuple(sorted((metrics.get("per_agent_deliveries") or {}).keys()))
+    done = metrics.get("tasks_completed")
+    ref = metrics.get("shortest_path_tasks_completed")
+    if isinstance(done, int | float) and isinstance(ref, int | float) and ref > 0:
+        share = float(done) / float(ref)
+        if share < HALF_OF_SHORTEST_PATH:
+            what = "learned nothing" if done == 0 else "is weak"
+            return [
+                Finding(
+                    "below_baseline",
+                    agents,
+                    {"tasks_completed": float(done), "shortest_path": float(ref), "share": share},
+                    f"the policy {what}: {int(done)} deliveries in its evaluation against "
+                    f"{int(ref)} for shortest-path robots in the same ticks ({share:.0%}). "
+                    "Train longer (--steps), or check the reward mode and exploration.",
+                )
+            ]
+        return []
+    mine = metrics.get("deliveries_per_episode")
+    rand = metrics.get("random_deliveries_per_episode")
+    if isinstance(mine, int | float) and isinstance(rand, int | float) and mine <= rand:
+        return [
+            Finding(
+                "below_baseline",
+                agents,
+                {"deliveries_per_episode": float(mine), "random": float(rand)},
+                f"the policy learned nothing: {mine:.2f} deliveries per episode against "
+                f"{rand:.2f} for uniform random actions on the same episodes. rware's reward "
+                "is sparse: give the learner more time (--minutes) before changing it.",
+            )
+        ]
+    return []

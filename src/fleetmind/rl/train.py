@@ -90,10 +90,11 @@ def reward_bound(reward_mode: str, robots: int) -> float:
     """Largest absolute one-step reward of the warehouse under ``reward_mode`` (for §3.3 scaling).
 
     One robot earns at most the delivery bonus (1.0) in a tick; the team reward sums ``robots``
-    of them.
+    of them. A difference reward ``G - G_{-i}`` holds robot ``i``'s own terms and the conflicts
+    its move causes or spares the others (0.5 each): ``robots`` bounds it as it bounds ``G``.
     """
     mode = reward_mode.strip()
-    if mode == "shared":
+    if mode in ("shared", "difference"):
         return float(robots)
     if mode.startswith("mixed"):
         inner = mode[len("mixed") :].strip("() ")

@@ -9,8 +9,10 @@ bit, also after arrays are swapped for others, of another type or the same.
 
 from __future__ import annotations
 
+import ast
 import copy
 import pickle
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -32,8 +34,11 @@ class _Dispatches:
         self.calls = 0
 
     @property
-    def overloads(self) -> Any:
-        return self.kernel.overloads
+    def signatures(self) -> Any:
+        return self.kernel.signatures
+
+    def compile(self, sig: Any) -> Any:
+        return self.kernel.compile(sig)
 
     def __call__(self, *args: Any) -> Any:
         self.calls += 1
@@ -170,6 +175,29 @@ def test_compiled_entry_only_for_plain_aligned_arrays() -> None:
 
     assert kernels.compiled_entry(kernels.resolve_moves, args(world.pos.view(Sub))) is None
     assert kernels.compiled_entry(kernels.resolve_moves, (*args(world.pos)[:-1], object())) is None
+    held = list(kernels.resolve_moves.signatures)
+    # Types the kernel was never called with: no entry, and nothing compiled for them.
+    assert kernels.compiled_entry(kernels.resolve_moves, args(world.pos.astype(np.uint8))) is None
+    assert kernels.resolve_moves.signatures == held
+
+
+def test_no_private_numba_api_in_src() -> None:
+    """Only numba's public API: no ``numba._x`` module, no private attribute of a dispatcher."""
+    src = Path(__file__).resolve().parents[2] / "src" / "fleetmind"
+    found = []
+    for path in sorted(src.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = []
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.Attribute) and node.attr in ("entry_point", "overloads"):
+                names = [node.attr]
+            bad = [n for n in names if n.startswith("numba") and "._" in n]
+            bad += [n for n in names if n in ("entry_point", "overloads")]
+            found += [f"{path.relative_to(src)}:{node.lineno}: {n}" for n in bad]
+    assert found == []
 
 
 def test_a_world_with_a_compiled_entry_pickles_and_copies(monkeypatch: pytest.MonkeyPatch) -> None:

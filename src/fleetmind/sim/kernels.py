@@ -16,7 +16,6 @@ from typing import Any
 
 import numba
 import numpy as np
-from numba._dispatcher import compute_fingerprint
 from numpy.typing import NDArray
 
 __all__ = [
@@ -35,8 +34,8 @@ _DR = np.array([0, -1, 1, 0, 0], dtype=np.int64)
 _DC = np.array([0, 0, 0, -1, 1], dtype=np.int64)
 
 
-# compiled_entry's answers by kernel and argument fingerprints (None: no exact overload).
-_ENTRIES: dict[tuple[object, tuple[bytes, ...]], Callable[..., Any] | None] = {}
+# compiled_entry's answers by kernel and argument type keys (None: no exact overload).
+_ENTRIES: dict[tuple[object, tuple[object, ...]], Callable[..., Any] | None] = {}
 
 
 def _behaved(args: tuple[Any, ...]) -> bool:
@@ -50,24 +49,43 @@ def _behaved(args: tuple[Any, ...]) -> bool:
     return True
 
 
+def _type_key(a: Any) -> object:
+    """A key that only values of one numba type share.
+
+    An array's is what decides its numba type (dtype, dimensions, layout flags, writeability,
+    alignment), read in a microsecond where ``numba.typeof`` takes tens; a tuple's, its items';
+    any other value's, its numba type.
+
+    Raises:
+        ValueError: a value numba has no type for.
+    """
+    if isinstance(a, np.ndarray):
+        f = a.flags
+        return (a.dtype, a.ndim, f.c_contiguous, f.f_contiguous, f.writeable, f.aligned)
+    if isinstance(a, tuple):
+        return (tuple, *map(_type_key, a))
+    return numba.typeof(a)  # type: ignore[no-untyped-call]
+
+
 def compiled_entry(kernel: Any, args: tuple[Any, ...]) -> Callable[..., Any] | None:
     """The machine code ``kernel`` runs for exactly these argument types, if compiled, else None.
 
     Calling it skips numba's type dispatch (a type check of every argument, about 60 ns an
     array), which is the caller's job then: it may pass only arguments of the same types
     (dtype, dimensions, layout, writeability, alignment) as ``args``; nothing checks them.
-    The types are told apart as numba's dispatcher does: by numba's fingerprints, for plain
-    aligned arrays only (anything else: None).
+    Through numba's public API only: the types are ``numba.typeof``'s, for plain aligned
+    arrays only (anything else: None), and the code is what the dispatcher's ``compile``
+    returns for a signature it already holds (``signatures``), so nothing is compiled here.
     """
     if not _behaved(args):
         return None
     try:
-        key = (kernel, tuple(map(compute_fingerprint, args)))
-    except NotImplementedError:  # a value numba has no fingerprint for
+        key = (kernel, tuple(map(_type_key, args)))
+    except ValueError:  # a value numba has no type for
         return None
     if key not in _ENTRIES:
-        compiled = kernel.overloads.get(tuple(map(numba.typeof, args)))
-        _ENTRIES[key] = None if compiled is None else compiled.entry_point
+        sig = tuple(map(numba.typeof, args))
+        _ENTRIES[key] = kernel.compile(sig) if sig in kernel.signatures else None
     return _ENTRIES[key]
 
 

@@ -105,7 +105,7 @@ def test_describe_reads_loads_goals_and_deliveries_without_tick_or_cells() -> No
     assert len(lines) == 3
     assert lines[-1] == "deliveries since the last score: 2"
     for i, line in enumerate(lines[:2]):
-        steps = oracle.between(tuple(w.pos[i]), tuple(w.goal[i]))
+        steps = int(oracle.to(tuple(w.goal[i]))[tuple(w.pos[i])])
         assert line.startswith(f"robot_{i}: ")
         assert ("carrying a load" in line) == bool(w.carrying[i])
         band = "at" if steps == 0 else "1-2" if steps <= 2 else "3-5" if steps <= 5 else "6 or more"

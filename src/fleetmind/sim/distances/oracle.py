@@ -731,8 +731,3 @@ class DistanceOracle:
         row_of[flat] = np.arange(len(flat))
         self._table = (key, row_of, dist)
         return row_of, dist
-
-    def between(self, a: Cell, b: Cell) -> int:
-        """Moves from ``a`` to ``b`` (``UNREACHABLE`` when there is no path)."""
-        flat_a = np.array([self._flat(a)], dtype=np.int64)
-        return int(self.lookup(np.array([self._flat(b)]), flat_a)[0])

@@ -365,17 +365,6 @@ class Warehouse:
         """``(N,)`` robots that cannot move this tick: broken, or out of battery."""
         return self.broken | (self.battery <= 0)
 
-    def battery_model(self) -> BatteryConfig | None:
-        """The battery model in force: the config's, or the default once a battery is finite.
-
-        A world without a battery model has infinite charge; a fault that sets one robot's
-        charge (:meth:`set_battery`) turns the default model on for the robots with a finite
-        charge only.
-        """
-        if self.config.battery is not None:
-            return self.config.battery
-        return BatteryConfig() if np.isfinite(self.battery).any() else None
-
     def set_battery(self, robot: int | str, level: float) -> None:
         """Fault injection: set a robot's charge (it drains by the battery model from now)."""
         r = self.robot_index(robot)
@@ -711,7 +700,8 @@ class Warehouse:
         picked: list[str] = []
         delivered: list[str] = []
         idle: list[int] = []
-        # battery_model(), with the kernel's "some battery is finite" (bit 8).
+        # The battery model in force: the config's, or the default once some battery is finite
+        # (a fault set one robot's charge; the kernel's bit 8).
         b = self.config.battery
         if b is None and events & 8:
             b = BatteryConfig()

@@ -49,3 +49,12 @@ def test_doctor_reads_the_folders_fleetmind_run_writes(tmp_path: Path) -> None:
     res = CliRunner().invoke(app, ["doctor", str(run)])
     assert res.exit_code == 0, res.output
     assert "LLM drift" in res.output
+
+
+def test_report_names_a_training_folder_and_points_to_doctor(tmp_path: Path) -> None:
+    (tmp_path / "curves.csv").write_text("episode,robot_0\n0,1.0\n")
+    res = CliRunner().invoke(app, ["report", str(tmp_path)])
+    assert res.exit_code != 0
+    said = res.output + str(res.exception)  # the CLI's entry point prints a ConfigError as one line
+    assert "a training run" in said
+    assert "fleetmind doctor" in said

@@ -561,6 +561,18 @@ def build_report(path: str | Path, out: str | Path | None = None) -> Path:
         runs = {name: Path(folders[0]) for name, folders in comparison["runs"].items() if folders}
         return render(runs, target, title=f"fleetmind comparison: {p}", comparison=comparison)
     if not (p / "episode.parquet").is_dir():
+        if (p / "curves.csv").exists():
+            raise ConfigError(
+                f"{p}: a training run (fleetmind train: curves.csv): read it with "
+                f"`fleetmind doctor {p}` and its curves.png; report takes what "
+                "`fleetmind run` or `fleetmind compare` wrote"
+            )
+        if (p / "lorr_output.json").exists():
+            raise ConfigError(
+                f"{p}: a LoRR run (fleetmind lorr run): check it with "
+                f"`fleetmind lorr validate {p / 'lorr_output.json'}`; its figures are in "
+                "metrics.json"
+            )
         raise ConfigError(
             f"{p}: neither a run folder (episode.parquet/) nor a comparison (comparison.json)"
         )

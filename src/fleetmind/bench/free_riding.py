@@ -134,8 +134,8 @@ class RunRecord:
         explore: the same episodes played epsilon-greedy at ``eps_min`` (the tabular state is
             aliased, so a deterministic policy can loop forever where a little noise gets out).
         reference: the same episodes (same starts and task streams) played by shortest-path
-            robots (:func:`fleetmind.rl.nav.shortest_path_actions`, no learning, no shield): the
-            simple baseline every figure stands next to.
+            robots (:func:`fleetmind.rl.nav.shortest_path_actions`, no learning, no shield) at
+            the explore evaluation's epsilon: the simple baseline every figure stands next to.
         seconds: wall time of training plus evaluation.
         findings: :func:`fleetmind.rl.diagnostics.diagnose` findings as JSON-ready dicts.
     """
@@ -366,6 +366,9 @@ def run_once(*, robots: int, mode: str, seed: int, settings: RunSettings) -> Run
         _ShortestPath(agents),
         episodes=settings.eval_episodes,
         seed=eval_seed,
+        # The learners' own evaluation rate: without a shield, greedy robots that meet head-on
+        # wait forever, and a deadlocked reference would flatter every learner.
+        epsilon=eps_min,
     )
     record = RunRecord(
         mode=mode,
@@ -790,7 +793,7 @@ def format_table(metrics: Mapping[str, Any]) -> str:
         ("train thr last", "train_throughput_late"),
         ("greedy thr", "throughput"),
         ("eps thr", "throughput_explore"),
-        ("shortest path", "shortest_path_throughput"),
+        ("shortest path eps", "shortest_path_throughput"),
         ("eps / SP", "explore_vs_shortest_path"),
         ("min share last", "train_delivery_share_min"),
         ("min share eps", "explore_delivery_share_min"),

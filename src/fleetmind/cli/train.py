@@ -197,7 +197,7 @@ def train(
         )
     if "shortest_path_tasks_completed" in m:
         console.print(
-            f"shortest-path robots, same episodes and ticks: "
+            f"shortest-path robots, same episodes, ticks and exploration: "
             f"{m['shortest_path_tasks_completed']} deliveries ({m['eval_policy']}: "
             f"{m['tasks_completed']}, greedy {m['greedy_tasks_completed']})"
         )

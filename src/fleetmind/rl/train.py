@@ -794,8 +794,9 @@ def _train_tabular(req: _Request, *, max_steps: int) -> TrainRun:
         )
     if not special:
         ref = _shortest_path_reference(
-            map, robots, reward_mode=reward_mode, max_steps=max_steps, ticks=eval_ticks, seed=seed
-        )
+            map, robots, reward_mode=reward_mode, max_steps=max_steps, ticks=eval_ticks,
+            seed=seed, epsilon=eval_eps,
+        )  # fmt: skip
         ev["shortest_path_tasks_completed"] = ref
         ev["vs_shortest_path"] = int(ev["tasks_completed"]) / ref if ref else math.nan
     metrics = {
@@ -838,24 +839,36 @@ def warehouse_exploration(episodes: int) -> dict[str, float]:
 
 
 def _shortest_path_reference(
-    map: str, robots: int, *, reward_mode: str, max_steps: int, ticks: int, seed: int
+    map: str,
+    robots: int,
+    *,
+    reward_mode: str,
+    max_steps: int,
+    ticks: int,
+    seed: int,
+    epsilon: float = EXPLORE_MIN,
 ) -> int:
     """Deliveries of shortest-path robots (no learning, no shield) in the evaluation's ticks.
 
-    The same map, robots, seed and tick count as :func:`_evaluate_parallel`: the simple
-    baseline every tabular figure stands next to.
+    The same map, robots, seed, tick count and exploration rate as :func:`_evaluate_parallel`:
+    the simple baseline every tabular figure stands next to. A random action with probability
+    ``epsilon`` (seeded) is what keeps two robots that face each other from waiting forever
+    without a shield; the purely greedy robots deadlock and deliver a third as much.
     """
     from fleetmind.envs import make_parallel
     from fleetmind.rl.nav import shortest_path_actions
 
     env = make_parallel(map, robots, reward_mode=reward_mode, max_steps=max_steps)
     agents = list(env.possible_agents)
+    rng = np.random.default_rng(seed)
     delivered = done_ticks = episode = 0
     while done_ticks < ticks:
         obs, _ = env.reset(seed=seed + episode)
         episode += 1
         while env.agents and done_ticks < ticks:
             acts = shortest_path_actions(np.stack([obs[a] for a in agents]))
+            explore = rng.random(len(agents)) < epsilon
+            acts = np.where(explore, rng.integers(0, 5, len(agents)), acts)
             obs, _r, _te, _tr, infos = env.step({a: int(acts[i]) for i, a in enumerate(agents)})
             done_ticks += 1
             delivered += sum(int(bool(infos[a].get("delivered", False))) for a in agents)

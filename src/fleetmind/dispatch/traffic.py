@@ -1,4 +1,4 @@
-"""Compiled per-tick work of the congestion-aware executors (``dispatch/executors.py``).
+"""Compiled per-tick work of the congestion-aware executors (``dispatch/executors/``).
 
 :class:`TrafficState` keeps the fleet's recent traffic (a decayed robot count per cell and a
 decayed count of entries per cell and move) and turns route costs into action costs and

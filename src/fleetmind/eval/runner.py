@@ -132,7 +132,7 @@ class RunConfig(BaseModel):
     replay_calls: str | None = None
     flush_every: int = Field(50, ge=1)
     snapshot_every: int = Field(100, ge=0)
-    # The incident desk (dispatch/incidents.py, dispatch/desk.py): off, rules, or the LLM pair
+    # The incident desk (dispatch/incidents/, dispatch/desk.py): off, rules, or the LLM pair
     # with the rules as fallback past either deadline.
     desk: Literal["off", "rules", "llm"] = "off"
     desk_deadline_s: float = Field(20.0, gt=0)

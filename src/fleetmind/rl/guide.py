@@ -1,6 +1,6 @@
 """A learned guidance graph: the cost of every move on a map, from features any map has.
 
-The guidance executor (``dispatch/executors.py``) routes robots on a weighted grid: LoRR's
+The guidance executor (``dispatch/executors/guidance.py``) routes robots on a weighted grid: LoRR's
 crisscross highways, where a move against its row's or column's way costs 2 steps instead of 1.
 :class:`GuideModel` replaces those two numbers with a small linear model in the spirit of
 Guidance Graph Optimization (Zhang et al., 2024, lifelong MAPF with PIBT): the weight of a move

@@ -120,6 +120,14 @@ def test_the_model_cannot_remove_or_change_what_the_rules_read() -> None:
     assert (r.added, r.questions, r.answered, r.timed_out) == (1, 1, 1, 0)
 
 
+def test_one_question_per_robot_however_often_the_note_names_it() -> None:
+    reader, client = _reader(lambda q: ("none", 3.0))
+    r, _ = _constraints(reader, "robot_2 brought it, then robot_2 left; robot_3 waved")
+    asked = [q for q in client.asked if "robot_4 loaded the truck" not in q]  # no warm-up
+    assert len(asked) == r.questions == 2
+    assert sum("About: robot_2" in q for q in asked) == 1
+
+
 def test_a_confident_proposal_that_contradicts_the_rules_is_dropped() -> None:
     reader, _ = _reader(lambda q: ("only", 9.0))
     r, got = _constraints(reader, "only robot_5 may take it; robot_2 brought the pallet")

@@ -299,6 +299,7 @@ def calibrate(
                         "set": name,
                         "index": idx,
                         "about": getattr(q.mention, "robot", None) or str(q.mention.value),
+                        "prior_certain": q.prior.certain,
                         "best": v.best,
                         "margin": None if v.best is None else round(v.margin, 4),
                         "scores": {a: round(s, 4) for a, s in v.scores.items()},

@@ -297,13 +297,14 @@ class AdditiveReader:
         have_robots = {k.robot for k in reading.constraints if k.robot is not None}
         have_ticks = {k.tick for k in reading.constraints if k.tick is not None}
         out = []
+        seen: set[str | int] = set()
         for q in judge(extract(note, robots), arrival_tick):
             m = q.mention
-            if isinstance(m, RobotMention):
-                if m.robot in have_robots:
-                    continue
-            elif m.resolve(arrival_tick) in have_ticks:
+            # One question per robot or tick: the model reads the whole note either way.
+            key: str | int = m.robot if isinstance(m, RobotMention) else m.resolve(arrival_tick)
+            if key in have_robots or key in have_ticks or key in seen:
                 continue
+            seen.add(key)
             if q.prior.kind is None:
                 out.append(q)
         return out[: self.max_questions]

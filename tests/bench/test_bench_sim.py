@@ -133,3 +133,15 @@ def test_stored_layouts_match_rware(case: Case) -> None:
     assert rware_env.rware.n_agents == case.robots
     for field in ("blocked", "pickups", "stations", "chargers"):
         assert (getattr(ours, field) == getattr(theirs, field)).all(), field
+
+
+def test_progress_is_reported_for_every_case_then_the_end() -> None:
+    seen: list[tuple[str, int, int]] = []
+    run(
+        quick=True,
+        budget_s=0.02,
+        cases=[CASES[0].name],
+        num_envs=[4],
+        progress=lambda *a: seen.append(a),
+    )
+    assert seen == [(CASES[0].name, 0, 1), ("done", 1, 1)]

@@ -301,6 +301,7 @@ def run(
     cases: Sequence[str] | None = None,
     num_envs: Sequence[int] | None = None,
     seed: int = 0,
+    progress: Callable[[str, int, int], None] | None = None,
 ) -> dict[str, Any]:
     """Measure simulator speed (see the module docstring).
 
@@ -310,6 +311,7 @@ def run(
         cases: names of the :data:`CASES` to run (default all).
         num_envs: the vector env's sweep, overriding ``quick``'s.
         seed: seed of every env and action draw.
+        progress: called as ``(case, done, total)`` before each case and once at the end.
 
     Returns:
         A JSON-ready dict: ``rows`` (``case, simulator, layout, robots, num_envs,
@@ -345,7 +347,9 @@ def run(
     timing = _Timing(seed=seed, budget_s=budget, warmup_s=warmup)
     rows: list[dict[str, Any]] = []
     sweep: list[dict[str, Any]] = []
-    for case in chosen:
+    for done, case in enumerate(chosen):
+        if progress is not None:
+            progress(case.name, done, len(chosen))
         grid = case.grid()
         steps = [_single_step(case, grid, timing)]
         with_rware = has_rware and case.rware_id is not None
@@ -364,6 +368,8 @@ def run(
                 row["ratio_vs_rware"] = row["agent_steps_per_s"] / reference["agent_steps_per_s"]
             case_rows.append(reference)
         rows += case_rows
+    if progress is not None:
+        progress("done", len(chosen), len(chosen))
     return {
         "rows": rows,
         "sweep": sweep,

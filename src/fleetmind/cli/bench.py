@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import inspect
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -18,6 +19,7 @@ from fleetmind.cli.common import (
     RayAddress,
     err_console,
     print_json,
+    progress_bar,
     show,
     sub_app,
 )
@@ -63,7 +65,19 @@ def _quick_only(module: str, quick_help: str, summary: str) -> Callable[..., Non
         as_json: JsonFlag = False,
     ) -> None:
         bench = importlib.import_module(f"fleetmind.bench.{module}")
-        show(bench.run(quick=quick), as_json=as_json, table=getattr(bench, "format_table", None))
+        table = getattr(bench, "format_table", None)
+        if "progress" not in inspect.signature(bench.run).parameters:
+            show(bench.run(quick=quick), as_json=as_json, table=table)
+            return
+        # A bar with the time left, on stderr (the JSON on stdout stays clean).
+        with progress_bar("cases") as bar:
+            task = bar.add_task(module, total=None)
+
+            def step(name: str, done: int, total: int) -> None:
+                bar.update(task, description=f"{module}: {name}", completed=done, total=total)
+
+            result = bench.run(quick=quick, progress=step)
+        show(result, as_json=as_json, table=table)
 
     command.__doc__ = summary
     return command

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import subprocess
@@ -64,6 +65,7 @@ def test_serve_runs_live_and_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
             "3",
             "--speed",
             "100",
+            "--record",
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -94,6 +96,34 @@ def test_serve_runs_live_and_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
     folder = tmp_path / "runs" / status["run"]
     metrics = json.loads((folder / "metrics.json").read_text())
     assert metrics["steps"] >= 20  # the live episode was flushed and closed on shutdown
+
+
+def test_serve_writes_nothing_under_root_unless_asked(tmp_path: Path) -> None:
+    port = free_port()
+    root = tmp_path / "runs"
+    root.mkdir()
+    proc = subprocess.Popen(
+        [*FLEETMIND, "serve", "--port", str(port), "--root", str(root), "--speed", "100"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline, tick = time.monotonic() + 60, 0
+        while time.monotonic() < deadline and tick < 60:
+            with contextlib.suppress(httpx.HTTPError):
+                tick = httpx.get(f"http://127.0.0.1:{port}/api/live/status", timeout=2).json()[
+                    "tick"
+                ]
+            time.sleep(0.1)
+        assert tick >= 60  # past the recorder's first flush (every 50 ticks)
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert list(root.iterdir()) == []
 
 
 @pytest.mark.timeout(90)

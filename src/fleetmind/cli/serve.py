@@ -37,8 +37,12 @@ def serve(
     seed: Annotated[int | None, typer.Option(help="Live root seed. [default: 0]")] = None,
     speed: Annotated[float, typer.Option(help="Live ticks per second at start.")] = 10.0,
     record: Annotated[
-        bool, typer.Option("--record/--no-record", help="Record live episodes under ROOT/live/.")
-    ] = True,
+        bool,
+        typer.Option(
+            "--record/--no-record",
+            help="Record live episodes as run folders under ROOT/live/ (off: nothing is written).",
+        ),
+    ] = False,
     config: Annotated[
         Path | None, typer.Option(help="YAML run config for the live view; flags override it.")
     ] = None,

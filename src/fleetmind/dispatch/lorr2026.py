@@ -236,6 +236,7 @@ class LearnedExecutor(RuleExecutor):
         self.k = 1
         self.shape = (0, 0)
         self.stopped = np.zeros(0, dtype=bool)
+        self.has = np.zeros(0, dtype=bool)  # robots with staged actions, this tick
         self.early_go = 0
 
     def initialize(self, instance: Instance) -> None:
@@ -253,9 +254,12 @@ class LearnedExecutor(RuleExecutor):
         self._sync(state.loc)
         h, w = self.shape
         n = len(staged)
-        size = np.fromiter((len(s) for s in staged), dtype=np.int64, count=n)
-        front = np.fromiter((s[0] if s else WAIT for s in staged), dtype=np.int64, count=n)
+        size = np.fromiter(map(len, staged), dtype=np.int64, count=n)
         has = size > 0
+        nz = np.flatnonzero(has)
+        front = np.full(n, WAIT, dtype=np.int64)
+        front[nz] = [staged[i][0] for i in nz.tolist()]
+        self.has = has
         started = state.cur != NONE
         r, c = np.divmod(state.loc, w)
         tr, tc = r + HEADING[state.ori, 0], c + HEADING[state.ori, 1]
@@ -321,7 +325,7 @@ class LearnedExecutor(RuleExecutor):
             moving = state.cur[lead] == FW
             go[early] = moving | (go[lead] & ~state.delayed[lead])
             self.early_go += int(go[early].sum())
-        self.stopped = ~go & np.fromiter((bool(s) for s in staged), dtype=bool, count=len(staged))
+        self.stopped = ~go & self.has
         return go
 
 

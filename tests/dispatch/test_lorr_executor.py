@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -15,20 +16,18 @@ from fleetmind.errors import ConfigError
 from fleetmind.rl import lorr_executor as rx
 from fleetmind.sim import lorr
 from fleetmind.sim.lorr import FW, WAIT
-from fleetmind.sim.lorr.world2026 import NONE, State, output2026, simulate2026
+from fleetmind.sim.lorr.world2026 import NONE, Executor2026, State, output2026, simulate2026
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "lorr"
 MAZE = DATA / "2026/maze.domain/maze-example_40.json"
 
 
-def play(executor: object, ticks: int = 300, seed: int = 3) -> tuple[lorr.Instance, dict]:
+def play(
+    executor: Executor2026, ticks: int = 300, seed: int = 3
+) -> tuple[lorr.Instance, dict[str, Any]]:
     inst = lorr.read_instance(MAZE)
     run = simulate2026(
-        inst,
-        StagedPlanner(PibtPlanner(seed=0)),
-        executor,
-        ticks=ticks,
-        delay_seed=seed,  # type: ignore[arg-type]
+        inst, StagedPlanner(PibtPlanner(seed=0)), executor, ticks=ticks, delay_seed=seed
     )
     return inst, output2026(run)
 

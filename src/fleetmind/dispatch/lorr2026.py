@@ -254,11 +254,9 @@ class LearnedExecutor(RuleExecutor):
         self._sync(state.loc)
         h, w = self.shape
         n = len(staged)
-        size = np.fromiter(map(len, staged), dtype=np.int64, count=n)
+        size = np.array(list(map(len, staged)), dtype=np.int64)
+        front = np.array([q[0] if q else WAIT for q in staged], dtype=np.int64)
         has = size > 0
-        nz = np.flatnonzero(has)
-        front = np.full(n, WAIT, dtype=np.int64)
-        front[nz] = [staged[i][0] for i in nz.tolist()]
         self.has = has
         started = state.cur != NONE
         r, c = np.divmod(state.loc, w)
@@ -280,19 +278,19 @@ class LearnedExecutor(RuleExecutor):
         for i in np.flatnonzero(lead).tolist():
             q = self.queues[int(target[i])]
             lead[i] = len(q) > 1 and q[1] == i
-        occ = np.full(h * w, -1, dtype=np.int64)
-        occ[state.loc] = np.arange(n)
-        near = np.zeros((n, 3))
-        for dr, dc in ((-1, 0), (1, 0), (0, -1), (0, 1)):
-            nr, nc = r + dr, c + dc
-            ok = (nr >= 0) & (nr < h) & (nc >= 0) & (nc < w)
-            who = np.where(ok, occ[np.where(ok, nr * w + nc, 0)], -1)
-            there = who >= 0
-            wi = np.maximum(who, 0)
-            near[:, 0] += there & state.delayed[wi]
-            near[:, 1] += there
-            near[:, 2] += there & self.stopped[wi]
-        ahead = occ[target]
+        # One byte a cell of a map padded by one cell: 4 = a robot, 1 = delayed, 2 = stopped.
+        pw = w + 2
+        pad = (r + 1) * pw + c + 1
+        grid = np.zeros((h + 2) * pw, dtype=np.uint8)
+        grid[pad] = 4 | state.delayed.view(np.uint8) | (self.stopped.view(np.uint8) << 1)
+        around = grid[pad[:, None] + np.array([-pw, pw, -1, 1])]  # (n, 4)
+        # The four bytes as one word: a flag's count is the top byte of (word & mask) * mask.
+        word = np.ascontiguousarray(around).view(np.uint32)[:, 0]
+        ones = np.uint32(0x01010101)
+        near = np.stack(
+            [((word >> k) & ones) * ones >> np.uint32(24) for k in (0, 2, 1)], axis=1
+        ).astype(np.float64)
+        ahead_delayed = (grid[np.where(inside, (tr + 1) * pw + tc + 1, 0)] & 1).astype(bool)
         fw = front == FW
         x = np.empty((n, len(FEATURES)))
         x[:, 0] = 1.0
@@ -304,7 +302,7 @@ class LearnedExecutor(RuleExecutor):
         x[:, 6] = np.minimum(size / 20.0, 1.0)
         x[:, 7] = np.minimum((self.qlen[state.loc] - 1) / 3.0, 1.0)
         x[:, 8] = np.where(fw, np.minimum(self.qlen[target] / 3.0, 1.0), 0.0)
-        x[:, 9] = fw & (ahead >= 0) & (ahead != np.arange(n)) & state.delayed[np.maximum(ahead, 0)]
+        x[:, 9] = fw & inside & ahead_delayed
         x[:, 10:13] = near / 4.0
         return x, rule | lead
 

@@ -169,3 +169,41 @@ def test_bench_2026_quick_rows_targets_and_resume(
     assert again["rows"] == result["rows"]
     with pytest.raises(ConfigError, match="--executors: unknown 'magic'"):
         bench.run_2026_bench(data=DATA, executors=("magic",), quick=True)
+
+
+def test_lorr_run_takes_the_executor_and_names_a_bad_one(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from fleetmind.cli import app
+
+    runner = CliRunner()
+    args = ["lorr", "run", str(MAZE), "--steps", "100", "--delay-seed", "1", "--json", "-q"]
+    done = runner.invoke(app, [*args, "--executor", "learned", "--out", str(tmp_path)])
+    assert done.exit_code == 0, done.output
+    m = json.loads((tmp_path / "metrics.json").read_text())
+    assert m["executor"] == "learned"
+    assert m["validated"]
+    assert m["collisions"] == 0
+    bad = runner.invoke(app, [*args, "--executor", "magic"])
+    assert bad.exit_code != 0
+    assert isinstance(bad.exception, ConfigError)
+    assert "--executor: unknown 'magic' (known: rules, early, learned)" in str(bad.exception)
+
+
+def test_train_executor_writes_weights_the_learned_executor_loads(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from fleetmind.cli import app
+
+    out = tmp_path / "w.json"
+    args = ["lorr", "train-executor", "--generations", "1", "--population", "5"]
+    args += ["--problems", "1", "--ticks", "60", "--out", str(out), "--json"]
+    done = CliRunner().invoke(app, args)
+    assert done.exit_code == 0, done.output
+    policy, meta = rx.load(out)
+    assert meta["objective"] == "tasks finished, delays on (training problems only)"
+    assert len(meta["history"]) == 1
+    assert set(meta["validation"]) == {"learned", "rules", "early"}
+    assert not np.array_equal(policy.weights, rx.RULES)  # the mean moved to the elites
+    m = bench.run_2026(MAZE, executor="learned", weights=out, ticks=60)
+    assert m["validated"]

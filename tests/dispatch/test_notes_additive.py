@@ -297,3 +297,19 @@ def test_the_embedded_model_answers_its_closed_questions_in_time(embedded_client
     v = reader.ask("robot_1 brought the previous pallet", q[0])
     assert v.best in ROBOT_ANSWERS
     assert set(v.scores) == set(ROBOT_ANSWERS)
+
+
+def test_the_shipped_margins_were_calibrated_on_development_sets_only() -> None:
+    import importlib.resources
+
+    from fleetmind.eval.notes import set_role
+
+    path = importlib.resources.files("fleetmind") / "data" / "note_margins.json"
+    data = json.loads(path.read_text(encoding="utf-8"))
+    assert "smollm2-135m-instruct" in data["models"]
+    for model, entry in data["models"].items():
+        assert "fleetmind notes calibrate" in entry["command"], model
+        assert entry["target_precision"] >= 0.97
+        for name in entry["sets"]:
+            assert set_role(DATA / name)["role"] == "development", (model, name)
+        assert load_margins(model) == Calibration(entry["add_margin"], entry["review_margin"])

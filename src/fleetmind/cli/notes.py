@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -261,8 +262,15 @@ def notes_calibrate(
     with _reader_clients(["rules+llm"], llm_base_url, llm_model, llm_api_key) as (cached,):
         reader = AdditiveReader(cached.inner.client, calibration=Calibration())
         record = calibrate(reader, sets, target=target)
-    record["command"] = "fleetmind notes calibrate " + " ".join(
-        [*(str(f) for f in files), *([f"--limit {limit}"] if limit else [])]
+    gguf = os.environ.get("FLEETMIND_LLM_GGUF")
+    record["command"] = " ".join(
+        [
+            *([f"FLEETMIND_LLM_GGUF={gguf}"] if gguf and not llm_base_url else []),
+            "fleetmind notes calibrate",
+            *(str(f) for f in files),
+            *([f"--limit {limit}"] if limit else []),
+            *(["--save"] if save else []),
+        ]
     )
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)

@@ -29,6 +29,10 @@ def test_run_verifies_and_times_each_case() -> None:
         assert r["vector_ratio"] == pytest.approx(
             r["twin_vector_agent_steps_per_s"] / r["rware_agent_steps_per_s"]
         )
+        assert r["twin_shaped_agent_steps_per_s"] > 0
+        assert r["shaping_cost"] == pytest.approx(
+            r["twin_batch_agent_steps_per_s"] / r["twin_shaped_agent_steps_per_s"]
+        )
     assert result["targets"]["mismatches"]["total"] == 0
     assert result["targets"]["vector_vs_rware"]["worst_ratio"] == min(
         r["vector_ratio"] for r in rows

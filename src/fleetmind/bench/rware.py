@@ -13,7 +13,10 @@ the result). Per rware env ``rware-{size}-{N}ag-v2`` (sizes tiny, small, medium,
   after a warm-up (``quick``: 0.5 s, else 2 s): ``rware``, the raw ``rware.Warehouse`` (no
   wrapper: the fastest way to step it), the baseline; ``twin-single``, the twin's
   PettingZoo ParallelEnv with dict actions; ``twin-vector``, the twin's vector env with
-  ``num_envs`` worlds (256) and observations on. Random actions are drawn beforehand from
+  ``num_envs`` worlds (256) and observations on; ``batch`` and ``shaped``, the learners'
+  ``TwinBatch`` over the same worlds with ``--shaping`` 0 and :data:`SHAPING` (the dense
+  guide's cost is their ratio, ``shaping_cost``: how many times slower a shaped step is).
+  Random actions are drawn beforehand from
   the seeded generator and reused in a cycle; episodes restart at rware's time limit.
   Ratios are over rware measured in the same command; the three take turns (ten slices of
   a tenth of the budget each), so a change of machine load weighs on all of them alike.
@@ -41,7 +44,7 @@ from fleetmind.envs.rware import make_rware
 from fleetmind.envs.rware_twin import make_rware_twin, make_rware_vector
 from fleetmind.errors import ConfigError
 
-__all__ = ["AGENTS", "SIZES", "VECTOR_RATIO_TARGET", "format_table", "run"]
+__all__ = ["AGENTS", "SHAPING", "SIZES", "VECTOR_RATIO_TARGET", "format_table", "run"]
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +52,8 @@ SIZES: Final = ("tiny", "small", "medium", "large")
 AGENTS: Final = (1, 2, 4, 19)
 VECTOR_RATIO_TARGET: Final = 50.0
 """The twin's vector env over rware, agent steps per second (issue 16)."""
+SHAPING: Final = 0.2
+"""Weight of the dense guide in the ``shaped`` timing (``bench marl --shaping``'s ablation)."""
 _POOL: Final = 512  # action draws per measurement, used in a cycle
 _SLICES: Final = 10  # turns of the interleaved timing
 
@@ -112,6 +117,23 @@ def _step_vector(env_id: str, n: int, num_envs: int, seed: int) -> Callable[[], 
     return step
 
 
+def _step_batch(
+    env_id: str, n: int, num_envs: int, seed: int, shaping: float
+) -> Callable[[], None]:
+    from fleetmind.rl.neural.adapters import TwinBatch
+
+    env = TwinBatch(env_id, num_envs, seed=seed, shaping=shaping)
+    env.reset()
+    pool = np.random.default_rng(seed).integers(5, size=(8, num_envs, n))
+    tick = [0]
+
+    def step() -> None:
+        env.step(pool[tick[0] % len(pool)])
+        tick[0] += 1
+
+    return step
+
+
 def _case(
     size: str, n: int, *, steps: int, num_envs: int, budget_s: float, seed: int
 ) -> dict[str, Any]:
@@ -125,9 +147,12 @@ def _case(
         _step_rware(env_id, n, seed),
         _step_single(env_id, seed),
         _step_vector(env_id, n, num_envs, seed),
+        _step_batch(env_id, n, num_envs, seed, 0.0),
+        _step_batch(env_id, n, num_envs, seed, SHAPING),
     ]
-    rware_calls, single_calls, vector_calls = _timed(steppers, budget_s=budget_s)
-    rware_rate, single, vector = rware_calls * n, single_calls * n, vector_calls * n * num_envs
+    calls = _timed(steppers, budget_s=budget_s)
+    rware_rate, single = calls[0] * n, calls[1] * n
+    vector, batch, shaped = (c * n * num_envs for c in calls[2:])
     row = {
         "env_id": env_id,
         "size": size,
@@ -143,16 +168,21 @@ def _case(
         "twin_vector_agent_steps_per_s": vector,
         "single_ratio": single / rware_rate,
         "vector_ratio": vector / rware_rate,
+        "twin_batch_agent_steps_per_s": batch,
+        "twin_shaped_agent_steps_per_s": shaped,
+        "shaping_cost": batch / shaped,
         "num_envs": num_envs,
     }
     logger.info(
-        "bench rware %s: %d steps, %d mismatches; rware %.0f, single %.1fx, vector %.1fx",
+        "bench rware %s: %d steps, %d mismatches; rware %.0f, single %.1fx, vector %.1fx, "
+        "shaping %.2fx slower",
         env_id,
         check.steps,
         check.mismatches,
         rware_rate,
         row["single_ratio"],
         row["vector_ratio"],
+        row["shaping_cost"],
     )
     return row
 
@@ -206,7 +236,8 @@ def run(
             if progress is not None:
                 progress(
                     f"{row['env_id']}: {row['steps_verified']} steps, "
-                    f"{row['mismatches']} mismatches, vector {row['vector_ratio']:.1f}x rware"
+                    f"{row['mismatches']} mismatches, vector {row['vector_ratio']:.1f}x rware, "
+                    f"shaping {row['shaping_cost']:.2f}x slower"
                 )
     worst = min(r["vector_ratio"] for r in rows)
     return {
@@ -224,6 +255,7 @@ def run(
             "steps": steps,
             "budget_s": budget,
             "num_envs": num_envs,
+            "shaping": SHAPING,
             "seed": seed,
             "cpus": os.cpu_count(),
             "machine": platform.machine(),
@@ -238,7 +270,8 @@ def run(
 def format_table(result: dict[str, Any]) -> Table:
     """The result as a rich table, one row per rware env."""
     table = Table(title="RWARE twin vs rware 2.0 (agent steps/s; ratios over rware)")
-    for name in ("env", "steps", "mismatches", "rware", "single", "vector", "single x", "vector x"):
+    names = ("env", "steps", "mismatches", "rware", "single", "vector", "single x", "vector x")
+    for name in (*names, "shaped", "shaping cost"):
         table.add_column(name, justify="left" if name == "env" else "right")
     for r in result["rows"]:
         table.add_row(
@@ -250,12 +283,16 @@ def format_table(result: dict[str, Any]) -> Table:
             f"{r['twin_vector_agent_steps_per_s']:,.0f}",
             f"{r['single_ratio']:.1f}",
             f"{r['vector_ratio']:.1f}",
+            f"{r['twin_shaped_agent_steps_per_s']:,.0f}",
+            f"{r['shaping_cost']:.2f}",
         )
     t = result["targets"]
     vec = t["vector_vs_rware"]
     table.caption = (
         f"single: the ParallelEnv; vector: {result['settings']['num_envs']} worlds, "
-        f"observations on. Mismatches {t['mismatches']['total']} (target 0); vector worst "
+        f"observations on; shaped: TwinBatch with --shaping {result['settings']['shaping']}, "
+        "its cost: TwinBatch's steps/s without it over with it. "
+        f"Mismatches {t['mismatches']['total']} (target 0); vector worst "
         f"{vec['worst_ratio']:.1f}x rware on {vec['worst_case']} (target "
         f"{vec['target_ratio']:.0f}x: {'met' if vec['met'] else 'missed'})"
     )

@@ -23,6 +23,7 @@ from numpy.typing import NDArray
 
 from fleetmind.envs.vector import BatchStep
 from fleetmind.errors import ConfigError
+from fleetmind.sim import rware_shaping as shaping_kernels
 
 
 class TwinBatch:
@@ -135,7 +136,9 @@ class RwareShaping:
       pick up or put down pay no potential term, so phase changes cost nothing; moving back
       and forth earns zero.
 
-    Evaluation never uses it: the figures are rware's deliveries.
+    Evaluation never uses it: the figures are rware's deliveries. The work is done by the
+    compiled kernels of :mod:`fleetmind.sim.rware_shaping` (the numpy broadcasts they replaced
+    made a shaped step 10-50x a plain one; ``fleetmind bench rware`` times both).
 
     Args:
         worlds: the twin's worlds (read, never changed).
@@ -144,57 +147,49 @@ class RwareShaping:
     def __init__(self, worlds: Any) -> None:
         self.w = worlds
         h, wd = worlds.shape
-        cells = np.arange(h * wd)
-        rows, cols = cells // wd, cells % wd
-        scale = float(h + wd)
-        # Empty-handed robots drive under shelves: Manhattan distance.
-        self._dist = (
-            np.abs(rows[:, None] - rows[None, :]) + np.abs(cols[:, None] - cols[None, :])
-        ).astype(np.float64) / scale  # (HW, HW)
+        self._scale = float(h + wd)
         lay = worlds.config.layout
-        self._carry_dist = _carry_distances(lay.highways) / scale  # (HW, HW)
-        self._goals = np.array([r * wd + c for r, c in lay.goals], dtype=np.int64)
-        self._shelf_cell = ~lay.highways.reshape(-1)  # (HW,) cells a shelf may stand on
+        carry = _carry_distances(lay.highways) / self._scale  # (HW, HW)
+        goals = np.array([r * wd + c for r, c in lay.goals], dtype=np.int64)
+        cells = np.arange(h * wd, dtype=np.int64)
+        shelf_cells = np.flatnonzero(~lay.highways.reshape(-1)).astype(np.int64)
+        self._tables = (
+            carry,
+            carry[:, goals].min(axis=1),  # (HW,) to the nearest goal
+            shelf_cells,
+            np.stack([cells // wd, cells % wd]),  # (2, HW)
+        )
+        s = worlds.n_shelves
+        self._scratch = (
+            np.zeros(h * wd, dtype=bool),
+            np.zeros(s, dtype=bool),
+            np.zeros(s, dtype=np.int64),
+            np.zeros(len(shelf_cells), dtype=np.int64),
+        )
         b, n = worlds.pos.shape
-        self._claimed = np.zeros((b, worlds.n_shelves + 1), dtype=bool)
+        self._claimed = np.zeros((b, s + 1), dtype=bool)
         self._delivered = np.zeros((b, n), dtype=bool)  # carries a shelf it has delivered
+        self._aim = np.zeros((b, n), dtype=np.float64)
 
-    def _aim_distance(self, kind: NDArray[np.int64]) -> NDArray[np.float64]:
-        """``(B, N)`` scaled distance of each robot to its aim of ``kind`` (0 seek, 1, 2)."""
+    def _view(self) -> shaping_kernels.View:
         w = self.w
-        b, n = w.pos.shape
-        s, cells = w.n_shelves, self._dist.shape[0]
-        d = self._dist[w.pos]  # (B, N, HW)
-        dc = self._carry_dist[w.pos]  # (B, N, HW): loaded robots keep to the highways
-        on_floor = np.ones((b, s + 1), dtype=bool)
-        on_floor[np.arange(b)[:, None], np.where(w.carrying >= 0, w.carrying, s)] = False
-        on_floor = on_floor[:, :s]  # (B, S)
-        to_shelf = np.take_along_axis(d, np.broadcast_to(w.shelf_pos[:, None, :], (b, n, s)), 2)
-        seek = np.where((w.requested[:, :s] & on_floor)[:, None, :], to_shelf, np.inf).min(-1)
-        goal = dc[..., self._goals].min(-1)
-        occupied = np.zeros((b, cells + 1), dtype=bool)
-        occupied[np.arange(b)[:, None], np.where(on_floor, w.shelf_pos, cells)] = True
-        empty = self._shelf_cell[None, :] & ~occupied[:, :cells]  # (B, HW)
-        drop = np.where(empty[:, None, :], dc, np.inf).min(-1)
-        out = np.choose(kind, [seek, goal, drop])
-        # No aim (every requested shelf is carried): a flat potential.
-        return np.where(np.isfinite(out), out, 0.0)
-
-    def _kind(self) -> NDArray[np.int64]:
-        w = self.w
-        s = w.n_shelves
-        carried = np.where(w.carrying >= 0, w.carrying, s)
-        held_req = np.take_along_axis(w.requested, carried, 1)
-        return np.where(w.carrying < 0, 0, np.where(held_req, 1, 2)).astype(np.int64)
+        return (w.pos, w.carrying, w.shelf_pos, w.requested)
 
     def before(self) -> dict[str, NDArray[Any]]:
-        """What the step's shaping needs of the state before it."""
-        kind = self._kind()
-        return {
-            "kind": kind,
-            "phi": -self._aim_distance(kind),
-            "carrying": self.w.carrying.copy(),
-        }
+        """What the step's shaping needs of the state before it.
+
+        Returns:
+            ``kind`` (the aim of each robot: 0 seek, 1 goal, 2 drop), ``phi`` (its
+            potential) and ``carrying``, each ``(B, N)``.
+        """
+        shape = self.w.pos.shape
+        kind = np.empty(shape, dtype=np.int64)
+        phi = np.empty(shape, dtype=np.float64)
+        carrying = np.empty(shape, dtype=np.int64)
+        shaping_kernels.before(
+            self._view(), self._tables, self._scratch, self._scale, kind, phi, carrying
+        )
+        return {"kind": kind, "phi": phi, "carrying": carrying}
 
     def after(
         self,
@@ -203,30 +198,18 @@ class RwareShaping:
         done: NDArray[np.bool_],
     ) -> NDArray[np.float32]:
         """``(B, N)`` shaping of the step that led here (0 in worlds that restarted)."""
-        w = self.w
-        s = w.n_shelves
-        phi = -self._aim_distance(before["kind"])
-        held = w.carrying
-        # A pick-up or put-down changes the aims (a shelf leaves or joins the floor): no
-        # potential difference on that step, only the event bonuses below.
-        bonus = np.where(held == before["carrying"], phi - before["phi"], 0.0)
-        picked = (before["carrying"] < 0) & (held >= 0)
-        shelf = np.where(picked, held, s)
-        rows = np.arange(len(held))[:, None]
-        fresh = picked & np.take_along_axis(w.requested, shelf, 1) & ~self._claimed[rows, shelf]
-        self._claimed[rows, np.where(fresh, shelf, s)] = True
-        self._claimed[:, s] = False
-        self._claimed &= w.requested  # a delivered shelf leaves the queue: its claim ends
-        self._delivered |= delivered
-        put_down = (before["carrying"] >= 0) & (held < 0)
-        paid_drop = put_down & self._delivered
-        self._delivered &= ~put_down
-        bonus = bonus + 0.5 * fresh + 0.5 * paid_drop
-        if done.any():
-            bonus[done] = 0.0
-            self._claimed[done] = False
-            self._delivered[done] = False
-        out: NDArray[np.float32] = np.asarray(bonus, dtype=np.float32)
+        out = np.empty(self.w.pos.shape, dtype=np.float32)
+        shaping_kernels.after(
+            self._view(),
+            self._tables,
+            self._scratch,
+            self._scale,
+            (before["kind"], before["phi"], before["carrying"]),
+            (np.ascontiguousarray(delivered, dtype=bool), np.ascontiguousarray(done, dtype=bool)),
+            (self._claimed, self._delivered),
+            self._aim,
+            out,
+        )
         return out
 
 

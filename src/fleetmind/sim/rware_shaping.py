@@ -54,66 +54,71 @@ Scratch = tuple[
 
 @numba.njit(cache=True)
 def _aims(
-    k: int,
     kind: NDArray[np.int64],
     view: View,
     tables: Tables,
     scratch: Scratch,
     scale: float,
+    skip: NDArray[np.bool_],
     out: NDArray[np.float64],
 ) -> None:
-    """``out[k]``: world ``k``'s scaled distance of each robot to its aim of ``kind[k]``.
+    """``out``: each robot's scaled distance to its aim of ``kind``, in the worlds not skipped.
 
     No aim (every requested shelf carried, no empty shelf cell) gives 0: a flat potential.
+    One call for all worlds: a call per world would pass (and reference-count) a dozen
+    arrays each time.
     """
     pos, carrying, shelf_pos, requested = view
     carry, goal, shelf_cells, row_col = tables
     occupied, floor, seek, empty = scratch
-    n, s = pos.shape[1], shelf_pos.shape[1]
-    for j in range(s):
-        floor[j] = True
-    need_seek = need_drop = False
-    for i in range(n):
-        if carrying[k, i] >= 0:
-            floor[carrying[k, i]] = False
-        need_seek = need_seek or kind[k, i] == SEEK
-        need_drop = need_drop or kind[k, i] == DROP
-    n_seek = n_empty = 0
-    if need_seek:
+    b, n, s = pos.shape[0], pos.shape[1], shelf_pos.shape[1]
+    for k in range(b):
+        if skip[k]:
+            continue
         for j in range(s):
-            if requested[k, j] and floor[j]:
-                seek[n_seek] = shelf_pos[k, j]
-                n_seek += 1
-    if need_drop:
-        # A carried shelf stands at its robot's cell but is not on the floor.
-        for j in range(s):
-            if floor[j]:
-                occupied[shelf_pos[k, j]] = True
-        for c in shelf_cells:
-            if not occupied[c]:
-                empty[n_empty] = c
-                n_empty += 1
-        for j in range(s):
-            occupied[shelf_pos[k, j]] = False
-    for i in range(n):
-        p = pos[k, i]
-        if kind[k, i] == GOAL:
-            out[k, i] = goal[p]
-        elif kind[k, i] == DROP:
-            best = np.inf
-            for e in range(n_empty):
-                best = min(best, carry[p, empty[e]])
-            out[k, i] = best if n_empty > 0 else 0.0
-        else:
-            # Empty-handed robots drive under shelves: Manhattan distance.
-            row, col = row_col[0, p], row_col[1, p]
-            near = -1
-            for e in range(n_seek):
-                q = seek[e]
-                d = abs(row_col[0, q] - row) + abs(row_col[1, q] - col)
-                if near < 0 or d < near:
-                    near = d
-            out[k, i] = near / scale if near >= 0 else 0.0
+            floor[j] = True
+        need_seek = need_drop = False
+        for i in range(n):
+            if carrying[k, i] >= 0:
+                floor[carrying[k, i]] = False
+            need_seek = need_seek or kind[k, i] == SEEK
+            need_drop = need_drop or kind[k, i] == DROP
+        n_seek = n_empty = 0
+        if need_seek:
+            for j in range(s):
+                if requested[k, j] and floor[j]:
+                    seek[n_seek] = shelf_pos[k, j]
+                    n_seek += 1
+        if need_drop:
+            # A carried shelf stands at its robot's cell but is not on the floor.
+            for j in range(s):
+                if floor[j]:
+                    occupied[shelf_pos[k, j]] = True
+            for c in shelf_cells:
+                if not occupied[c]:
+                    empty[n_empty] = c
+                    n_empty += 1
+            for j in range(s):
+                occupied[shelf_pos[k, j]] = False
+        for i in range(n):
+            p = pos[k, i]
+            if kind[k, i] == GOAL:
+                out[k, i] = goal[p]
+            elif kind[k, i] == DROP:
+                best = np.inf
+                for e in range(n_empty):
+                    best = min(best, carry[p, empty[e]])
+                out[k, i] = best if n_empty > 0 else 0.0
+            else:
+                # Empty-handed robots drive under shelves: Manhattan distance.
+                row, col = row_col[0, p], row_col[1, p]
+                near = -1
+                for e in range(n_seek):
+                    q = seek[e]
+                    d = abs(row_col[0, q] - row) + abs(row_col[1, q] - col)
+                    if near < 0 or d < near:
+                        near = d
+                out[k, i] = near / scale if near >= 0 else 0.0
 
 
 @numba.njit(cache=True)
@@ -145,7 +150,8 @@ def before(
             c = held[k, i]
             kind[k, i] = SEEK if c < 0 else (GOAL if requested[k, c] else DROP)
             carrying[k, i] = c
-        _aims(k, kind, view, tables, scratch, scale, phi)
+    _aims(kind, view, tables, scratch, scale, np.zeros(b, dtype=np.bool_), phi)
+    for k in range(b):
         for i in range(n):
             phi[k, i] = -phi[k, i]
 
@@ -188,6 +194,7 @@ def after(
     carrying, requested = view[1], view[3]
     b, n = kind.shape
     s = claimed.shape[1] - 1
+    _aims(kind, view, tables, scratch, scale, done, aim)
     for k in range(b):
         if done[k]:
             for i in range(n):
@@ -196,7 +203,6 @@ def after(
             for j in range(s + 1):
                 claimed[k, j] = False
             continue
-        _aims(k, kind, view, tables, scratch, scale, aim)
         for i in range(n):
             held, was = carrying[k, i], held_before[k, i]
             # A pick-up or put-down changes the aims (a shelf leaves or joins the floor): no

@@ -137,8 +137,8 @@ class RwareShaping:
       and forth earns zero.
 
     Evaluation never uses it: the figures are rware's deliveries. The work is done by the
-    compiled kernels of :mod:`fleetmind.sim.rware_shaping` (the numpy broadcasts they replaced
-    made a shaped step 10-50x a plain one; ``fleetmind bench rware`` times both).
+    compiled kernels of :mod:`fleetmind.sim.rware_shaping`: a shaped step costs 1.5-2x a plain
+    one (the numpy broadcasts they replaced: 10-50x; ``fleetmind bench rware`` times both).
 
     Args:
         worlds: the twin's worlds (read, never changed).

@@ -123,7 +123,7 @@ def test_the_model_cannot_remove_or_change_what_the_rules_read() -> None:
 def test_one_question_per_robot_however_often_the_note_names_it() -> None:
     reader, client = _reader(lambda q: ("none", 3.0))
     r, _ = _constraints(reader, "robot_2 brought it, then robot_2 left; robot_3 waved")
-    asked = [q for q in client.asked if "robot_4 loaded the truck" not in q]  # no warm-up
+    asked = client.asked[2:]  # after the two warm-up questions
     assert len(asked) == r.questions == 2
     assert sum("About: robot_2" in q for q in asked) == 1
 
@@ -171,7 +171,7 @@ def test_a_note_the_rules_send_to_review_stays_there_without_a_call() -> None:
 
 class _Slow(Scripted):
     def respond(self, messages: list[Message], options: ChatOptions) -> ChatResult:
-        if "robot_4 loaded the truck" in messages[-1].content:  # the warm-up answers
+        if len(self.asked) < 2:  # the warm-up answers
             return super().respond(messages, options)
         self.asked.append(messages[-1].content)
         raise LLMTimeoutError("no reply within 2 s")

@@ -16,7 +16,7 @@ the model abstains and the rules' reading is the answer. A model with no calibra
 never adds.
 
 Deadlines: the first question reads the few-shot prefix (cold; then cached by the server), a
-second one measures a warm question, and every later question's deadline is
+second one about another note measures a warm question, and every later question's deadline is
 :data:`DEADLINE_FACTOR` times that latency, within [:data:`MIN_DEADLINE_S`,
 :data:`MAX_DEADLINE_S`]. A question that times out, or a server that cannot be reached,
 counts as timed out and the rules answer (the model is then left alone for a back-off).
@@ -89,6 +89,8 @@ _EXAMPLES = (
     ("300之前送到", "300", "deadline"),
     ("20个时刻后才能取", "20", "hold"),
 )
+
+_WARM_QUESTION = ("the pallet for aisle 14 came in with robot_1 at 350, label it", "350")
 
 
 @dataclass(frozen=True)
@@ -271,7 +273,10 @@ class AdditiveReader:
                 return self.deadline_s
             note, about, _ = _EXAMPLES[2]
             first = self._call(note, about, ROBOT_ANSWERS, WARMUP_LIMIT_S)
-            second = self._call(note, about, ROBOT_ANSWERS, WARMUP_LIMIT_S)
+            # A different note: the server reads it after the cached prefix, as it will each
+            # note (the same question again would be read from the cache whole, and timed
+            # too short: the first real questions then missed their deadline).
+            second = self._call(*_WARM_QUESTION, TIME_ANSWERS, WARMUP_LIMIT_S)
             self.warmup_s = first.latency_s
             self.question_s = second.latency_s
             deadline = min(MAX_DEADLINE_S, max(MIN_DEADLINE_S, DEADLINE_FACTOR * second.latency_s))

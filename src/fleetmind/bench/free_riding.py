@@ -52,8 +52,10 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy import stats
 
+from fleetmind.bench.free_riding_summary import ci95 as ci95
+from fleetmind.bench.free_riding_summary import format_table as format_table
+from fleetmind.bench.free_riding_summary import ratios, share_summary, shares
 from fleetmind.envs import make_parallel
 from fleetmind.envs.warehouse import ParallelStep, WarehouseParallelEnv
 from fleetmind.errors import ConfigError
@@ -108,7 +110,7 @@ class Evaluation:
             "throughput": self.throughput,
             "own_reward": {a: float(v.mean()) for a, v in self.own_reward.items()},
             "action_entropy": dict(self.entropy),
-            "delivery_share": _shares(self.deliveries),
+            "delivery_share": shares(self.deliveries),
         }
 
 
@@ -554,28 +556,6 @@ def free_riding(
     return metrics
 
 
-def ci95(values: Sequence[float]) -> dict[str, float | int | None]:
-    """Mean and Student-t 95% confidence half-width over seeds (half-width None for one value)."""
-    x = np.asarray(values, dtype=np.float64)
-    mean = float(x.mean())
-    if len(x) < 2:
-        return {"mean": mean, "ci95": None, "n": len(x)}
-    half = float(stats.t.ppf(0.975, len(x) - 1) * x.std(ddof=1) / math.sqrt(len(x)))
-    return {"mean": mean, "ci95": half, "n": len(x)}
-
-
-def _shares(deliveries: Mapping[str, NDArray[np.int64]]) -> dict[str, float | None]:
-    """Each robot's share of the team's deliveries; ``None`` for all when nobody delivered."""
-    totals = {a: float(d.sum()) for a, d in deliveries.items()}
-    team = sum(totals.values())
-    return {a: (t / team if team > 0 else None) for a, t in totals.items()}
-
-
-def _ratio(throughput: float, reference: Mapping[str, Any] | None) -> float:
-    ref = float(reference["throughput"]) if reference else 0.0
-    return throughput / ref if ref > 0 else math.nan
-
-
 def _window(n: int) -> int:
     return max(1, n // 10)
 
@@ -585,7 +565,7 @@ def _run_metrics(r: RunRecord) -> dict[str, Any]:
     w = _window(n)
     late = {a: d[-w:] for a, d in r.train_deliveries.items()}
     early = {a: d[:w] for a, d in r.train_deliveries.items()}
-    late_share = _shares(late)
+    late_share = shares(late)
     return {
         "hyper": r.hyper.to_dict(),
         "seconds": r.seconds,
@@ -605,26 +585,6 @@ def _run_metrics(r: RunRecord) -> dict[str, Any]:
             "action_entropy_late": {a: float(v[-w:].mean()) for a, v in r.train_entropy.items()},
         },
         "findings": r.findings,
-    }
-
-
-def _share_summary(prefix: str, shares: Sequence[Mapping[str, float | None]]) -> dict[str, Any]:
-    """Mean and CI over seeds of each run's smallest and largest per-robot delivery share.
-
-    Runs in which nobody delivered have no shares and are left out (``n`` counts the others).
-    """
-    known = [[v for v in x.values() if v is not None] for x in shares]
-    lows = [min(v) for v in known if v]
-    highs = [max(v) for v in known if v]
-    if not lows:
-        empty = {"mean": None, "ci95": None, "n": 0}
-        return {
-            f"{prefix}_min": {**empty, "lowest": None},
-            f"{prefix}_max": {**empty, "highest": None},
-        }
-    return {
-        f"{prefix}_min": {**ci95(lows), "lowest": min(lows)},
-        f"{prefix}_max": {**ci95(highs), "highest": max(highs)},
     }
 
 
@@ -653,18 +613,18 @@ def _metrics(config: dict[str, Any], records: Sequence[RunRecord]) -> dict[str, 
                 [d["shortest_path"]["throughput"] for d in mine if d["shortest_path"]]
             ),
             "vs_shortest_path": ci95(
-                [_ratio(d["eval"]["throughput"], d["shortest_path"]) for d in mine]
+                ratios([(d["eval"]["throughput"], d["shortest_path"]) for d in mine])
             ),
             "explore_vs_shortest_path": ci95(
-                [_ratio(d["eval_explore"]["throughput"], d["shortest_path"]) for d in mine]
+                ratios([(d["eval_explore"]["throughput"], d["shortest_path"]) for d in mine])
             ),
             "train_throughput_early": ci95([d["train"]["throughput_early"] for d in mine]),
             "train_throughput_late": ci95([d["train"]["throughput_late"] for d in mine]),
-            **_share_summary("delivery_share", [d["eval"]["delivery_share"] for d in mine]),
-            **_share_summary(
+            **share_summary("delivery_share", [d["eval"]["delivery_share"] for d in mine]),
+            **share_summary(
                 "explore_delivery_share", [d["eval_explore"]["delivery_share"] for d in mine]
             ),
-            **_share_summary(
+            **share_summary(
                 "train_delivery_share", [d["train"]["delivery_share_late"] for d in mine]
             ),
             "findings": kinds,
@@ -774,32 +734,3 @@ def plot(path: Path, records: Sequence[RunRecord]) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
-
-
-# --------------------------------------------------------------------------- summary table
-
-
-def format_table(metrics: Mapping[str, Any]) -> str:
-    """The summary table (one line per mode) that ``fleetmind bench free-riding`` prints."""
-
-    def fmt(d: Mapping[str, Any]) -> str:
-        half = d["ci95"]
-        if d["mean"] is None:
-            return "n/a"
-        return f"{d['mean']:.4f}" + ("" if half is None else f" +-{half:.4f}")
-
-    cols = [
-        ("train thr first", "train_throughput_early"),
-        ("train thr last", "train_throughput_late"),
-        ("greedy thr", "throughput"),
-        ("eps thr", "throughput_explore"),
-        ("shortest path eps", "shortest_path_throughput"),
-        ("eps / SP", "explore_vs_shortest_path"),
-        ("min share last", "train_delivery_share_min"),
-        ("min share eps", "explore_delivery_share_min"),
-    ]
-    lines = [f"{'mode':<12} " + " ".join(f"{c:>17}" for c, _ in cols) + "  findings"]
-    for m, s in metrics["summary"].items():
-        cells = " ".join(f"{fmt(s[k]):>17}" for _, k in cols)
-        lines.append(f"{m:<12} {cells}  {s['findings']}")
-    return "\n".join(lines)

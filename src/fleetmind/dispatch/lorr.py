@@ -3,11 +3,11 @@
 Each step (:meth:`PibtPlanner.plan`):
 
 1. Assignment (2024): every robot without a task takes the open, unassigned task with the lowest
-   cost, robots in order of their best cost; cost = Manhattan distance to the first errand (a
-   cached BFS distance instead with lever ``true_distance``), plus, with lever ``task_length``,
-   the task's own errand-to-errand length. Lever ``reassign``: each step a share of the robots
-   still on their way to a first errand may trade their task for a free one that is cheaper by
-   more than 8 (the 2024 rules allow it until the first errand is reached).
+   cost, robots in order of their best cost; cost = Manhattan distance to the first errand,
+   plus, with lever ``task_length``, the task's own errand-to-errand length. Lever
+   ``reassign``: each step a share of the robots still on their way to a first errand may trade
+   their task for a free one that is cheaper by more than 8 (the 2024 rules allow it until the
+   first errand is reached).
 2. Distance maps: one shortest-distance map per goal location (int16 over free cells, one row
    per cached goal, least recently used first out), searched by the project's compiled
    :class:`~fleetmind.sim.distances.DistanceOracle` (breadth-first, or bucket-queue Dijkstra
@@ -19,9 +19,7 @@ Each step (:meth:`PibtPlanner.plan`):
    column's way costs ``highway`` instead of 1 in the maps (map-agnostic crisscross lanes that
    turn head-on meetings in one-lane aisles into overtaking flows).
 3. Ranking: each robot ranks its four neighbours and its own cell by distance to its goal plus
-   the rotations needed to face the neighbour (staying costs one step); lever ``congestion``
-   adds a cost to a neighbour that holds a robot not about to drive on, ``lookahead`` one to a
-   move after which the robot cannot keep driving straight toward its goal.
+   the rotations needed to face the neighbour (staying costs one step).
 4. PIBT (Okumura et al. 2022) by priority (steps since the robot's goal changed, seeded
    tie-breaks): a robot takes its best free candidate; one that wants the cell of a
    lower-priority robot pushes it (in turn); no robot takes the cell of the robot pushing it
@@ -138,15 +136,13 @@ class DistanceMaps:
             self.maps[[s for _, s in chunk], : self.n_free] = dist
             self.computed += len(chunk)
 
-    def slots(self, cells: NDArray[np.int64], *, touch: bool = True) -> NDArray[np.int64]:
-        """Slot of each goal cell (``-1``: no map), marking those used as recent if ``touch``."""
+    def slots(self, cells: NDArray[np.int64]) -> NDArray[np.int64]:
+        """Slot of each goal cell (``-1``: no map), marking those used as recent."""
         out = np.full(len(cells), -1, dtype=np.int64)
         for i, cell in enumerate(cells.tolist()):
             slot = self.slot_of.get(cell)
             if slot is not None:
                 out[i] = slot
-        if not touch:
-            return out
         for cell in set(cells.tolist()):
             if cell in self.slot_of:
                 self.slot_of.move_to_end(cell)
@@ -159,25 +155,18 @@ class Levers:
 
     Attributes:
         task_length: add a task's own errand-to-errand length to its assignment cost.
-        lookahead: a move after which the robot cannot keep driving straight toward its goal
-            costs one more (the turn it will need).
         highway: cost of a move against the way of its row or column (even rows east, odd rows
             west, even columns south, odd columns north) in the distance maps, a whole number;
             0: off.
-        true_distance: use cached BFS distances in the assignment where a map exists.
         reassign: robots a step (taken in turn) that may trade an unstarted task for a free one
             cheaper by more than 8 (0: off).
-        congestion: extra cost of a neighbour cell held by a robot that will stay (0: off).
         maps_per_step: most new distance maps a step (robots without one steer by
             Manhattan distance); ``None``: every map the step needs.
     """
 
     task_length: bool = False
-    lookahead: bool = False
     highway: float = 0.0
-    true_distance: bool = False
     reassign: int = 0
-    congestion: float = 0.0
     maps_per_step: int | None = 64
 
 
@@ -228,23 +217,15 @@ class PibtPlanner:
         self,
         robots_loc: NDArray[np.int64],
         goal_loc: NDArray[np.int64],
-        goal_slot: NDArray[np.int64],
         extra: NDArray[np.float64],
     ) -> NDArray[np.float64]:
-        """``(R, G)`` assignment costs: robot to goal distance, plus ``extra`` per goal.
-
-        Distances are Manhattan, or a cached map's where ``goal_slot >= 0``.
-        """
+        """``(R, G)`` assignment costs: robot to goal Manhattan distance, plus ``extra``."""
         w = self.width
         rr, rc = np.divmod(robots_loc, w)
         gr, gc = np.divmod(goal_loc, w)
         d: NDArray[np.float64] = (
             np.abs(rr[:, None] - gr[None, :]) + np.abs(rc[:, None] - gc[None, :])
         ).astype(np.float64)
-        have = np.flatnonzero(goal_slot >= 0)
-        if have.size:
-            cells = self.dm.cell_of[robots_loc]
-            d[:, have] = self.dm.maps[goal_slot[have][None, :], cells[:, None]]
         d += extra[None, :]
         return d
 
@@ -258,14 +239,13 @@ class PibtPlanner:
         if robots.size and slots.size:
             first = view.pool_errands[slots, 0]
             extra = self._extra(view, slots)
-            goal_slot = self._goal_slots(first)
             loc = view.loc[robots]
             best = np.empty(len(robots), dtype=np.float64)
             for c0 in range(0, len(robots), 256):
-                chunk = self._costs(loc[c0 : c0 + 256], first, goal_slot, extra)
+                chunk = self._costs(loc[c0 : c0 + 256], first, extra)
                 best[c0 : c0 + 256] = chunk.min(axis=1)
             for r in np.argsort(best, kind="stable").tolist():
-                row = self._costs(loc[r : r + 1], first, goal_slot, extra)[0]
+                row = self._costs(loc[r : r + 1], first, extra)[0]
                 row[taken] = np.inf
                 j = int(np.argmin(row))
                 if np.isfinite(row[j]):
@@ -285,14 +265,11 @@ class PibtPlanner:
         mine = held[(self._cursor + np.arange(k)) % held.size]
         self._cursor += k
         robots = view.pool_agent[mine]
-        own = self._costs(
-            view.loc[robots], view.pool_errands[mine, 0], self._goal_slots(
-                view.pool_errands[mine, 0]), self._extra(view, mine)
-        )[np.arange(k), np.arange(k)]  # fmt: skip
+        own = self._costs(view.loc[robots], view.pool_errands[mine, 0], self._extra(view, mine))[
+            np.arange(k), np.arange(k)
+        ]
         first = view.pool_errands[free, 0]
-        cost = self._costs(
-            view.loc[robots], first, self._goal_slots(first), self._extra(view, free)
-        )
+        cost = self._costs(view.loc[robots], first, self._extra(view, free))
         gain = own[:, None] - cost  # (k, F)
         taken = np.zeros(len(free), dtype=bool)
         for r in np.argsort(-gain.max(axis=1), kind="stable").tolist():
@@ -307,11 +284,6 @@ class PibtPlanner:
         if self.levers.task_length:
             return self._task_length(view, slots)
         return np.zeros(len(slots), dtype=np.float64)
-
-    def _goal_slots(self, first: NDArray[np.int64]) -> NDArray[np.int64]:
-        if self.levers.true_distance:
-            return self.dm.slots(self.dm.cell_of[first], touch=False)
-        return np.full(len(first), -1, dtype=np.int64)
 
     def _task_length(self, view: View, slots: NDArray[np.int64]) -> NDArray[np.float64]:
         """Manhattan length of each task from its first to its last errand."""
@@ -358,15 +330,7 @@ class PibtPlanner:
         turn = TURNS[(np.arange(4)[None, :] - ori[:, None]) % 4]  # (n, 4)
         cost = np.empty((n, 5), dtype=np.float64)
         cost[:, :4] = h_nb + turn
-        if self.levers.lookahead:
-            ahead = h_nb.copy()
-            mapped = np.flatnonzero(slot >= 0)
-            nb2 = dm.nbr[nb[mapped], np.arange(4)[None, :]]  # two cells on in each heading
-            ahead[mapped] = dm.maps[slot[mapped][:, None], nb2]
-            cost[:, :4] += (h_nb > 0) & (ahead >= h_nb)
-        cost[:, 4] = h_cur + 1.0 + self.levers.lookahead
-        if self.levers.congestion:
-            cost[:, :4] += self.levers.congestion * self._stayers(cell, nb, h_nb, h_cur, ori)
+        cost[:, 4] = h_cur + 1.0
         cost[:, :4][nb >= dm.n_free] = np.inf
         cost += self.rng.random((n, 5)) * 0.1
         order = np.argsort(cost, axis=1)
@@ -414,22 +378,6 @@ class PibtPlanner:
             h_cur[manh] = np.abs(dm.rows[c] - gr) + np.abs(dm.cols[c] - gc)
         h_nb[nb >= dm.n_free] = int(BIG)
         return h_nb, h_cur
-
-    def _stayers(
-        self,
-        cell: NDArray[np.int64],
-        nb: NDArray[np.int64],
-        h_nb: NDArray[np.int64],
-        h_cur: NDArray[np.int64],
-        ori: NDArray[np.int64],
-    ) -> NDArray[np.float64]:
-        """``(n, 4)`` 1 where the neighbour holds a robot that does not want to drive forward."""
-        n = len(cell)
-        ahead = h_nb[np.arange(n), ori]
-        moving = ahead < h_cur
-        stays = np.zeros(self.dm.n_free + 1, dtype=np.float64)
-        stays[cell[~moving]] = 1.0
-        return stays[nb]
 
     def _pibt(self, cell: NDArray[np.int64], cand: NDArray[np.int64]) -> NDArray[np.int64]:
         """PIBT over each robot's ranked candidate cells; returns the ``(n,)`` next cells.

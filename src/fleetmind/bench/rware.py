@@ -104,8 +104,8 @@ def _step_single(env_id: str, seed: int) -> Callable[[], None]:
     return parallel_stepper(env, seed=seed, pool=_POOL)
 
 
-def _step_vector(env_id: str, n: int, num_envs: int, seed: int) -> Callable[[], None]:
-    env = make_rware_vector(env_id, num_envs, seed=seed)
+def _cycling(env: Any, n: int, num_envs: int, seed: int) -> Callable[[], None]:
+    """A step of ``env`` (reset here) through 8 seeded random joint actions, in turn."""
     env.reset()
     pool = np.random.default_rng(seed).integers(5, size=(8, num_envs, n))
     tick = [0]
@@ -115,6 +115,10 @@ def _step_vector(env_id: str, n: int, num_envs: int, seed: int) -> Callable[[], 
         tick[0] += 1
 
     return step
+
+
+def _step_vector(env_id: str, n: int, num_envs: int, seed: int) -> Callable[[], None]:
+    return _cycling(make_rware_vector(env_id, num_envs, seed=seed), n, num_envs, seed)
 
 
 def _step_batch(
@@ -122,16 +126,7 @@ def _step_batch(
 ) -> Callable[[], None]:
     from fleetmind.rl.neural.adapters import TwinBatch
 
-    env = TwinBatch(env_id, num_envs, seed=seed, shaping=shaping)
-    env.reset()
-    pool = np.random.default_rng(seed).integers(5, size=(8, num_envs, n))
-    tick = [0]
-
-    def step() -> None:
-        env.step(pool[tick[0] % len(pool)])
-        tick[0] += 1
-
-    return step
+    return _cycling(TwinBatch(env_id, num_envs, seed=seed, shaping=shaping), n, num_envs, seed)
 
 
 def _case(

@@ -168,6 +168,8 @@ KPI_ROWS = (
     ("planner_calls", "planner calls"),
     ("llm_tokens", "LLM tokens (prompt+completion)"),
     ("planner_fallbacks", "planner fallbacks"),
+    ("faults", "faults injected"),
+    ("incidents", "incidents resolved/total (recovery p50 ticks)"),
 )
 
 
@@ -181,6 +183,17 @@ def _kpi(m: dict[str, Any], key: str) -> str:
         return f"{m[key]['p50']:.2f}/{m[key]['p99']:.2f}"
     if key == "llm_tokens":
         return str(m["llm_tokens_prompt"] + m["llm_tokens_completion"])
+    if key == "faults":
+        # The run's own faults, as given (a fault run's summary used to leave them out).
+        return ", ".join(str(f.get("spec", f.get("kind", "?"))) for f in m[key]) or "none"
+    if key == "incidents":
+        inc = m[key]
+        total = int(inc.get("total", 0))
+        if not total:
+            return "0"
+        resolved = total - int(inc.get("unresolved", 0))
+        p50 = (m.get("incident_recovery_ticks") or {}).get("p50")
+        return f"{resolved}/{total}" + (f" ({p50:g})" if p50 is not None else "")
     value = m[key]
     return f"{value:.4f}" if isinstance(value, float) else str(value)
 

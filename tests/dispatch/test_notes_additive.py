@@ -118,6 +118,9 @@ def test_the_model_cannot_remove_or_change_what_the_rules_read() -> None:
     assert any("About: robot_2" in q for q in client.asked)
     assert got == base | {Constraint("not_robot", robot="robot_2")}
     assert (r.added, r.questions, r.answered, r.timed_out) == (1, 1, 1, 0)
+    assert r.calls == 3  # the warm-up's two calls are reported with the first reading
+    again = reader.read("robot_6 packed the box", arrival_tick=100, robots=FLEET)
+    assert (again.calls, again.questions) == (1, 1)
 
 
 def test_one_question_per_robot_however_often_the_note_names_it() -> None:

@@ -230,6 +230,7 @@ class AdditiveReader:
         self._down_until = -1.0
         self.degraded = False
         self._lock = threading.Lock()
+        self._warm_spent: tuple[int, int, int] | None = None  # calls, tokens: not yet reported
         self._prefix = [Message.system(_SYSTEM)]
         for note, about, answer in _EXAMPLES:
             self._prefix += [Message.user(self._question(note, about)), Message.assistant(answer)]
@@ -279,6 +280,11 @@ class AdditiveReader:
             second = self._call(*_WARM_QUESTION, TIME_ANSWERS, WARMUP_LIMIT_S)
             self.warmup_s = first.latency_s
             self.question_s = second.latency_s
+            self._warm_spent = (
+                2,
+                first.tokens[0] + second.tokens[0],
+                first.tokens[1] + second.tokens[1],
+            )
             deadline = min(MAX_DEADLINE_S, max(MIN_DEADLINE_S, DEADLINE_FACTOR * second.latency_s))
             if first.error or second.error:
                 self._down_until = self.clock() + self.backoff_s
@@ -356,6 +362,13 @@ class AdditiveReader:
             n.answered += 1
             self.degraded = False
             verdicts.append((q, v))
+        with self._lock:
+            # The warm-up's two calls are reported with the first reading that asked.
+            if self._warm_spent is not None:
+                n.calls += self._warm_spent[0]
+                n.tokens_prompt += self._warm_spent[1]
+                n.tokens_completion += self._warm_spent[2]
+                self._warm_spent = None
         out = list(base.constraints)
         disagreement = None
         add, rev = self.calibration.add_margin, self.calibration.review_margin

@@ -252,7 +252,6 @@ class LLMReader:
         start = time.perf_counter()
         c = extract(note, robots)
         questions = judge(c, arrival_tick)
-        asked = questions
         usage = _Usage()
         doubt = next((q.prior.doubt for q in questions if q.prior.doubt), None)
         if doubt is not None:
@@ -260,31 +259,28 @@ class LLMReader:
             return review(
                 f"the rules cannot read {doubt} with confidence", latency_ms=elapsed_ms(start)
             )
-        if len(asked) > self.max_questions:
-            return review(f"{len(asked)} mentions to judge", latency_ms=elapsed_ms(start))
-        if asked and self.clock() < self._down_until:
+        if len(questions) > self.max_questions:
+            return review(f"{len(questions)} mentions to judge", latency_ms=elapsed_ms(start))
+        if questions and self.clock() < self._down_until:
             reading = self._fall_back(note, arrival_tick, robots, "model unreachable", usage)
             return replace(reading, latency_ms=elapsed_ms(start))
         found: list[tuple[int, Constraint, bool]] = []
         for q in questions:
-            if q in asked:
-                answer = self._ask(note, q, usage, tally, tick)
-                if answer is None:
-                    if usage.errors and usage.errors[-1] in ("network", "timeout"):
-                        why = f"model unreachable ({usage.errors[-1]})"
-                        reading = self._fall_back(note, arrival_tick, robots, why, usage)
-                        return replace(reading, latency_ms=elapsed_ms(start))
-                    return review(
-                        "the model could not answer",
-                        latency_ms=elapsed_ms(start),
-                        calls=usage.calls,
-                        tokens_prompt=usage.tokens_prompt,
-                        tokens_completion=usage.tokens_completion,
-                        errors=tuple(usage.errors),
-                    )
-                kind = _KIND.get(answer)
-            else:
-                kind = q.prior.kind
+            answer = self._ask(note, q, usage, tally, tick)
+            if answer is None:
+                if usage.errors and usage.errors[-1] in ("network", "timeout"):
+                    why = f"model unreachable ({usage.errors[-1]})"
+                    reading = self._fall_back(note, arrival_tick, robots, why, usage)
+                    return replace(reading, latency_ms=elapsed_ms(start))
+                return review(
+                    "the model could not answer",
+                    latency_ms=elapsed_ms(start),
+                    calls=usage.calls,
+                    tokens_prompt=usage.tokens_prompt,
+                    tokens_completion=usage.tokens_completion,
+                    errors=tuple(usage.errors),
+                )
+            kind = _KIND.get(answer)
             if kind is not None and (k := as_constraint(q, kind, arrival_tick)) is not None:
                 found.append((q.mention.start, k, q.prior.sticky))
         reading = finish(

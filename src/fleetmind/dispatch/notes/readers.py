@@ -22,8 +22,11 @@ Readers (``make_reader`` names):
 
 All readers pass through :func:`ground`: a constraint whose robot or tick cannot be traced to
 the note (the id or its number, a number or number word, or arrival tick plus a stated
-duration) is vetoed and the note goes to review. Notes with no candidate at all (no fleet robot,
-no number) cost no model call. :class:`CachedReader` reads each normalised note once.
+duration) is vetoed and the note goes to review (a ``rules+llm`` proposal that fails it is
+dropped: the model abstains). Notes with no candidate at all (no fleet robot, no number) cost no
+model call. :class:`CachedReader` reads each normalised note once. ``template`` and ``rules``
+live in :mod:`~fleetmind.dispatch.notes.reading` with what every reader shares; this module
+re-exports them.
 """
 
 from __future__ import annotations

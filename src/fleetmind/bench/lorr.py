@@ -4,10 +4,10 @@
   :mod:`fleetmind.dispatch.lorr`, the run folder (``metrics.json``, ``lorr_output.json`` in the
   start kit's output layout, ``episode.parquet/``, ``calls.jsonl``, ``config.json``) and the
   independent validation of the output file (:func:`fleetmind.sim.lorr.validate`).
-- :func:`run` is ``fleetmind bench lorr``: the two 2024 Test Round instances against their
-  best-known results (94,232 tasks in 5,000 steps on ``warehouse_large_5000``, 15,508 in 2,000
-  on ``sortation_large_2000``), once per lever set of :data:`LEVER_SETS`, and the 2023 team-size
-  curves (errands per step against team size on ``warehouse_small`` and ``sortation_large``).
+- ``fleetmind bench lorr`` (2024 rules and the 2023 curves) is
+  :func:`fleetmind.bench.lorr2024.run`; :func:`row` and :func:`format_row` are its table lines
+  (and ``lorr run``'s); :func:`validate_file` is ``fleetmind lorr validate``.
+- :func:`run_2026_bench` is ``fleetmind bench lorr --rules 2026``.
 
 Timing is wall clock on the machine at hand (the LoRR rule is a per-step limit of 1 s): a run
 with a limit is not bit-for-bit repeatable, a run with ``time_limit=None`` is.
@@ -36,6 +36,9 @@ from fleetmind.sim.lorr.world2026 import Executor2026, output2026, simulate2026
 DATA = Path(__file__).resolve().parents[3] / "benchmarks" / "data" / "lorr"
 """The instances shipped in the repository (``benchmarks/data/lorr/README.md``)."""
 
+SHARED = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "lorr"
+"""The shared LoRR data (``../shared/data/lorr``: 2026 problems, real start-kit outputs)."""
+
 BEST_KNOWN: dict[str, dict[str, int]] = {
     "2024/warehouse_large_5000": {"tasks": 94232, "steps": 5000},
     "2024/sortation_large_2000": {"tasks": 15508, "steps": 2000},
@@ -58,12 +61,6 @@ nearest-first-errand assignment + PIBT with rotations; each other set adds lever
 DEFAULT_LEVERS = "highway"
 """The lever set ``fleetmind lorr run`` and the 2023 curves use unless told otherwise."""
 
-CURVES: dict[str, tuple[int, ...]] = {
-    "warehouse_small": (10, 50, 100, 200, 400, 800),
-    "sortation_large": (400, 800, 1200, 2000),
-}
-"""2023 team sizes of each curve (instances shipped in the repository)."""
-
 
 def resolve(spec: str | Path) -> Path:
     """An instance path from a path or a short name (``2024/warehouse_large_5000``)."""
@@ -72,17 +69,43 @@ def resolve(spec: str | Path) -> Path:
         return path
     parts = str(spec).removesuffix(".json").split("/")
     if len(parts) == 2:
-        candidate = DATA / parts[0] / "warehouse.domain" / f"{parts[1]}.json"
-        if candidate.exists():
-            return candidate
-        for other in sorted((DATA / parts[0]).glob(f"*.domain/{parts[1]}.json")):
-            return other  # 2026 problems live in maze/room/random domains too
+        for root in (DATA, SHARED):  # the repository's copies first
+            candidate = root / parts[0] / "warehouse.domain" / f"{parts[1]}.json"
+            if candidate.exists():
+                return candidate
+            for other in sorted((root / parts[0]).glob(f"*.domain/{parts[1]}.json")):
+                return other  # 2026 problems live in maze/room/random domains too
     if path.exists():
         return path
     raise ConfigError(
         f"{spec}: no such instance file (give a path, or a name such as "
-        f"2024/warehouse_large_5000 under {DATA})"
+        f"2024/warehouse_large_5000 under {DATA} or {SHARED})"
     )
+
+
+def validate_file(
+    output: Path, instance: str | Path, *, time_limit: float | None = 1.0
+) -> tuple[lorr.Instance, lorr.Validation]:
+    """Replay a start-kit output file under the LoRR rules (``fleetmind lorr validate``).
+
+    Args:
+        output: the output file (the kit's or fleetmind's).
+        instance: the instance it was run on (a path or a short name); read with the file's
+            ``teamSize`` (the kit reads the first ``teamSize`` agents).
+        time_limit: the run's seconds per step, to check ``plannerTimes`` (``None``: skip).
+
+    Returns:
+        The instance as replayed and the validator's verdict.
+
+    Raises:
+        ConfigError: the file or the instance is missing or malformed (named).
+    """
+    data = lorr.referee.load(output)
+    team = data.get("teamSize")
+    if not isinstance(team, int) or isinstance(team, bool):
+        raise ConfigError(f"{output}: field 'teamSize' missing or not an integer")
+    inst = lorr.read_instance(resolve(instance), team_size=team)
+    return inst, lorr.validate(data, inst, time_limit=time_limit, source=str(output))
 
 
 def _percentiles(values: Sequence[float]) -> dict[str, float]:
@@ -405,95 +428,34 @@ def row(m: dict[str, Any], *, levers: str) -> dict[str, Any]:
     }
 
 
-def run(
-    *,
-    instances: Sequence[str] = tuple(BEST_KNOWN),
-    lever_sets: Sequence[str] = tuple(LEVER_SETS),
-    steps: int | None = None,
-    time_limit: float | None = 1.0,
-    curves: bool = True,
-    curve_steps: int = 1000,
-    curve_levers: str = DEFAULT_LEVERS,
-    quick: bool = False,
-    progress: Callable[[str], None] | None = None,
-) -> dict[str, Any]:
-    """``fleetmind bench lorr``: score rows per instance and lever set, and the 2023 curves.
-
-    Args:
-        instances: short names or paths.
-        lever_sets: names in :data:`LEVER_SETS`.
-        steps: steps per run (default: each instance's best-known steps).
-        time_limit: seconds per step (``None``: unlimited).
-        curves: also run the 2023 team-size curves.
-        curve_steps: steps of each 2023 run.
-        curve_levers: the lever set of the 2023 runs.
-        quick: 200 steps on ``sortation_large_2000`` with the first lever set, 2023 curve
-            points 10 and 50 for 200 steps (a smoke run).
-        progress: called with a line of text as each run ends.
-    """
-    unknown = [s for s in (*lever_sets, curve_levers) if s not in LEVER_SETS]
-    if unknown:
-        raise ConfigError(f"unknown lever set {unknown[0]!r} (known: {', '.join(LEVER_SETS)})")
-    if quick:
-        instances, lever_sets, steps, curve_steps = (
-            ("2024/sortation_large_2000",),
-            (lever_sets[0],),
-            200,
-            200,
-        )
-    rows = []
-    for name in instances:
-        for lever_name in lever_sets:
-            m = run_instance(
-                name, steps=steps, time_limit=time_limit, levers=LEVER_SETS[lever_name]
-            )
-            rows.append(row(m, levers=lever_name))
-            if progress is not None:
-                progress(format_row(rows[-1]))
-    curve_rows = []
-    if curves:
-        sizes = {"warehouse_small": (10, 50)} if quick else CURVES
-        for domain, teams in sizes.items():
-            for team in teams:
-                m = run_instance(
-                    f"2023/{domain}_{team}",
-                    steps=curve_steps,
-                    time_limit=time_limit,
-                    levers=LEVER_SETS[curve_levers],
-                )
-                curve_rows.append(row(m, levers=curve_levers))
-                if progress is not None:
-                    progress(format_row(curve_rows[-1]))
-    return {"rows": rows, "curves": curve_rows, "time_limit_s": time_limit}
-
-
 def format_row(r: dict[str, Any]) -> str:
-    """One result line: finished against the best known, planning time, conflicts."""
+    """One result line: finished, best known, start-kit default, planning time, conflicts.
+
+    Benchmark rows also say whether their output file validates.
+    """
     best = ""
     if r["best_known"] is not None:
         frac = r["fraction_of_best"]
         share = f" = {frac:.1%}" if frac is not None else " (other length)"
         best = f" of best-known {r['best_known']:,}{share}"
+    kit = r.get("kit_default")
+    if kit is not None:
+        best += f" (start-kit default: {kit:,}, {r['finished'] / kit:.2f}x)"
+    validates = ""
+    if "validates" in r:
+        validates = (
+            "; output file validates"
+            if r["validates"]
+            else ("; output file DOES NOT VALIDATE: " + "; ".join(r["validation_problems"]))
+        )
     return (
         f"{r['instance']} [{r['levers']}] {r['robots']} robots, {r['steps']} steps: "
         f"{r['finished']:,} {r['unit']}{best}, {r['throughput']:.2f}/step; planning p50 "
         f"{r['planning_p50_ms']:.0f} ms, p99 {r['planning_p99_ms']:.0f} ms, max "
         f"{r['planning_max_ms']:.0f} ms; {r['timeouts']} timed-out steps; "
-        f"{r['conflicts']} conflicts (validated: {r['validated']})"
+        f"{r['conflicts']} conflicts (validated: {r['validated']}){validates}"
     )
 
-
-def format_table(result: dict[str, Any]) -> str:
-    """The benchmark as plain text lines."""
-    lines = [format_row(r) for r in result["rows"]]
-    if result["curves"]:
-        lines.append("2023 team-size curves (errands per step):")
-        lines += [format_row(r) for r in result["curves"]]
-    return "\n".join(lines)
-
-
-SHARED = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "lorr"
-"""The shared LoRR data (``../shared/data/lorr``: 2026 problems, real start-kit outputs)."""
 
 HORIZON_2026: dict[str, int] = {
     "maze-example_40": 1000,

@@ -413,11 +413,15 @@ def bench_lorr(
         str, typer.Option(help="2026: comma-separated problem stems. [default: all]")
     ] = "",
     out: Annotated[
-        Path | None, typer.Option(help="2026: run folders (a rerun skips finished runs).")
+        Path | None,
+        typer.Option(help="Run folders, one a run (a rerun with the same settings skips them)."),
     ] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """LoRR: 2024 instances against their best-known results, per lever set; 2023 curves.
+
+    Each run writes the start kit's output file, replayed by ``lorr validate``'s code (the
+    "validates" column); ``--out DIR`` keeps the run folders and resumes.
 
     ``--rules 2026``: every 2026 problem in ../shared/data/lorr/2026 at its horizon (``--steps``
     caps it), delays off and on (3 seeds), per executor, the start kit's output beside.
@@ -438,7 +442,9 @@ def bench_lorr(
         return
     if rules != "2024":
         raise ConfigError(f"--rules: 2024 or 2026, got {rules!r}")
-    result = bench.run(
+    from fleetmind.bench import lorr2024
+
+    result = lorr2024.run(
         instances=[s for s in instances.split(",") if s],
         lever_sets=[s for s in levers.split(",") if s],
         steps=steps,
@@ -446,9 +452,10 @@ def bench_lorr(
         curves=curves,
         curve_steps=curve_steps,
         quick=quick,
+        out=out,
         progress=_progress(as_json),
     )
-    show(result, as_json=as_json, table=bench.format_table)
+    show(result, as_json=as_json, table=lorr2024.format_table)
 
 
 @bench_app.command("scale")

@@ -144,16 +144,10 @@ def lorr_validate(
     The team is the file's ``teamSize`` (the kit reads the first ``teamSize`` agents). Exits 1
     when the file disagrees with the rules anywhere.
     """
-    from fleetmind.bench.lorr import resolve
-    from fleetmind.errors import ConfigError
-    from fleetmind.sim import lorr
+    from fleetmind.bench.lorr import validate_file
 
-    data = lorr.referee.load(output)
-    team = data.get("teamSize")
-    if not isinstance(team, int) or isinstance(team, bool):
-        raise ConfigError(f"{output}: field 'teamSize' missing or not an integer")
-    inst = lorr.read_instance(resolve(instance), team_size=team)
-    check = lorr.validate(data, inst, time_limit=time_limit or None, source=str(output))
+    inst, check = validate_file(output, instance, time_limit=time_limit or None)
+    team = inst.team_size
     summary = {
         "output": str(output),
         "instance": str(inst.path),

@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 from fleetmind.bench import lorr as bench
 from fleetmind.bench import lorr2024
 from fleetmind.cli import app
+from fleetmind.errors import ConfigError
 from fleetmind.sim import lorr
 
 
@@ -127,3 +128,12 @@ def test_bench_quick_keeps_run_folders_that_validate_and_resume(tmp_path: Path) 
     saved = json.loads((small / lorr2024.ROW_FILE).read_text())
     assert saved["settings"]["steps"] == 50
     assert saved["row"] == again
+
+
+def test_bench_lorr_refuses_a_file_as_out(tmp_path: Path) -> None:
+    (tmp_path / "f").write_text("")
+    res = CliRunner().invoke(app, ["bench", "lorr", "--quick", "--out", str(tmp_path / "f")])
+    assert res.exit_code != 0
+    # fleetmind's entry point prints a ConfigError as its one line
+    assert isinstance(res.exception, ConfigError)
+    assert str(res.exception).endswith("/f: a file, not a folder")

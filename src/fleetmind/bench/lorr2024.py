@@ -188,6 +188,8 @@ def run(
                 out=Path(tmp), progress=progress,
             )  # fmt: skip
         return result | {"out": None}
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out}: a file, not a folder")
     plan: list[tuple[str, int | None]] = [(name, steps) for name in instances]
     if quick:
         plan = [(n, s) for n, s in QUICK_STEPS.items() if _exists(n)]

@@ -20,7 +20,7 @@ def _named_paths() -> set[str]:
     for token in re.findall(r"`([^`\s]+)`", PAGE):
         if token.startswith(("src/", "tests/", "benchmarks/", "docs/")):
             found.add(token)
-        elif re.fullmatch(r"[a-z_]+/([a-z_]+/)*([a-z_]+\.py)?", token):
+        elif re.fullmatch(r"[a-z0-9_]+/([a-z0-9_]+/)*([a-z0-9_]+\.py)?", token):
             found.add(f"src/fleetmind/{token}")
     return found
 

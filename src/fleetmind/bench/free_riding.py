@@ -53,12 +53,12 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from fleetmind.bench.free_riding_summary import ci95 as ci95
 from fleetmind.bench.free_riding_summary import format_table as format_table
 from fleetmind.bench.free_riding_summary import ratios, share_summary, shares
 from fleetmind.envs import make_parallel
 from fleetmind.envs.warehouse import ParallelStep, WarehouseParallelEnv
 from fleetmind.errors import ConfigError
+from fleetmind.eval.compare import confidence as ci95
 from fleetmind.rl.diagnostics import diagnose
 from fleetmind.rl.hyper import Hyper, resolve
 from fleetmind.rl.nav import shortest_path_actions

@@ -9,28 +9,13 @@ free-riding`` prints (:func:`format_table`).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy import stats
 
-
-def ci95(values: Sequence[float]) -> dict[str, float | int | None]:
-    """Mean and Student-t 95% confidence half-width over seeds (half-width None for one value).
-
-    No values (no seed had a reference to compare with): mean and half-width None.
-    """
-    x = np.asarray(values, dtype=np.float64)
-    if len(x) == 0:
-        return {"mean": None, "ci95": None, "n": 0}
-    mean = float(x.mean())
-    if len(x) < 2:
-        return {"mean": mean, "ci95": None, "n": len(x)}
-    half = float(stats.t.ppf(0.975, len(x) - 1) * x.std(ddof=1) / math.sqrt(len(x)))
-    return {"mean": mean, "ci95": half, "n": len(x)}
+from fleetmind.eval.compare import confidence as ci95
 
 
 def shares(deliveries: Mapping[str, NDArray[np.int64]]) -> dict[str, float | None]:

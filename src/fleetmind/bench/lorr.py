@@ -29,6 +29,7 @@ import pyarrow.parquet as pq
 from fleetmind.dispatch.lorr import Levers, PibtPlanner
 from fleetmind.dispatch.lorr2026 import LearnedExecutor, RuleExecutor, StagedPlanner
 from fleetmind.errors import ConfigError
+from fleetmind.eval.compare import mean_interval
 from fleetmind.rl import lorr_executor
 from fleetmind.sim import lorr
 from fleetmind.sim.lorr.world2026 import Executor2026, output2026, simulate2026
@@ -486,17 +487,6 @@ def kit_outputs(data: Path = SHARED) -> dict[str, list[dict[str, Any]]]:
     return out
 
 
-def _interval(values: Sequence[float]) -> tuple[float, float]:
-    """Mean and half-width of the 95% Student-t interval (0 for one value)."""
-    from scipy.stats import t as student
-
-    a = np.asarray(values, dtype=np.float64)
-    if len(a) < 2:
-        return float(a.mean()), 0.0
-    half = student.ppf(0.975, len(a) - 1) * a.std(ddof=1) / np.sqrt(len(a))
-    return float(a.mean()), float(half)
-
-
 def run_2026_bench(
     *,
     data: Path = SHARED,
@@ -579,7 +569,7 @@ def _row_2026(
     kits: list[dict[str, Any]],
 ) -> dict[str, Any]:
     on = [m for cell, m in runs.items() if cell != "off"]
-    mean, half = _interval([m["finished"] for m in on])
+    mean, half = mean_interval([m["finished"] for m in on])
     every = list(runs.values())
     return {
         "problem": name,

@@ -33,6 +33,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from fleetmind.errors import ConfigError
+from fleetmind.eval.compare import mean_interval
 from fleetmind.rl.neural.adapters import EPISODE, TwinBatch, evaluate_rware
 from fleetmind.rl.train import RWARE_ID, RWARE_WORLDS, rware_defaults
 
@@ -420,17 +421,6 @@ def _mean(rows: Sequence[dict[str, Any]], key: str) -> float:
     return float(np.mean([r[key] for r in rows]))
 
 
-def _interval(values: Sequence[float]) -> tuple[float, float]:
-    """Mean and half-width of the 95% t-interval (0 for one value)."""
-    x = np.asarray(values, dtype=np.float64)
-    if len(x) < 2:
-        return float(x.mean()), 0.0
-    from scipy import stats
-
-    half = float(stats.t.ppf(0.975, len(x) - 1) * x.std(ddof=1) / np.sqrt(len(x)))
-    return float(x.mean()), half
-
-
 def summarise(result: dict[str, Any]) -> list[dict[str, Any]]:
     """Per task and learner over the seeds: mean and 95% interval of greedy and sampled."""
     out = []
@@ -439,8 +429,8 @@ def summarise(result: dict[str, Any]) -> list[dict[str, Any]]:
             rows = [r for r in result["rows"] if r["task"] == task and r["algo"] == algo]
             if not rows:
                 continue
-            g, gh = _interval([r["greedy"] for r in rows])
-            s, sh = _interval([r["sampled"] for r in rows])
+            g, gh = mean_interval([r["greedy"] for r in rows])
+            s, sh = mean_interval([r["sampled"] for r in rows])
             out.append({
                 "task": task, "algo": algo, "seeds": len(rows), "greedy": g, "greedy_ci": gh,
                 "sampled": s, "sampled_ci": sh,

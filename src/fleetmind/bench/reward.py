@@ -41,8 +41,8 @@ from typing import Any
 
 import numpy as np
 
-from fleetmind.bench.free_riding import ci95
 from fleetmind.errors import ConfigError
+from fleetmind.eval.compare import confidence as ci95
 from fleetmind.llm.reward import ControlScorer, recorded_reward, reward_backend
 from fleetmind.rl import nav
 from fleetmind.rl.reward import GOAL, RewardSpec

@@ -99,6 +99,14 @@ def confidence(values: list[float]) -> dict[str, float | int | None]:
     return {"mean": float(x.mean()), "ci95": half, "n": len(x)}
 
 
+def mean_interval(values: list[float]) -> tuple[float, float]:
+    """:func:`confidence` as ``(mean, half-width)``, the half-width 0 for one value."""
+    c = confidence(values)
+    if c["mean"] is None:
+        raise ValueError("mean_interval: no finite value")
+    return float(c["mean"]), float(c["ci95"] or 0.0)
+
+
 def _folder(name: str) -> str:
     return name.replace(":", "-")
 

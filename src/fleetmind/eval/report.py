@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from fleetmind.errors import ConfigError
-from fleetmind.eval.compare import ROWS, format_cell, run_values
+from fleetmind.eval.compare import ROWS, format_cell, mean_interval, run_values
 from fleetmind.eval.signals import deliveries_per_tick, signals, throughput_curve
 from fleetmind.eval.store import load_calls, load_episode, load_events, load_latency, load_metrics
 
@@ -289,13 +289,9 @@ def _per_seed(comparison: dict[str, Any], name: str, key: str) -> list[float]:
 
 def _paired_interval(a: list[float], b: list[float]) -> tuple[float, float, float] | None:
     """Mean of ``a - b`` over paired seeds with its 95% t-interval; None below two pairs."""
-    from scipy import stats
-
     if len(a) != len(b) or len(a) < 2:
         return None
-    d = np.asarray(a, dtype=np.float64) - np.asarray(b, dtype=np.float64)
-    half = float(stats.t.ppf(0.975, len(d) - 1) * d.std(ddof=1) / np.sqrt(len(d)))
-    mean = float(d.mean())
+    mean, half = mean_interval([x - y for x, y in zip(a, b, strict=True)])
     return mean, mean - half, mean + half
 
 

@@ -62,6 +62,58 @@ class LLMConnectionError(FleetmindError):
     """The LLM backend could not be reached or answered with an error."""
 
 
+def range_message(
+    name: str, value: object, *, low: float | None = None, high: float | None = None
+) -> str:
+    """The one wording of a value outside its range, for every tier's errors.
+
+    ``name must be at least LOW, got VALUE``, ``... at most HIGH ...`` or ``... between LOW and
+    HIGH ...``; the caller prefixes the file or command where that helps (``path: ...``).
+
+    Args:
+        name: the setting or field at fault, as the user wrote it.
+        value: the value given.
+        low: the smallest value allowed, if bounded below.
+        high: the largest value allowed, if bounded above.
+    """
+    if low is not None and high is not None:
+        bound = f"between {low} and {high}"
+    elif low is not None:
+        bound = f"at least {low}"
+    elif high is not None:
+        bound = f"at most {high}"
+    else:
+        raise ValueError("range_message needs low or high")
+    return f"{name} must be {bound}, got {value}"
+
+
+def check_range(
+    name: str,
+    value: float,
+    *,
+    low: float | None = None,
+    high: float | None = None,
+    error: type[FleetmindError] = ConfigError,
+    where: str = "",
+) -> None:
+    """Raise one ``error`` in the house wording when ``value`` lies outside ``[low, high]``.
+
+    Args:
+        name: the setting or field at fault.
+        value: the value given.
+        low: the smallest value allowed, if bounded below.
+        high: the largest value allowed, if bounded above.
+        error: the error class to raise.
+        where: a prefix naming the file, command or component (``"race"``, ``"map.json:3"``).
+
+    Raises:
+        FleetmindError: ``error`` with :func:`range_message`'s text, ``where: `` first.
+    """
+    if (low is not None and value < low) or (high is not None and value > high):
+        message = range_message(name, value, low=low, high=high)
+        raise error(f"{where}: {message}" if where else message)
+
+
 MAX_INPUT_BYTES = 64 * 1024 * 1024
 """The largest text input file fleetmind reads (task files, configs, recordings): 64 MiB."""
 

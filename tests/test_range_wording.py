@@ -1,0 +1,27 @@
+"""One wording for a value outside its range (issue 50): ``errors.check_range``."""
+
+from __future__ import annotations
+
+import pytest
+
+from fleetmind.errors import ConfigError, TaskFileError, check_range, range_message
+
+
+def test_the_three_wordings() -> None:
+    assert range_message("steps", 0, low=1) == "steps must be at least 1, got 0"
+    assert range_message("epsilon", 1.5, high=1.0) == "epsilon must be at most 1.0, got 1.5"
+    assert range_message("gamma", 2, low=0, high=1) == "gamma must be between 0 and 1, got 2"
+
+
+def test_check_range_raises_only_outside_and_names_where() -> None:
+    check_range("steps", 1, low=1)
+    check_range("gamma", 0.0, low=0.0, high=1.0)
+    with pytest.raises(ConfigError, match=r"^race: max_steps must be at least 1, got 0$"):
+        check_range("max_steps", 0, low=1, where="race")
+    with pytest.raises(TaskFileError, match=r"^gamma must be between 0 and 1, got -1$"):
+        check_range("gamma", -1, low=0, high=1, error=TaskFileError)
+
+
+def test_a_range_needs_a_bound() -> None:
+    with pytest.raises(ValueError, match="low or high"):
+        range_message("x", 1)

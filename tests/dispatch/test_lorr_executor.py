@@ -171,6 +171,35 @@ def test_bench_2026_quick_rows_targets_and_resume(
         bench.run_2026_bench(data=DATA, executors=("magic",), quick=True)
 
 
+def test_bench_2026_resumes_only_runs_with_the_same_settings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def bench26(steps: int) -> dict[str, object]:
+        return bench.run_2026_bench(
+            data=DATA, problems=("maze-example_40",), executors=("rules",), seeds=(0,),
+            steps=steps, out=tmp_path,
+        )  # fmt: skip
+
+    first = bench26(60)
+    played: list[int] = []
+    real = bench.run_2026
+
+    def counting(*a: object, **k: object) -> dict[str, object]:
+        played.append(int(k["ticks"]))  # type: ignore[call-overload]
+        return real(*a, **k)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(bench, "run_2026", counting)
+    assert bench26(60)["rows"] == first["rows"]  # same settings: read back
+    assert played == []
+    other = bench26(40)  # other settings: both runs (delays off, seed 0) play again
+    assert played == [40, 40]
+    assert other["rows"][0]["ticks"] == 40
+    saved = json.loads((tmp_path / "maze-example_40/rules/off" / bench.RUN_FILE_2026).read_text())
+    assert saved["settings"]["ticks"] == 40
+    bench26(60)  # and back: the folder now holds the 40-tick run, so 60 plays again
+    assert played == [40, 40, 60, 60]
+
+
 def test_lorr_run_takes_the_executor_and_names_a_bad_one(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 

@@ -16,6 +16,7 @@ with a limit is not bit-for-bit repeatable, a run with ``time_limit=None`` is.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import time
 from collections.abc import Callable, Sequence
@@ -503,8 +504,9 @@ def run_2026_bench(
 
     Each problem plays its :data:`HORIZON_2026` (or ``steps`` when given, a cap) with delays
     off and with delays on for each of ``seeds``; a row per problem and executor. With ``out``
-    every run keeps ``out/<problem>/<executor>/<off|seed-k>/metrics.json`` and a rerun skips
-    the runs already there (resumable).
+    every run keeps ``out/<problem>/<executor>/<off|seed-k>/`` (the run's files and, last,
+    :data:`RUN_FILE_2026` with its :func:`settings_2026`); a rerun with the same settings reads
+    the finished runs back, other settings run again (resumable).
 
     Args:
         data: the shared LoRR folder (``2026/``, ``outputs/pairs.json``).
@@ -539,14 +541,20 @@ def run_2026_bench(
             runs = {}
             for cell, seed in [("off", None), *((f"seed-{s}", s) for s in seeds)]:
                 folder = out / name / executor / cell if out is not None else None
-                done = folder / "metrics.json" if folder is not None else None
-                if done is not None and done.exists():
-                    m = json.loads(done.read_text())
-                else:
+                settings = settings_2026(
+                    found[name], executor=executor, weights=weights, ticks=ticks,
+                    delays=seed is not None, delay_seed=seed,
+                )  # fmt: skip
+                m = _finished_2026(folder, settings) if folder is not None else None
+                if m is None:
                     m = run_2026(
                         found[name], executor=executor, weights=weights, ticks=ticks,
                         delays=seed is not None, delay_seed=seed, out=folder,
                     )  # fmt: skip
+                    if folder is not None:
+                        # Written last: a folder without it (or with other settings) reruns.
+                        marker = {"settings": settings, "metrics": m}
+                        (folder / RUN_FILE_2026).write_text(json.dumps(marker, indent=2) + "\n")
                 runs[cell] = m
                 if progress is not None:
                     progress(
@@ -555,6 +563,65 @@ def run_2026_bench(
                     )
             rows.append(_row_2026(name, executor, ticks, runs, kits.get(name, [])))
     return {"rules": "2026", "seeds": list(seeds), "rows": rows, "steps_cap": steps}
+
+
+RUN_FILE_2026 = "row.json"
+"""The file a finished 2026 benchmark run writes last: its settings and its metrics."""
+
+
+def settings_2026(
+    instance: Path,
+    *,
+    executor: str,
+    weights: Path | None,
+    ticks: int,
+    delays: bool,
+    delay_seed: int | None,
+    comm_ticks: int = 10,
+    levers: Levers | None = None,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """Everything a 2026 benchmark run's result depends on, as plain JSON values.
+
+    The learned executor's weights count by content (a retrained file reruns), the planner's
+    levers by value (a new default reruns).
+    """
+    weights_file = None
+    if executor == "learned":
+        path = weights or lorr_executor.WEIGHTS
+        digest = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
+        weights_file = {"path": str(path), "sha256": digest}
+    levers = levers or LEVER_SETS[DEFAULT_LEVERS]
+    settings = {
+        "instance": str(Path(instance).resolve()),
+        "executor": executor,
+        "weights": weights_file,
+        "ticks": ticks,
+        "comm_ticks": comm_ticks,
+        "delays": delays,
+        "delay_seed": delay_seed,
+        "levers": dataclasses.asdict(levers),
+        "seed": seed,
+    }
+    # Through JSON so that a saved copy compares equal (tuples become lists).
+    out: dict[str, Any] = json.loads(json.dumps(settings))
+    return out
+
+
+def _finished_2026(folder: Path, settings: dict[str, Any]) -> dict[str, Any] | None:
+    """The metrics of a finished run in ``folder`` with exactly ``settings``, else ``None``."""
+    marker = folder / RUN_FILE_2026
+    if not marker.exists():
+        return None
+    try:
+        saved = json.loads(marker.read_text())
+    except (OSError, ValueError):
+        saved = {}
+    if saved.get("settings") == settings and isinstance(saved.get("metrics"), dict):
+        metrics: dict[str, Any] = saved["metrics"]
+        return metrics
+    marker.unlink()  # other settings: this run is redone, not half-trusted
+    return None
 
 
 def _robots(path: Path) -> int:

@@ -25,3 +25,21 @@ def test_check_range_raises_only_outside_and_names_where() -> None:
 def test_a_range_needs_a_bound() -> None:
     with pytest.raises(ValueError, match="low or high"):
         range_message("x", 1)
+
+
+def test_open_bounds_read_above_and_below() -> None:
+    assert range_message("lr", 0.0, above=0) == "lr must be above 0, got 0.0"
+    assert range_message("tau", 0, above=0, high=1) == "tau must be above 0 and at most 1, got 0"
+    assert (
+        range_message("guard", 1, low=0, below=1) == "guard must be at least 0 and below 1, got 1"
+    )
+    check_range("tau", 1.0, above=0.0, high=1.0)
+    check_range("guard", 0.0, low=0.0, below=1.0)
+    with pytest.raises(ConfigError, match=r"^learn: guard must be at least 0 and below 1, got 1$"):
+        check_range("guard", 1, low=0, below=1, where="learn")
+    with pytest.raises(ConfigError, match=r"above 0"):
+        check_range("lr", 0.0, above=0.0)
+    with pytest.raises(ConfigError, match=r"got nan"):
+        check_range("lr", float("nan"), above=0.0)
+    with pytest.raises(ValueError, match="one lower"):
+        range_message("x", 1, low=0, above=0)

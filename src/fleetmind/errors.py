@@ -63,27 +63,46 @@ class LLMConnectionError(FleetmindError):
 
 
 def range_message(
-    name: str, value: object, *, low: float | None = None, high: float | None = None
+    name: str,
+    value: object,
+    *,
+    low: float | None = None,
+    high: float | None = None,
+    above: float | None = None,
+    below: float | None = None,
 ) -> str:
     """The one wording of a value outside its range, for every tier's errors.
 
     ``name must be at least LOW, got VALUE``, ``... at most HIGH ...`` or ``... between LOW and
-    HIGH ...``; the caller prefixes the file or command where that helps (``path: ...``).
+    HIGH ...``; an open bound reads ``above LOW`` / ``below HIGH`` (``above 0 and at most 1``).
+    The caller prefixes the file or command where that helps (``path: ...``).
 
     Args:
         name: the setting or field at fault, as the user wrote it.
         value: the value given.
         low: the smallest value allowed, if bounded below.
         high: the largest value allowed, if bounded above.
+        above: the value must be greater than this (an open lower bound; not with ``low``).
+        below: the value must be less than this (an open upper bound; not with ``high``).
     """
+    if (low is not None and above is not None) or (high is not None and below is not None):
+        raise ValueError("range_message takes one lower and one upper bound")
     if low is not None and high is not None:
         bound = f"between {low} and {high}"
-    elif low is not None:
-        bound = f"at least {low}"
-    elif high is not None:
-        bound = f"at most {high}"
     else:
-        raise ValueError("range_message needs low or high")
+        parts = [
+            f"{word} {limit}"
+            for word, limit in (
+                ("at least", low),
+                ("above", above),
+                ("at most", high),
+                ("below", below),
+            )
+            if limit is not None
+        ]
+        if not parts:
+            raise ValueError("range_message needs low or high")
+        bound = " and ".join(parts)
     return f"{name} must be {bound}, got {value}"
 
 
@@ -93,24 +112,37 @@ def check_range(
     *,
     low: float | None = None,
     high: float | None = None,
+    above: float | None = None,
+    below: float | None = None,
     error: type[FleetmindError] = ConfigError,
     where: str = "",
 ) -> None:
-    """Raise one ``error`` in the house wording when ``value`` lies outside ``[low, high]``.
+    """Raise one ``error`` in the house wording when ``value`` lies outside its range.
+
+    The range is ``[low, high]``, with ``above`` / ``below`` for open bounds (``(0, 1]``:
+    ``above=0, high=1``). A NaN lies outside every range.
 
     Args:
         name: the setting or field at fault.
         value: the value given.
         low: the smallest value allowed, if bounded below.
         high: the largest value allowed, if bounded above.
+        above: the value must be greater than this, if bounded below by an open bound.
+        below: the value must be less than this, if bounded above by an open bound.
         error: the error class to raise.
         where: a prefix naming the file, command or component (``"race"``, ``"map.json:3"``).
 
     Raises:
         FleetmindError: ``error`` with :func:`range_message`'s text, ``where: `` first.
     """
-    if (low is not None and value < low) or (high is not None and value > high):
-        message = range_message(name, value, low=low, high=high)
+    inside = (
+        (low is None or value >= low)
+        and (high is None or value <= high)
+        and (above is None or value > above)
+        and (below is None or value < below)
+    )
+    if not inside:
+        message = range_message(name, value, low=low, high=high, above=above, below=below)
         raise error(f"{where}: {message}" if where else message)
 
 

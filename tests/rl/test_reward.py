@@ -21,7 +21,14 @@ from fleetmind.errors import ConfigError
 from fleetmind.llm.embedded import EmbeddedServer
 from fleetmind.llm.reward import LLMReward, parse_score, recorded_reward
 from fleetmind.rl.diagnostics import diagnose
-from fleetmind.rl.reward import GOAL, RewardSpec, ScoredParallelEnv, ScoredVectorEnv, describe
+from fleetmind.rl.reward import (
+    GOAL,
+    RewardSpec,
+    ScoredParallelEnv,
+    ScoredVectorEnv,
+    describe,
+    transition,
+)
 from fleetmind.rl.train import train
 from fleetmind.sim.distances import DistanceOracle
 from fleetmind.testing.fake_server import FakeChatServer
@@ -117,6 +124,39 @@ def test_describe_reads_loads_goals_and_deliveries_without_tick_or_cells() -> No
     busy = describe(w.pos, w.goal, carrying, np.array([True, False]), oracle=oracle, delivered=0)
     assert "robot_0: carrying a load" in busy
     assert "robot_1: idle, no task" in busy
+
+
+def test_the_scorer_is_shown_the_state_before_and_after_the_stretch_it_scores() -> None:
+    """Issue 47: the anchors score a change, so the prompt carries both ends of the stretch."""
+    from fleetmind.rl.nav import shortest_path_actions
+
+    # Seed 2: the shortest-path robots keep delivering (no shield, so other seeds jam).
+    vec = make_vector("warehouse-tiny", 2, 1, seed=2, max_steps=500)
+    oracle = DistanceOracle(vec.grid)
+    with FakeChatServer(['{"score": 1}']) as srv:
+        env = ScoredVectorEnv(
+            vec,
+            RewardSpec.parse("llm:every=20,weight=1"),
+            LLMReward(srv.client(), goal=GOAL, samples=1, cache=_NoCache()),
+        )
+        obs, _ = env.reset(seed=2)
+        states, deliveries = {}, 0
+        for tick in range(1, 61):
+            obs, _r, _te, _tr, info = env.step(shortest_path_actions(obs))
+            deliveries += int(info["delivered"].sum()) if tick > 40 else 0
+            s = env.sim
+            states[tick] = describe(
+                s.pos[0], s.goal[0], s.carrying[0], s.has_task[0], oracle=oracle
+            )
+        prompts = [r.messages[-1]["content"] for r in srv.requests]
+    assert len(prompts) == 3  # ticks 20, 40, 60
+    assert states[40] != states[60]  # the robots moved: the two ends differ
+    before, after = prompts[2].split("After:\n")
+    assert "Before (20 ticks ago):\n" + states[40] in before
+    assert states[60] not in before
+    assert after == f"{states[60]}\nDeliveries in between: {deliveries}"
+    assert prompts[1].split("After:\n")[0].endswith(states[20] + "\n")
+    assert "state before" in srv.requests[0].messages[0]["content"]
 
 
 # --------------------------------------------------------------------------- the wrapper
@@ -379,8 +419,14 @@ def test_embedded_model_samples_can_differ_and_train_records_them(
     client = embedded_server.client()
     probe = LLMReward(client, goal=GOAL)
     texts = [
-        "robot_0: carrying a load, 3-5 steps from its station\n"
-        f"robot_1: no load, 1-2 steps from its pickup\ndeliveries since the last score: {d}"
+        transition(
+            "robot_0: no load, 1-2 steps from its pickup\n"
+            "robot_1: carrying a load, 6 or more steps from its station",
+            "robot_0: carrying a load, 3-5 steps from its station\n"
+            "robot_1: no load, 1-2 steps from its pickup",
+            ticks=50,
+            delivered=d,
+        )
         for d in range(3)
     ]
 

@@ -5,8 +5,9 @@ LLM only reorder tasks stabilised it". Here: independent Q-learners (``iql``, on
 robot) on ``warehouse-tiny`` with 2 robots, trained three ways over the same seeds:
 
 - ``env``: the fixed environment reward (delivery +1, step -0.01, conflict -0.5), the baseline;
-- ``llm-mixed``: the same plus ``weight`` x the LLM's score of the state every ``every`` ticks
-  (``fleetmind train --reward llm:every=K,weight=W``);
+- ``llm-mixed``: the same plus ``weight`` x the LLM's score every ``every`` ticks of the
+  stretch since its last score (the state before and after, :func:`fleetmind.rl.reward.transition`;
+  ``fleetmind train --reward llm:every=K,weight=W``);
 - ``llm-alone``: the LLM's score every ``every`` ticks is the whole reward
   (``llm:every=K,weight=1,alone``).
 
@@ -27,8 +28,11 @@ by every run of the experiment, so a situation already scored is not asked again
 therefore depend on run order: runs go seed by seed, mixed before alone). Each run folder
 (``out/<arm>/seed-<s>/``) is a ``fleetmind train`` folder with its own ``calls.jsonl``.
 
-Default size: 60,000 ticks per run (300 episodes of 200 ticks), 3 seeds, a score every 50 ticks;
-about 10 to 15 minutes on 2 shared cores. ``quick``: 2,000 ticks, one seed, for tests.
+Beside each LLM arm two controls trained the same way with a score blind to the state
+(``const-*``: the LLM arm's mean score; ``random-*``: seeded draws from its scores).
+
+Default size: 60,000 ticks per run (300 episodes of 200 ticks), seeds 0 to 4, a score every 50
+ticks; about 15 to 20 minutes on 2 shared cores. ``quick``: 2,000 ticks, one seed, for tests.
 """
 
 from __future__ import annotations

@@ -1,4 +1,8 @@
-"""An LLM as a reward function over a text description of the state (§4.3, §5.4).
+"""An LLM as a reward function over a text description of a transition (§4.3, §5.4).
+
+The text gives the state before and the state after a stretch of time (the RL tier writes it:
+``fleetmind.rl.reward.transition``), and the anchors score the change: closer to the goal,
+further, or no change. A score of one state alone cannot tell "closer" from "further".
 
 Defences against drift and scorer-pleasing: a few tokens, discrete levels with anchors in the
 prompt, ``samples`` answers averaged, the result clamped to [-1, 1] and never NaN. It falls back
@@ -42,9 +46,9 @@ from fleetmind.llm.settings import LLMSettings
 log = logging.getLogger(__name__)
 
 DEFAULT_LEVELS: Mapping[int, str] = {
-    -1: "the state is clearly further from the goal",
+    -1: "the state after is clearly further from the goal than the state before",
     0: "no change, or unclear",
-    1: "the state is clearly closer to the goal",
+    1: "the state after is clearly closer to the goal than the state before",
 }
 
 _NUMBER = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)")
@@ -148,14 +152,14 @@ class LLMReward:
         self.completion_tokens = 0
 
     def prompt(self, state_text: str) -> list[Message]:
-        """The messages sent for a state."""
+        """The messages sent for a transition (the text gives the state before and after)."""
         anchors = "\n".join(f"{lvl} = {desc}" for lvl, desc in sorted(self.levels.items()))
         system = (
-            "You are a strict scorer. Judge the state against the goal and answer with one "
-            f'JSON object {{"score": N}} where N is one of {sorted(self.levels)}.\n'
-            f"Anchors:\n{anchors}"
+            "You are a strict scorer. Compare the state after with the state before, against "
+            f'the goal, and answer with one JSON object {{"score": N}} where N is one of '
+            f"{sorted(self.levels)}.\nAnchors:\n{anchors}"
         )
-        return [Message.system(system), Message.user(f"Goal: {self.goal}\nState:\n{state_text}")]
+        return [Message.system(system), Message.user(f"Goal: {self.goal}\n{state_text}")]
 
     def schema(self) -> dict[str, Any]:
         """The JSON schema of an answer."""
@@ -173,7 +177,7 @@ class LLMReward:
         """Score a state in [-1, 1] (never NaN).
 
         Args:
-            state_text: the state described in words.
+            state_text: the transition in words (the state before and after).
             step: the caller's step counter, for the call-rate limit.
 
         Returns:
@@ -201,7 +205,7 @@ class LLMReward:
         times. No rate limit applies here (:meth:`score` applies it).
 
         Args:
-            state_text: the state described in words.
+            state_text: the transition in words (the state before and after).
             tick: the caller's tick, recorded in the call context.
 
         Returns:
@@ -376,7 +380,7 @@ def recorded_reward(
     goal: str,
     secrets: list[str] | None = None,
     seed: int | None = None,
-    prompt_version: str = "reward-v1",
+    prompt_version: str = "reward-v2",
     **options: Any,
 ) -> Iterator[LLMReward]:
     """An :class:`LLMReward` on ``client`` whose every call is recorded to ``calls_path``.

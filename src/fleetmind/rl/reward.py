@@ -12,9 +12,11 @@
     samples=N      model answers averaged per score (1 to 9; default 3)
     temperature=T  sampling temperature of each answer (0 to 2; default 0.5)
 
-Every ``every`` ticks a world's state is put into words by :func:`describe` (each robot's load
-and how far its goal is, the deliveries since the last score; no tick and no cells, so the same
-situation gives the same text and the scorer's cache answers it) and scored in [-1, 1]. That
+Every ``every`` ticks a world's stretch since its last score is put into words by
+:func:`transition`: the state before (at the last score, or the world's first tick) and after
+(now), each by :func:`describe` (each robot's load and how far its goal is; no tick and no
+cells, so the same situation gives the same text and the scorer's cache answers it), and the
+deliveries in between; the scorer judges the change in [-1, 1]. That
 tick, every robot of the world gets ``weight * score`` added to its reward (``alone``: as its
 whole reward; the other ticks then pay 0). A score the scorer refuses (too few parsable answers,
 or answers that disagree) is replaced by the world's last good score (0 before the first), so the
@@ -194,7 +196,7 @@ def describe(
     has_task: NDArray[np.bool_],
     *,
     oracle: DistanceOracle,
-    delivered: int,
+    delivered: int | None = None,
 ) -> str:
     """One world's state in compact words, for a scorer.
 
@@ -204,12 +206,12 @@ def describe(
         carrying: ``(N,)`` whether each robot holds a load.
         has_task: ``(N,)`` whether each robot has a task.
         oracle: shortest-path distances of the map.
-        delivered: deliveries since the last score.
+        delivered: deliveries since the last score (None: no deliveries line).
 
     Returns:
-        One line per robot (load; goal distance in bands) and one for the deliveries, e.g.
-        ``robot_0: carrying a load, 3-5 steps from its station``. No tick and no cells, so
-        the same situation always reads the same.
+        One line per robot (load; goal distance in bands), e.g.
+        ``robot_0: carrying a load, 3-5 steps from its station``, and one for the deliveries
+        when given. No tick and no cells, so the same situation always reads the same.
     """
     lines = []
     for i in range(len(pos)):
@@ -222,8 +224,29 @@ def describe(
             lines.append(f"robot_{i}: carrying a load, {where} its station")
         else:
             lines.append(f"robot_{i}: no load, {where} its pickup")
-    lines.append(f"deliveries since the last score: {delivered}")
+    if delivered is not None:
+        lines.append(f"deliveries since the last score: {delivered}")
     return "\n".join(lines)
+
+
+def transition(before: str, after: str, *, ticks: int, delivered: int) -> str:
+    """The stretch a score judges: the state before, the state after, the deliveries between.
+
+    Args:
+        before: :func:`describe` of the state at the stretch's start (no deliveries line).
+        after: :func:`describe` of the state now (no deliveries line).
+        ticks: the stretch's length in ticks (the spec's ``every``: the same for every score,
+            so the text still repeats and the cache answers).
+        delivered: deliveries during the stretch.
+
+    Returns:
+        ``Before (K ticks ago):``, the before lines, ``After:``, the after lines, and
+        ``Deliveries in between: D``.
+    """
+    return (
+        f"Before ({ticks} ticks ago):\n{before}\nAfter:\n{after}\n"
+        f"Deliveries in between: {delivered}"
+    )
 
 
 class _Scoring:
@@ -258,6 +281,9 @@ class _Scoring:
         self.oracle = DistanceOracle(grid)
         n = len(agents)
         self.since_score = np.zeros(worlds, dtype=np.int64)
+        # Each world's state text at its last score (the next stretch's "before"); None until
+        # the world's first tick.
+        self.before: list[str | None] = [None] * worlds
         self.delivered_since = np.zeros(worlds, dtype=np.int64)
         self.last = np.zeros(worlds, dtype=np.float64)
         self.env_run = np.zeros((worlds, n), dtype=np.float64)
@@ -287,6 +313,9 @@ class _Scoring:
         self.since_score += 1
         out = env.copy()
         if self.scorer is not None:
+            for world, text in enumerate(self.before):
+                if text is None:
+                    self.before[world] = self._describe(state(world))
             bonus = np.zeros(len(env), dtype=np.float64)
             due = self.since_score >= self.spec.every
             if self.resets_on_done:
@@ -306,17 +335,22 @@ class _Scoring:
             self.deliveries_run[b] = 0
         return out
 
+    def _describe(self, state: tuple[Any, Any, Any, Any]) -> str:
+        pos, goal, carrying, has_task = state
+        return describe(pos, goal, carrying, has_task, oracle=self.oracle)
+
     def _score(self, world: int, state: tuple[Any, Any, Any, Any]) -> float:
         assert self.scorer is not None
-        pos, goal, carrying, has_task = state
-        text = describe(
-            pos,
-            goal,
-            carrying,
-            has_task,
-            oracle=self.oracle,
+        after = self._describe(state)
+        before = self.before[world]
+        assert before is not None  # set on the world's first tick
+        text = transition(
+            before,
+            after,
+            ticks=int(self.since_score[world]),
             delivered=int(self.delivered_since[world]),
         )
+        self.before[world] = after
         value = self.scorer.evaluate(text, tick=self.ticks)
         self.scores += 1
         self.since_score[world] = 0

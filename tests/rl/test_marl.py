@@ -70,16 +70,16 @@ def test_resume_continues_from_the_saved_step(module: Any, config: Any, tmp_path
 @pytest.mark.parametrize(
     ("make", "message"),
     [
-        (lambda: MADDPGConfig(tau=0.0), r"MADDPGConfig\.tau must be in \(0, 1\]"),
-        (lambda: MADDPGConfig(batch_size=0), r"MADDPGConfig\.batch_size must be >= 1"),
+        (lambda: MADDPGConfig(tau=0.0), r"MADDPGConfig\.tau must be above 0 and at most 1"),
+        (lambda: MADDPGConfig(batch_size=0), r"MADDPGConfig\.batch_size must be at least 1"),
         (lambda: MADDPGConfig(learning_starts=-1), r"MADDPGConfig\.learning_starts"),
-        (lambda: MADDPGConfig(temperature=0.0), r"MADDPGConfig\.temperature must be > 0"),
-        (lambda: MADDPGConfig(lr=-1.0), r"MADDPGConfig\.lr must be > 0"),
+        (lambda: MADDPGConfig(temperature=0.0), r"MADDPGConfig\.temperature must be above 0"),
+        (lambda: MADDPGConfig(lr=-1.0), r"MADDPGConfig\.lr must be above 0"),
         (lambda: MADDPGConfig(actor_reg=-0.1), r"MADDPGConfig\.actor_reg"),
         (lambda: MATConfig(embed=30, heads=4), r"MATConfig\.embed must be a multiple of heads"),
-        (lambda: MATConfig(blocks=0), r"MATConfig\.blocks must be >= 1"),
-        (lambda: MATConfig(rollout_len=0), r"MATConfig\.rollout_len must be >= 1"),
-        (lambda: MATConfig(lam=2.0), r"MATConfig\.lam must be in \[0, 1\]"),
+        (lambda: MATConfig(blocks=0), r"MATConfig\.blocks must be at least 1"),
+        (lambda: MATConfig(rollout_len=0), r"MATConfig\.rollout_len must be at least 1"),
+        (lambda: MATConfig(lam=2.0), r"MATConfig\.lam must be between 0 and 1"),
     ],
 )
 def test_config_errors_name_the_field(make: Any, message: str) -> None:
@@ -91,7 +91,7 @@ def test_bad_configs_through_train_are_one_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="unknown MADDPGConfig field"):
         train("warehouse-tiny", 2, "maddpg", steps=32, out_dir=tmp_path, progress=False,
               overrides={"ent_coef": 0.1})  # fmt: skip
-    with pytest.raises(ConfigError, match=r"MATConfig\.heads must be >= 1"):
+    with pytest.raises(ConfigError, match=r"MATConfig\.heads must be at least 1"):
         train("warehouse-tiny", 2, "mat", steps=32, out_dir=tmp_path, progress=False,
               overrides={"heads": 0})  # fmt: skip
     with pytest.raises(ConfigError, match="mat: config must be a MATConfig"):

@@ -189,8 +189,8 @@ def test_train_on_an_rware_id_writes_the_real_rware_curve(tmp_path: Path) -> Non
     ("kwargs", "message"),
     [
         ({"map": "warehouse-tiny", "shaping": 0.2}, "only for rware ids"),
-        ({"map": "rware-tiny-2ag-v2", "time_limit_s": 0.0}, "minutes: must be > 0"),
-        ({"map": "rware-tiny-2ag-v2", "shaping": -1.0}, "shaping: must be in"),
+        ({"map": "rware-tiny-2ag-v2", "time_limit_s": 0.0}, "minutes must be above 0"),
+        ({"map": "rware-tiny-2ag-v2", "shaping": -1.0}, "shaping must be between 0 and 10"),
         ({"map": "rware-tiny-2ag-v2", "eval_episodes": 0}, "eval_episodes"),
     ],
 )

@@ -36,7 +36,7 @@ def test_schedule_overrides_replace_only_their_fields_and_bad_ones_are_named() -
     assert sched == {**Q_SCHEDULE, "episodes": 3, "eps_decay": 0.5}
     np.testing.assert_allclose(eps, [0.9, 0.45, 0.225])
     assert Q_SCHEDULE["episodes"] == 3000  # the defaults are not touched
-    with pytest.raises(ConfigError, match="eps_min out of range"):
+    with pytest.raises(ConfigError, match="eps_min must be between 0 and 1"):
         resolve_schedule(Q_SCHEDULE, {"eps_min": 2.0})
 
 

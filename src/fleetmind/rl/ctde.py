@@ -28,7 +28,7 @@ from typing import Any, Final, Literal, Unpack
 import numpy as np
 from numpy.typing import NDArray
 
-from fleetmind.errors import ConfigError
+from fleetmind.errors import ConfigError, check_range
 from fleetmind.rl.tabular import (
     EpisodeLog,
     EpisodeTally,
@@ -137,8 +137,8 @@ def ctde_q(
         if state_fn is not None:
             raise ConfigError("n_states is required when state_fn is given")
         n_states = discrete_n(env.observation_space(agents[0]), "observation_space")
-    elif n_states < 1:
-        raise ConfigError(f"n_states must be >= 1, got {n_states}")
+    else:
+        check_range("n_states", n_states, low=1)
     to_state = state_fn or _first_agent_state
     n_joint = n_act**n_agents
     if method == "joint" and n_states * n_joint > MAX_JOINT_CELLS:

@@ -61,7 +61,7 @@ from typing import Any, Final, Self
 import numpy as np
 from numpy.typing import NDArray
 
-from fleetmind.errors import ConfigError
+from fleetmind.errors import ConfigError, check_range
 from fleetmind.sim.grid import DELTAS, DOWN, LEFT, N_ACTIONS, RIGHT, UP, WAIT, GridMap
 
 FORMAT: Final = "fleetmind-guide-v1"
@@ -312,16 +312,13 @@ class GuideModel:
         unknown = sorted(set(self.theta) - set(FEATURES)) + sorted(set(self.traffic) - set(TRAFFIC))
         if unknown:
             raise ConfigError(f"guide model: unknown feature or traffic term {unknown}")
-        if not 0.0 <= self.decay <= 0.99:
-            raise ConfigError(f"guide model: decay {self.decay} not in [0, 0.99]")
-        if not W_MIN <= self.wait <= W_MAX:
-            raise ConfigError(f"guide model: wait {self.wait} not in [{W_MIN}, {W_MAX}]")
+        check_range("decay", self.decay, low=0, high=0.99, where="guide model")
+        check_range("wait", self.wait, low=W_MIN, high=W_MAX, where="guide model")
         if any(v < 0 for v in self.traffic.values()):
             raise ConfigError(f"guide model: negative traffic weight in {self.traffic}")
         if self.ties not in TIES:
             raise ConfigError(f"guide model: ties {self.ties!r} not one of {', '.join(TIES)}")
-        if not 0.0 <= self.knee <= KNEE_MAX:
-            raise ConfigError(f"guide model: knee {self.knee} not in [0, {KNEE_MAX}]")
+        check_range("knee", self.knee, low=0, high=KNEE_MAX, where="guide model")
 
     @classmethod
     def neutral(cls) -> Self:

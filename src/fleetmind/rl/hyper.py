@@ -23,7 +23,7 @@ from typing import Any, Final
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from fleetmind.errors import ConfigError
+from fleetmind.errors import check_range
 
 LONG_HORIZON: Final = 100
 GAMMA_SHORT: Final = 0.95
@@ -97,10 +97,8 @@ def resolve(
     Raises:
         ConfigError: naming the field out of range.
     """
-    if horizon < 1:
-        raise ConfigError(f"horizon must be >= 1, got {horizon}")
-    if n_learners < 1:
-        raise ConfigError(f"n_learners must be >= 1, got {n_learners}")
+    check_range("horizon", horizon, low=1)
+    check_range("n_learners", n_learners, low=1)
     sources: dict[str, str] = {}
 
     if gamma is None:
@@ -109,9 +107,8 @@ def resolve(
         sources["gamma"] = (
             f"rule: horizon {horizon} {'>=' if long else '<'} {LONG_HORIZON} steps -> {gamma}"
         )
-    elif not 0.0 <= gamma <= 1.0:
-        raise ConfigError(f"gamma must be in [0, 1], got {gamma}")
     else:
+        check_range("gamma", gamma, low=0, high=1)
         sources["gamma"] = "override"
 
     if alpha is None:
@@ -122,23 +119,21 @@ def resolve(
             if halve
             else f"rule: {'single learner' if n_learners == 1 else 'own rewards'} -> {alpha}"
         )
-    elif not 0.0 < alpha <= 1.0:
-        raise ConfigError(f"alpha must be in (0, 1], got {alpha}")
     else:
+        check_range("alpha", alpha, above=0, high=1)
         sources["alpha"] = "override"
 
     if reward_scale is None:
         if reward_bound is None:
             reward_scale = 1.0
             sources["reward_scale"] = "rule: no reward bound given -> 1.0 (clip only)"
-        elif not (math.isfinite(reward_bound) and reward_bound > 0):
-            raise ConfigError(f"reward_bound must be a finite number > 0, got {reward_bound}")
         else:
+            # below=inf: a finite bound (inf would scale every reward to 0).
+            check_range("reward_bound", reward_bound, above=0, below=math.inf)
             reward_scale = 1.0 / reward_bound if reward_bound > 1.0 else 1.0
             sources["reward_scale"] = f"rule: reward bound {reward_bound} -> scale {reward_scale}"
-    elif not (math.isfinite(reward_scale) and reward_scale > 0):
-        raise ConfigError(f"reward_scale must be a finite number > 0, got {reward_scale}")
     else:
+        check_range("reward_scale", reward_scale, above=0, below=math.inf)
         sources["reward_scale"] = "override"
 
     return Hyper(

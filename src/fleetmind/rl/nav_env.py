@@ -9,7 +9,7 @@ from numpy.typing import NDArray
 
 from fleetmind.envs import make_vector
 from fleetmind.envs.vector import BatchStep
-from fleetmind.errors import ConfigError
+from fleetmind.errors import ConfigError, check_range
 from fleetmind.rl.nav import N_ACTIONS, RADIUS
 from fleetmind.sim import observe
 from fleetmind.sim.dynamics import resolve_moves
@@ -55,11 +55,8 @@ class FallbackVectorEnv:
         override_penalty: float = 0.0,
         progress: float = 0.0,
     ) -> None:
-        if override_penalty > 0 or progress < 0:
-            raise ConfigError(
-                f"FallbackVectorEnv: override_penalty must be <= 0 and progress >= 0, got "
-                f"{override_penalty} and {progress}"
-            )
+        check_range("override_penalty", override_penalty, high=0, where="FallbackVectorEnv")
+        check_range("progress", progress, low=0, where="FallbackVectorEnv")
         self.env = make_vector(map, robots, num_envs, seed=seed, max_steps=max_steps, radius=radius)
         self.sim = self.env.sim
         self.num_envs = num_envs

@@ -39,7 +39,7 @@ import torch
 from numpy.typing import NDArray
 
 import fleetmind
-from fleetmind.errors import ConfigError
+from fleetmind.errors import check_range
 from fleetmind.rl.nav import PolicyFile
 from fleetmind.rl.neural import base
 from fleetmind.rl.neural.buffers import gae
@@ -189,18 +189,12 @@ class LearnConfig:
 
     def __post_init__(self) -> None:
         for name in ("every", "epochs", "minibatch"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"learn: {name} must be >= 1, got {getattr(self, name)}")
-        if not 0.0 < self.gamma <= 1.0 or not 0.0 <= self.lam <= 1.0:
-            raise ConfigError(
-                f"learn: gamma in (0, 1] and lam in [0, 1], got {self.gamma}, {self.lam}"
-            )
-        if self.guard is not None and not 0.0 <= self.guard < 1.0:
-            raise ConfigError(f"learn: guard must be in [0, 1), got {self.guard}")
-        if not 0 <= self.lag < self.every:
-            raise ConfigError(
-                f"learn: lag must be in [0, every) = [0, {self.every}), got {self.lag}"
-            )
+            check_range(name, getattr(self, name), low=1, where="learn")
+        check_range("gamma", self.gamma, above=0, high=1, where="learn")
+        check_range("lam", self.lam, low=0, high=1, where="learn")
+        if self.guard is not None:
+            check_range("guard", self.guard, low=0, below=1, where="learn")
+        check_range("lag", self.lag, low=0, below=self.every, where="learn")
 
 
 @dataclass

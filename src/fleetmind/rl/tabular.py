@@ -30,7 +30,7 @@ import numpy as np
 from gymnasium import spaces
 from numpy.typing import NDArray
 
-from fleetmind.errors import ConfigError
+from fleetmind.errors import ConfigError, check_range
 
 log = logging.getLogger(__name__)
 
@@ -111,17 +111,12 @@ def resolve_schedule(
         ConfigError: naming the first field out of range.
     """
     s: Schedule = {**defaults, **overrides}
-    checks: list[tuple[str, float, bool]] = [
-        ("episodes", s["episodes"], s["episodes"] >= 1),
-        ("alpha", s["alpha"], 0.0 < s["alpha"] <= 1.0),
-        ("gamma", s["gamma"], 0.0 <= s["gamma"] <= 1.0),
-        ("eps_start", s["eps_start"], 0.0 <= s["eps_start"] <= 1.0),
-        ("eps_decay", s["eps_decay"], 0.0 < s["eps_decay"] <= 1.0),
-        ("eps_min", s["eps_min"], 0.0 <= s["eps_min"] <= 1.0),
-    ]
-    for name, value, ok in checks:
-        if not ok:
-            raise ConfigError(f"{name} out of range: {value!r}")
+    check_range("episodes", s["episodes"], low=1)
+    check_range("alpha", s["alpha"], above=0, high=1)
+    check_range("gamma", s["gamma"], low=0, high=1)
+    check_range("eps_start", s["eps_start"], low=0, high=1)
+    check_range("eps_decay", s["eps_decay"], above=0, high=1)
+    check_range("eps_min", s["eps_min"], low=0, high=1)
     eps = epsilon_schedule(s["episodes"], s["eps_start"], s["eps_decay"], s["eps_min"])
     return s, eps
 
@@ -541,8 +536,7 @@ def _table_rows(
 ) -> dict[str, int]:
     """Rows of each agent's table: ``n_states`` if given, else the Discrete observation size."""
     if n_states is not None:
-        if n_states < 1:
-            raise ConfigError(f"n_states must be >= 1, got {n_states}")
+        check_range("n_states", n_states, low=1)
         return dict.fromkeys(agents, n_states)
     if obs_to_state is not None:
         raise ConfigError("n_states is required when obs_to_state is given")

@@ -22,7 +22,7 @@ from gymnasium import spaces
 from numpy.typing import NDArray
 
 from fleetmind.envs.vector import BatchStep
-from fleetmind.errors import ConfigError
+from fleetmind.errors import ConfigError, check_range
 from fleetmind.sim import rware_shaping as shaping_kernels
 
 
@@ -56,8 +56,7 @@ class TwinBatch:
         self.max_steps = int(self.env.spec.config.max_steps or 500)
         # two_stage pays 0.5 at the goal and 0.5 at the next put-down: only the first counts.
         self._two_stage = self.env.spec.config.reward_type == "two_stage"
-        if not shaping >= 0:
-            raise ConfigError(f"shaping: must be >= 0, got {shaping}")
+        check_range("shaping", shaping, low=0)
         self.shaping = float(shaping)
         self._shaper = RwareShaping(self.env.worlds) if shaping > 0 else None
 

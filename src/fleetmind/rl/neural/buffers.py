@@ -19,6 +19,8 @@ import numpy as np
 import torch
 from numpy.typing import NDArray
 
+from fleetmind.errors import range_message
+
 log = logging.getLogger(__name__)
 
 # --------------------------------------------------------------------------- estimators
@@ -256,7 +258,7 @@ class ReplayBuffer:
 
     def __init__(self, capacity: int, n_agents: int, obs_size: int, state_size: int = 0) -> None:
         if capacity < 1:
-            raise ValueError(f"capacity must be >= 1, got {capacity}")
+            raise ValueError(range_message("capacity", capacity, low=1))
         c, n = capacity, n_agents
         self.capacity = capacity
         self.obs = np.zeros((c, n, obs_size), dtype=np.float32)
@@ -343,8 +345,9 @@ class EpisodeBuffer:
         obs_size: int,
         state_size: int = 0,
     ) -> None:
-        if capacity < 1 or max_len < 1:
-            raise ValueError(f"capacity and max_len must be >= 1, got {capacity}, {max_len}")
+        for name, value in (("capacity", capacity), ("max_len", max_len)):
+            if value < 1:
+                raise ValueError(range_message(name, value, low=1))
         c, t, n, b = capacity, max_len, n_agents, num_envs
         self.capacity, self.max_len = capacity, max_len
         # np.zeros maps pages lazily: memory grows with what is written, not with capacity.

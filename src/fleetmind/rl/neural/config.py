@@ -13,7 +13,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from fleetmind.errors import ConfigError
+from fleetmind.errors import check_range
 from fleetmind.rl import hyper
 
 __all__ = ["ReplayConfig", "RuleConfig", "resolved_record"]
@@ -91,10 +91,8 @@ class ReplayConfig(RuleConfig):
     def __post_init__(self) -> None:
         name_of = type(self).__name__
         for name in ("buffer_size", "batch_size", "train_every"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{name_of}.{name} must be >= 1, got {getattr(self, name)}")
-        if not 0.0 < self.tau <= 1.0:
-            raise ConfigError(f"{name_of}.tau must be in (0, 1], got {self.tau}")
+            check_range(f"{name_of}.{name}", getattr(self, name), low=1)
+        check_range(f"{name_of}.tau", self.tau, above=0, high=1)
 
 
 def resolved_record(

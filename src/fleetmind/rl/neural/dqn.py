@@ -35,7 +35,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from fleetmind.errors import ConfigError
+from fleetmind.errors import check_range
 from fleetmind.rl.neural import base, buffers
 from fleetmind.rl.neural.config import ReplayConfig, resolved_record
 from fleetmind.rl.neural.ppo import env_horizon
@@ -92,18 +92,12 @@ class DQNConfig(ReplayConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if not 0.0 < self.eps_fraction <= 1.0:
-            raise ConfigError(f"DQNConfig.eps_fraction must be in (0, 1], got {self.eps_fraction}")
+        check_range("DQNConfig.eps_fraction", self.eps_fraction, above=0, high=1)
         for name in ("rnn_hidden", "episodes_buffer", "episodes_batch"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"DQNConfig.{name} must be >= 1, got {getattr(self, name)}")
+            check_range(f"DQNConfig.{name}", getattr(self, name), low=1)
         for name in ("eps_anneal_steps", "target_every"):
-            if getattr(self, name) < 0:
-                raise ConfigError(f"DQNConfig.{name} must be >= 0, got {getattr(self, name)}")
-        if not self.updates_per_episode > 0:
-            raise ConfigError(
-                f"DQNConfig.updates_per_episode must be > 0, got {self.updates_per_episode}"
-            )
+            check_range(f"DQNConfig.{name}", getattr(self, name), low=0)
+        check_range("DQNConfig.updates_per_episode", self.updates_per_episode, above=0)
 
 
 class QNetwork(base.AgentMLP):

@@ -54,7 +54,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from fleetmind.errors import ConfigError
+from fleetmind.errors import check_range
 from fleetmind.rl.neural import base, buffers
 from fleetmind.rl.neural.config import ReplayConfig, resolved_record
 from fleetmind.rl.neural.ppo import Actor, env_horizon
@@ -82,18 +82,12 @@ class MADDPGConfig(ReplayConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.learning_starts < 0:
-            raise ConfigError(
-                f"MADDPGConfig.learning_starts must be >= 0, got {self.learning_starts}"
-            )
-        if self.lr is not None and not self.lr > 0:
-            raise ConfigError(f"MADDPGConfig.lr must be > 0, got {self.lr}")
-        if not self.temperature > 0:
-            raise ConfigError(f"MADDPGConfig.temperature must be > 0, got {self.temperature}")
-        if self.actor_reg < 0:
-            raise ConfigError(f"MADDPGConfig.actor_reg must be >= 0, got {self.actor_reg}")
-        if not self.max_grad_norm > 0:
-            raise ConfigError(f"MADDPGConfig.max_grad_norm must be > 0, got {self.max_grad_norm}")
+        check_range("MADDPGConfig.learning_starts", self.learning_starts, low=0)
+        if self.lr is not None:
+            check_range("MADDPGConfig.lr", self.lr, above=0)
+        check_range("MADDPGConfig.temperature", self.temperature, above=0)
+        check_range("MADDPGConfig.actor_reg", self.actor_reg, low=0)
+        check_range("MADDPGConfig.max_grad_norm", self.max_grad_norm, above=0)
 
 
 def gumbel_softmax(

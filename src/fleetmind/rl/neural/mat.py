@@ -51,7 +51,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from fleetmind.errors import ConfigError
+from fleetmind.errors import ConfigError, check_range
 from fleetmind.rl.neural import base
 from fleetmind.rl.neural.ppo import ActorCriticModel, PPOConfig, split_seed, train_ppo
 
@@ -77,8 +77,7 @@ class MATConfig(PPOConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         for name in ("embed", "heads", "blocks"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"MATConfig.{name} must be >= 1, got {getattr(self, name)}")
+            check_range(f"MATConfig.{name}", getattr(self, name), low=1)
         if self.embed % self.heads:
             raise ConfigError(
                 f"MATConfig.embed must be a multiple of heads, got {self.embed} and {self.heads}"

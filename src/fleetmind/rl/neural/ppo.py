@@ -36,7 +36,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from fleetmind.errors import ConfigError
+from fleetmind.errors import ConfigError, check_range
 from fleetmind.rl import hyper
 from fleetmind.rl.neural import base, buffers
 from fleetmind.rl.neural.config import RuleConfig, resolved_record
@@ -96,12 +96,10 @@ class PPOConfig(RuleConfig):
                 f"got {self.activation!r}"
             )
         for name in ("rollout_len", "epochs", "minibatches"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{cls}.{name} must be >= 1, got {getattr(self, name)}")
-        if self.lr is not None and not self.lr > 0:
-            raise ConfigError(f"{cls}.lr must be > 0, got {self.lr}")
-        if not 0.0 <= self.lam <= 1.0:
-            raise ConfigError(f"{cls}.lam must be in [0, 1], got {self.lam}")
+            check_range(f"{cls}.{name}", getattr(self, name), low=1)
+        if self.lr is not None:
+            check_range(f"{cls}.lr", self.lr, above=0)
+        check_range(f"{cls}.lam", self.lam, low=0, high=1)
 
 
 class Actor(base.AgentMLP):

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from fleetmind.errors import ConfigError
+from fleetmind.errors import ConfigError, check_range
 from fleetmind.rl.reward import RewardSpec, Scorer
 from fleetmind.rl.train.neural_loop import train_neural
 from fleetmind.rl.train.request import (
@@ -29,10 +29,8 @@ def _check(algo: str, backend: str, steps: int, checkpoint_every: int) -> None:
         raise ConfigError("backend: the ray backend is not built yet; use --backend local")
     if algo not in ALGOS:
         raise ConfigError(f"algo: expected one of {', '.join(ALGOS)}, got {algo!r}")
-    if steps < 1:
-        raise ConfigError(f"steps: must be >= 1, got {steps}")
-    if checkpoint_every < 0:
-        raise ConfigError(f"checkpoint_every: must be >= 0, got {checkpoint_every}")
+    check_range("steps", steps, low=1)
+    check_range("checkpoint_every", checkpoint_every, low=0)
 
 
 def train(
@@ -102,22 +100,19 @@ def train(
             reward spec, or a scored reward on a map that is not a fleetmind warehouse.
     """
     _check(algo, backend, steps, checkpoint_every)
-    if robots < 1:
-        raise ConfigError(f"robots: must be >= 1, got {robots}")
-    if eval_episodes < 1:
-        raise ConfigError(f"eval_episodes: must be >= 1, got {eval_episodes}")
-    if time_limit_s is not None and not time_limit_s > 0:
-        raise ConfigError(f"minutes: must be > 0, got {time_limit_s / 60:g}")
-    if eval_every_s is not None and not eval_every_s > 0:
-        raise ConfigError(f"eval_every: must be > 0 minutes, got {eval_every_s / 60:g}")
-    if not 0.0 <= shaping <= 10.0:
-        raise ConfigError(f"shaping: must be in [0, 10], got {shaping:g}")
+    check_range("robots", robots, low=1)
+    check_range("eval_episodes", eval_episodes, low=1)
+    if time_limit_s is not None:
+        check_range("minutes", time_limit_s / 60, above=0)
+    if eval_every_s is not None:
+        check_range("eval_every", eval_every_s / 60, above=0)
+    check_range("shaping", shaping, low=0, high=10)
     if (shaping or eval_every_s) and not RWARE_ID.match(map):
         raise ConfigError(
             f"shaping/eval_every: only for rware ids (e.g. rware-tiny-2ag-v2), got map {map!r}"
         )
-    if threads is not None and threads < 1:
-        raise ConfigError(f"threads: must be >= 1, got {threads}")
+    if threads is not None:
+        check_range("threads", threads, low=1)
     spec = reward if isinstance(reward, RewardSpec) else RewardSpec.parse(reward)
     if spec.scored:
         if scorer is None:

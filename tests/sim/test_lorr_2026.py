@@ -106,10 +106,10 @@ def test_2026_problems_are_chosen_by_their_fields() -> None:
     ("fields", "message"),
     [
         ({"agentCounter": 0}, r"p.json: field 'agentCounter' must be at least 1, got 0"),
-        ({"agentSize": 0}, r"p.json: field 'agentSize' must be in \(0, 1\], got 0.0"),
+        ({"agentSize": 0}, r"p.json: field 'agentSize' must be above 0 and at most 1, got 0.0"),
         ({"agentCounter": "3"}, r"p.json: field 'agentCounter' has the wrong type"),
         ({"delayConfig": None}, r"p.json: field 'delayConfig' missing or not an object"),
-        ({"delayConfig": DELAY | {"pDelay": 1.5}}, r"field 'delayConfig.pDelay' must be in"),
+        ({"delayConfig": DELAY | {"pDelay": 1.5}}, r"pDelay' must be between 0.0 and 1.0"),
         ({"delayConfig": DELAY | {"maxDelay": 0}}, r"'delayConfig.maxDelay' must be at least"),
         ({"delayConfig": DELAY | {"eventModel": "x"}}, r"'delayConfig.eventModel' must be"),
         ({"delayConfig": {k: v for k, v in DELAY.items() if k != "seed"}},

@@ -361,7 +361,7 @@ def test_live_controls_and_recording(tmp_path: Path) -> None:
         assert "unknown command" in _error(
             c.post("/api/live/control", json={"cmd": "explode"}), 400
         )
-        assert "positive" in _error(
+        assert "live control: speed must be above 0, got -1" in _error(
             c.post("/api/live/control", json={"cmd": "speed", "value": -1}), 400
         )
         msg = _error(c.post("/api/live/control", json={"cmd": "play", "x": 1}), 422)

@@ -28,7 +28,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from fleetmind.errors import ConfigError
+from fleetmind.errors import ConfigError, check_range
 from fleetmind.sim.grid import DELTAS
 
 ENV_ID: Final = "fleetmind/gridworld-4x4-v0"
@@ -78,8 +78,7 @@ class GridworldEnv(gym.Env[np.int64, np.int64]):
     metadata: dict[str, Any] = {"render_modes": ["ansi"], "render_fps": 4}  # noqa: RUF012
 
     def __init__(self, *, max_steps: int = DEFAULT_MAX_STEPS, render_mode: str | None = None):
-        if max_steps < 1:
-            raise ConfigError(f"gridworld: max_steps must be >= 1, got {max_steps}")
+        check_range("max_steps", max_steps, low=1, where="gridworld")
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ConfigError(f"gridworld: render_mode must be None or 'ansi', got {render_mode!r}")
         self.max_steps = max_steps

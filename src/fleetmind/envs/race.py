@@ -48,7 +48,7 @@ from fleetmind.envs.gridworld import (
     grid_text,
 )
 from fleetmind.envs.warehouse import ParallelStep
-from fleetmind.errors import ConfigError
+from fleetmind.errors import ConfigError, check_range
 
 ENV_ID: Final = "fleetmind/race-4x4-v0"
 AGENTS: Final = ("robot_0", "robot_1")
@@ -113,8 +113,7 @@ class RaceEnv(ParallelEnv[str, np.int64, np.int64]):  # type: ignore[misc]
             raise ConfigError(
                 f"race: reward_mode must be 'shared' or 'individual', got {reward_mode!r}"
             )
-        if max_steps < 1:
-            raise ConfigError(f"race: max_steps must be >= 1, got {max_steps}")
+        check_range("max_steps", max_steps, low=1, where="race")
         if render_mode is not None and render_mode != "ansi":
             raise ConfigError(f"race: render_mode must be None or 'ansi', got {render_mode!r}")
         self.reward_mode: RewardMode = reward_mode

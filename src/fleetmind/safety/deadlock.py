@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from fleetmind.errors import ConfigError, FleetmindError
+from fleetmind.errors import FleetmindError, check_range
 
 
 class MonitorInputError(FleetmindError, ValueError):
@@ -64,8 +64,7 @@ class DeadlockMonitor:
     """
 
     def __init__(self, window: int = 8) -> None:
-        if int(window) < 1:
-            raise ConfigError(f"deadlock_window: must be at least 1, got {window}")
+        check_range("deadlock_window", int(window), low=1)
         self.window = int(window)
         self._best: NDArray[np.int64] = np.zeros(0, dtype=np.int64)  # (N,)
         self._last: NDArray[np.int64] = np.zeros(0, dtype=np.int64)  # (N,)
@@ -122,8 +121,8 @@ class DeadlockMonitor:
             raise MonitorInputError(f"dist_to_target: expected integers, got dtype {dist.dtype}")
         dist = dist.astype(np.int64)
         n = dist.shape[0]
-        if n and int(dist.min()) < 0:
-            raise MonitorInputError("dist_to_target: distances must be >= 0")
+        if n:
+            check_range("dist_to_target", int(dist.min()), low=0, error=MonitorInputError)
         act = per_robot(active, n, "active", fill=True, dtype=np.bool_, error=MonitorInputError)
         if self._since.shape != (n,):
             # First call, or the fleet changed size: start over.

@@ -45,7 +45,7 @@ import numba
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from fleetmind.errors import ConfigError, FleetmindError
+from fleetmind.errors import ConfigError, FleetmindError, check_range
 from fleetmind.safety.deadlock import DeadlockMonitor, per_robot
 from fleetmind.sim.grid import DELTAS, DOWN, LEFT, N_ACTIONS, RIGHT, UP, WAIT, Cell, GridMap
 
@@ -371,8 +371,7 @@ class Shield:
         self.set_forbidden(forbidden)
         self.monitor = DeadlockMonitor(window=deadlock_window)
         ticks = deadlock_window if escape_ticks is None else escape_ticks
-        if int(ticks) < 1:
-            raise ConfigError(f"escape_ticks: must be at least 1, got {ticks}")
+        check_range("escape_ticks", int(ticks), low=1)
         self.escape_ticks = int(ticks)
         self._rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
         # Occupancy tables over flat cell indices, -1 where empty. Kept between calls; each call

@@ -29,7 +29,7 @@ from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 from typing import Any, Literal, TypedDict, TypeVar
 
-from fleetmind.errors import ConfigError, FleetmindError
+from fleetmind.errors import ConfigError, FleetmindError, check_range
 
 log = logging.getLogger(__name__)
 
@@ -157,10 +157,9 @@ def map_runs(
         Exception: whatever ``fn`` raised for the first failing item (its own type).
     """
     check_backend(backend, address)
-    if workers is not None and workers < 1:
-        raise ConfigError(f"workers: must be >= 1, got {workers}")
-    if max_retries < 0:
-        raise ConfigError(f"max_retries: must be >= 0, got {max_retries}")
+    if workers is not None:
+        check_range("workers", workers, low=1)
+    check_range("max_retries", max_retries, low=0)
     items = list(items)
     if not items:
         return []

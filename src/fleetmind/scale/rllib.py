@@ -35,7 +35,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from fleetmind.dispatch.executors import PolicyExecutor
-from fleetmind.errors import ConfigError
+from fleetmind.errors import ConfigError, check_range
 from fleetmind.scale.backend import import_ray, ray_session
 from fleetmind.sim.grid import GridMap
 from fleetmind.sim.observe import LocalObserver
@@ -111,10 +111,13 @@ def ppo_config(
         max_steps: episode length.
         reward_mode: ``individual``, ``shared``, ``mixed(w)`` or ``difference``.
     """
-    if robots < 1 or train_batch < 1 or minibatch < 1 or num_env_runners < 0:
-        raise ConfigError(
-            "rllib: robots, train_batch and minibatch must be >= 1, num_env_runners >= 0"
-        )
+    for name, value, low in (
+        ("robots", robots, 1),
+        ("train_batch", train_batch, 1),
+        ("minibatch", minibatch, 1),
+        ("num_env_runners", num_env_runners, 0),
+    ):
+        check_range(name, value, low=low, where="rllib")
     import_ray()
     from ray.rllib.algorithms import ppo
     from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
@@ -201,8 +204,7 @@ def train_rllib(
         address: Ray cluster to join when Ray is not initialised.
         **ppo: other :func:`ppo_config` arguments (``train_batch``, ``max_steps``, ...).
     """
-    if iterations < 1:
-        raise ConfigError(f"iterations: must be >= 1, got {iterations}")
+    check_range("iterations", iterations, low=1)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     config = ppo_config(map, robots, seed=seed, num_env_runners=num_env_runners, **ppo)

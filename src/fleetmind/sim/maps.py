@@ -52,7 +52,7 @@ from typing import Final
 import numpy as np
 from numpy.typing import NDArray
 
-from fleetmind.errors import ConfigError, MapError
+from fleetmind.errors import MapError, check_range, range_message
 from fleetmind.sim.grid import Cell, GridMap
 from fleetmind.sim.presets import PRESETS, preset
 
@@ -253,16 +253,14 @@ def parse_text_map(text: str, *, source: str = "<text>") -> GridMap:
 
 
 def _header_int(value: str, *, field: str, source: str, lineno: int, column: int) -> int:
-    # Digits only (int() would also take "+3", " 3" or "3_0"); 0 fails the same check.
-    number = int(value) if re.fullmatch(r"[0-9]+", value) else 0
-    if number <= 0:
-        raise MapError(
-            f"{field} must be a positive integer, got {value!r}",
-            source=source,
-            line=lineno,
-            column=column,
-        )
-    return number
+    # Digits only (int() would also take "+3", " 3" or "3_0").
+    if not re.fullmatch(r"[0-9]+", value):
+        message = f"{field} must be a whole number, got {value!r}"
+    elif int(value) < 1:
+        message = range_message(field, int(value), low=1)
+    else:
+        return int(value)
+    raise MapError(message, source=source, line=lineno, column=column)
 
 
 def parse_movingai(text: str, *, source: str) -> GridMap:
@@ -527,8 +525,7 @@ def start_cells(grid: GridMap, n_robots: int, *, rng: np.random.Generator) -> ND
         ConfigError: ``n_robots`` is negative.
         MapError: a map start is not a free cell, or there are more robots than cells for them.
     """
-    if n_robots < 0:
-        raise ConfigError(f"n_robots must be >= 0, got {n_robots}")
+    check_range("n_robots", n_robots, low=0)
     given = list(grid.starts[:n_robots])
     for cell in given:
         if not grid.is_free(cell):

@@ -111,10 +111,9 @@ class NoteConfig:
     difficulty: Difficulty = "normal"
 
     def __post_init__(self) -> None:
-        from fleetmind.errors import ConfigError
+        from fleetmind.errors import ConfigError, check_range
 
-        if not 0.0 <= self.zh_share <= 1.0:
-            raise ConfigError(f"notes.zh_share: expected a share in [0, 1], got {self.zh_share}")
+        check_range("notes.zh_share", self.zh_share, low=0, high=1)
         if self.style not in get_args(NoteStyle):
             raise ConfigError(f"notes.style: expected template or realistic, got {self.style!r}")
         if self.difficulty not in get_args(Difficulty):

@@ -29,7 +29,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from fleetmind.errors import ConfigError, TaskFileError
+from fleetmind.errors import ConfigError, TaskFileError, check_range
 from fleetmind.sim.grid import Cell, GridMap
 from fleetmind.sim.jsonl import read_jsonl
 from fleetmind.sim.notes import Constraint, ConstraintModel
@@ -103,12 +103,10 @@ class OrderConfig:
     notes: NoteConfig = field(default_factory=NoteConfig)
 
     def __post_init__(self) -> None:
-        if self.rate is not None and not self.rate > 0:
-            raise ConfigError(f"orders.rate: expected a positive number or None, got {self.rate}")
+        if self.rate is not None:
+            check_range("orders.rate", self.rate, above=0)
         for name in ("urgent_share", "capability_share", "text_share"):
-            value = getattr(self, name)
-            if not 0.0 <= value <= 1.0:
-                raise ConfigError(f"orders.{name}: expected a share in [0, 1], got {value}")
+            check_range(f"orders.{name}", getattr(self, name), low=0, high=1)
 
 
 class OrderStream:

@@ -24,7 +24,7 @@ from typing import Any, Final
 
 import numpy as np
 
-from fleetmind.errors import ConfigError, MapError
+from fleetmind.errors import ConfigError, MapError, check_range
 from fleetmind.sim.grid import GridMap
 
 __all__ = ["PRESETS", "WAREHOUSE_SETTINGS", "gridworld", "preset", "warehouse_layout"]
@@ -44,10 +44,8 @@ def gridworld(size: int = 4, *, robots: int = 1, name: str | None = None) -> Gri
     Raises:
         ConfigError: ``size`` below 2 or ``robots`` below 1.
     """
-    if size < 2:
-        raise ConfigError(f"gridworld size must be at least 2, got {size}")
-    if robots < 1:
-        raise ConfigError(f"gridworld robots must be at least 1, got {robots}")
+    check_range("size", size, low=2, where="gridworld")
+    check_range("robots", robots, low=1, where="gridworld")
     empty = np.zeros((size, size), dtype=bool)
     stations = empty.copy()
     stations[size - 1, size - 1] = True
@@ -140,8 +138,7 @@ def warehouse_layout(
         ("stations", stations, 1),
         ("chargers", chargers, 0),
     ):
-        if value < low:
-            raise ConfigError(f"warehouse_layout: {field} must be at least {low}, got {value}")
+        check_range(field, value, low=low, where="warehouse_layout")
     if stations + chargers > height:
         raise ConfigError(
             f"warehouse_layout: {stations} stations and {chargers} chargers do not fit on "

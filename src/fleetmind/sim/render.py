@@ -29,7 +29,7 @@ from typing import Any, Final
 import numpy as np
 from numpy.typing import NDArray
 
-from fleetmind.errors import ConfigError, MapError
+from fleetmind.errors import ConfigError, MapError, check_range
 from fleetmind.sim.grid import Cell, GridMap
 
 __all__ = ["MAP_COLOURS", "ROBOT_SYMBOLS", "ascii", "rgb", "robot_colours", "save_gif"]
@@ -258,8 +258,7 @@ def rgb(
         ConfigError: ``cell_px`` below 1 or an argument with the wrong shape.
         MapError: a robot, target or highlighted cell is off the map.
     """
-    if cell_px < 1:
-        raise ConfigError(f"cell_px must be at least 1, got {cell_px}")
+    check_range("cell_px", cell_px, low=1)
     pos, loaded, goals = _robots(grid, positions, carrying, targets)
     n = len(pos)
     outline = _highlight_mask(grid, highlight)
@@ -331,8 +330,7 @@ def save_gif(
 
     if not frames:
         raise ConfigError("save_gif needs at least one frame")
-    if not fps > 0:
-        raise ConfigError(f"fps must be positive, got {fps}")
+    check_range("fps", fps, above=0)
     first = np.asarray(frames[0])
     for k, frame in enumerate(frames):
         array = np.asarray(frame)

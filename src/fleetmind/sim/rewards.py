@@ -28,7 +28,7 @@ from typing import Literal
 import numpy as np
 from numpy.typing import NDArray
 
-from fleetmind.errors import ConfigError
+from fleetmind.errors import ConfigError, check_range
 
 RewardMode = Literal["individual", "shared", "mixed", "difference"]
 REWARD_MODES: tuple[RewardMode, ...] = ("individual", "shared", "mixed", "difference")
@@ -59,8 +59,7 @@ class RewardConfig:
             raise ConfigError(
                 f"reward mode: expected one of {', '.join(REWARD_MODES)}, got {self.mode!r}"
             )
-        if not 0.0 <= self.weight <= 1.0:
-            raise ConfigError(f"reward weight: expected a value in [0, 1], got {self.weight}")
+        check_range("reward weight", self.weight, low=0, high=1)
 
     @staticmethod
     def parse(spec: str) -> RewardConfig:

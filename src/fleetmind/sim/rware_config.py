@@ -14,7 +14,7 @@ from typing import Literal, get_args
 import numpy as np
 from numpy.typing import NDArray
 
-from fleetmind.errors import ConfigError
+from fleetmind.errors import ConfigError, check_range
 
 __all__ = [
     "FORWARD",
@@ -112,8 +112,12 @@ def layout_from_params(*, shelf_columns: int, column_height: int, shelf_rows: in
     Raises:
         ConfigError: ``shelf_columns`` is even or a size is below 1.
     """
-    if min(shelf_columns, column_height, shelf_rows) < 1:
-        raise ConfigError("rware layout: shelf_columns, column_height, shelf_rows must be >= 1")
+    for name, value in (
+        ("shelf_columns", shelf_columns),
+        ("column_height", column_height),
+        ("shelf_rows", shelf_rows),
+    ):
+        check_range(name, value, low=1, where="rware layout")
     if shelf_columns % 2 != 1:
         raise ConfigError(f"rware layout: shelf_columns must be odd, got {shelf_columns}")
     h = (column_height + 1) * shelf_rows + 2
@@ -175,13 +179,16 @@ class RwareConfig:
     def __post_init__(self) -> None:
         """Reject settings rware cannot reset with (it would raise inside numpy)."""
         h, w = self.layout.shape
-        if not 1 <= self.n_robots <= h * w:
-            raise ConfigError(f"n_robots: expected 1..{h * w} on a {h}x{w} layout")
+        check_range("n_robots", self.n_robots, low=1, high=h * w, where=f"rware layout {h}x{w}")
         n_shelves = len(self.layout.shelf_cells)
-        if not 0 <= self.request_queue_size <= n_shelves:
-            raise ConfigError(f"request_queue_size: expected 0..{n_shelves} (the shelves)")
-        if self.sensor_range < 0:
-            raise ConfigError("sensor_range: expected >= 0")
+        check_range(
+            "request_queue_size",
+            self.request_queue_size,
+            low=0,
+            high=n_shelves,
+            where=f"rware layout with {n_shelves} shelves",
+        )
+        check_range("sensor_range", self.sensor_range, low=0)
         if self.reward_type not in get_args(RewardType):
             raise ConfigError(
                 f"reward_type: expected one of {get_args(RewardType)}, got {self.reward_type!r}"

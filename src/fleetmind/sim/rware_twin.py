@@ -50,7 +50,7 @@ from typing import NamedTuple
 import numpy as np
 from numpy.typing import NDArray
 
-from fleetmind.errors import ConfigError
+from fleetmind.errors import ConfigError, check_range
 from fleetmind.sim import rware_kernels as kernels
 
 # The settings live in rware_config; the step reads the turn tables and the tie order as
@@ -121,8 +121,7 @@ class RwareWorlds:
     """
 
     def __init__(self, config: RwareConfig, num_worlds: int) -> None:
-        if num_worlds < 1:
-            raise ConfigError(f"num_worlds: expected >= 1, got {num_worlds}")
+        check_range("num_worlds", num_worlds, low=1)
         self.config = config
         self.num_worlds = num_worlds
         lay = config.layout

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from fleetmind.errors import ConfigError
+from fleetmind.errors import ConfigError, check_range
 from fleetmind.sim import kernels
 from fleetmind.sim import rewards as rw
 from fleetmind.sim.dynamics import resolve_moves
@@ -66,8 +66,8 @@ class VectorWarehouse:
         reward: rw.RewardConfig | None = None,
         seed: int | None = None,
     ) -> None:
-        if num_envs < 1 or n_robots < 1:
-            raise ConfigError("vector env: num_envs and robots must be at least 1")
+        check_range("num_envs", num_envs, low=1, where="vector env")
+        check_range("robots", n_robots, low=1, where="vector env")
         self.grid = grid
         self.n_robots = n_robots
         self.num_envs = num_envs

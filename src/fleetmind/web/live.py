@@ -27,7 +27,7 @@ from numpy.typing import NDArray
 from fleetmind.dispatch.control import ControlLoop, LoopConfig
 from fleetmind.dispatch.faults import parse_fault
 from fleetmind.envs.warehouse import resolve_map
-from fleetmind.errors import ConfigError, FleetmindError
+from fleetmind.errors import ConfigError, FleetmindError, check_range
 from fleetmind.eval.recorder import RunRecorder
 from fleetmind.eval.runner import (
     LLM_PLANNERS,
@@ -140,8 +140,9 @@ class LiveSession:
                 self.playing = False
                 self._steps_requested += 1
             elif command == "speed":
-                if value is None or not value > 0:
-                    raise ConfigError("live control 'speed': value must be a positive number")
+                if value is None:
+                    raise ConfigError("live control 'speed': a value (ticks/s) is required")
+                check_range("speed", value, above=0, where="live control")
                 self.speed = _clamp_speed(value)
             elif command == "reset":
                 self._reset = True

@@ -13,7 +13,14 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import NDArray
 
-from fleetmind.errors import ConfigError, FleetmindError, MapError, TaskFileError, read_input
+from fleetmind.errors import (
+    ConfigError,
+    FleetmindError,
+    MapError,
+    TaskFileError,
+    check_range,
+    read_input,
+)
 from fleetmind.sim.grid import GridMap
 from fleetmind.sim.lorr.rules import MAX_FILE_BYTES, Edition
 from fleetmind.sim.maps import parse_movingai
@@ -129,7 +136,9 @@ def _location(
     return loc
 
 
-def _count(lines: list[tuple[int, str]], *, path: Path, what: str, error: type[Exception]) -> int:
+def _count(
+    lines: list[tuple[int, str]], *, path: Path, what: str, error: type[FleetmindError]
+) -> int:
     if not lines:
         raise error(f"{path}:1: empty {what}: expected a count line")
     number, text = lines[0]
@@ -137,8 +146,7 @@ def _count(lines: list[tuple[int, str]], *, path: Path, what: str, error: type[E
         count = int(text)
     except ValueError:
         raise error(f"{path}:{number}: expected the number of {what}, got {text!r}") from None
-    if count < 1:
-        raise error(f"{path}:{number}: the number of {what} must be at least 1, got {count}")
+    check_range(f"the number of {what}", count, low=1, error=error, where=f"{path}:{number}")
     if len(lines) - 1 < count:
         last = lines[-1][0]
         raise error(f"{path}:{last}: {count} {what} announced, {len(lines) - 1} found")
@@ -261,20 +269,16 @@ def read_instance(path: str | Path, *, team_size: int | None = None) -> Instance
     reveal = float(field_("numTasksReveal", (int, float)))
     if team_size is not None:
         team = team_size
-    if not 1 <= team <= len(starts):
-        raise ConfigError(f"{path}: teamSize {team} must be between 1 and {len(starts)} agents")
-    if reveal <= 0:
-        raise ConfigError(f"{path}: numTasksReveal must be positive, got {reveal}")
+    check_range("teamSize", team, low=1, high=len(starts), where=f"{path}")
+    check_range("numTasksReveal", reveal, above=0, where=f"{path}")
     counter, size, delay = 1, 1.0, None
     if edition == "2026":
         counter = field_("agentCounter", int) if "agentCounter" in spec else 10
-        if counter < 1:
-            raise ConfigError(f"{path}: field 'agentCounter' must be at least 1, got {counter}")
+        check_range("field 'agentCounter'", counter, low=1, where=f"{path}")
         size = float(field_("agentSize", (int, float))) if "agentSize" in spec else 1.0
-        if not 0 < size <= 1:
-            # The kit accepts any positive size; a robot wider than a cell could never pass a
-            # neighbour on these maps, and the validator's neighbour window assumes <= 1.
-            raise ConfigError(f"{path}: field 'agentSize' must be in (0, 1], got {size}")
+        # The kit accepts any positive size; a robot wider than a cell could never pass a
+        # neighbour on these maps, and the validator's neighbour window assumes <= 1.
+        check_range("field 'agentSize'", size, above=0, high=1, where=f"{path}")
         delay = _delay_config(spec.get("delayConfig"), path)
     return Instance(
         path=path,
@@ -317,20 +321,24 @@ def _delay_config(value: Any, path: Path) -> DelayConfig:
         float(get("gaussMeanRatio", (int, float))),
         float(get("gaussStdRatio", (int, float))),
     )
-    checks = [
-        (seed >= 0, "seed", "must be a non-negative integer", seed),
-        (lo >= 1, "minDelay", "must be at least 1", lo),
-        (hi >= lo, "maxDelay", f"must be at least minDelay ({lo})", hi),
-        (event in ("bernoulli", "poisson"), "eventModel", "must be bernoulli or poisson", event),
-        (0.0 <= p <= 1.0, "pDelay", "must be in [0, 1]", p),
-        (duration in ("uniform", "gaussian"), "durationModel", "must be uniform or gaussian",
-         duration),
-        (0.0 <= mean <= 1.0, "gaussMeanRatio", "must be in [0, 1]", mean),
-        (std >= 0.0, "gaussStdRatio", "must be at least 0", std),
-    ]  # fmt: skip
-    for ok, key, rule, got in checks:
-        if not ok:
-            raise ConfigError(f"{path}: field 'delayConfig.{key}' {rule}, got {got!r}")
+    ranges: list[tuple[str, float, float | None, float | None]] = [
+        ("seed", seed, 0, None),
+        ("minDelay", lo, 1, None),
+        ("maxDelay", hi, lo, None),  # at least minDelay
+        ("pDelay", p, 0.0, 1.0),
+        ("gaussMeanRatio", mean, 0.0, 1.0),
+        ("gaussStdRatio", std, 0.0, None),
+    ]
+    for key, got, low, high in ranges:
+        check_range(f"field 'delayConfig.{key}'", got, low=low, high=high, where=f"{path}")
+    for key, word, allowed in (
+        ("eventModel", event, ("bernoulli", "poisson")),
+        ("durationModel", duration, ("uniform", "gaussian")),
+    ):
+        if word not in allowed:
+            raise ConfigError(
+                f"{path}: field 'delayConfig.{key}' must be {' or '.join(allowed)}, got {word!r}"
+            )
     return DelayConfig(
         seed=seed,
         min_delay=lo,

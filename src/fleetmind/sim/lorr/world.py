@@ -11,7 +11,7 @@ from typing import Any, Protocol
 import numpy as np
 from numpy.typing import NDArray
 
-from fleetmind.errors import BudgetExceeded, ConfigError
+from fleetmind.errors import BudgetExceeded, ConfigError, check_range
 from fleetmind.sim.lorr.instance import Instance
 from fleetmind.sim.lorr.rules import FW, TIMEOUT, WAIT, conflicts, next_state
 
@@ -524,10 +524,9 @@ def simulate(
     Raises:
         BudgetExceeded: preprocessing ran over ``preprocess_limit`` (the kit ends the run).
     """
-    if steps < 1:
-        raise ConfigError(f"steps must be at least 1, got {steps}")
-    if time_limit is not None and time_limit <= 0:
-        raise ConfigError(f"time limit must be positive, got {time_limit}")
+    check_range("steps", steps, low=1)
+    if time_limit is not None:
+        check_range("time limit", time_limit, above=0)
     world = World(instance, steps=steps)
     # The kit preprocesses before revealing any task: the planner gets no task line.
     blind = replace(

@@ -8,7 +8,7 @@ from typing import NamedTuple
 import numpy as np
 from numpy.typing import NDArray
 
-from fleetmind.errors import ConfigError
+from fleetmind.errors import ConfigError, check_range
 from fleetmind.sim import rewards as rw
 from fleetmind.sim.orders import OrderConfig
 
@@ -52,10 +52,8 @@ class WarehouseConfig:
     capabilities: tuple[frozenset[str], ...] | None = None
 
     def __post_init__(self) -> None:
-        if self.n_robots < 1:
-            raise ConfigError(f"robots: expected at least 1, got {self.n_robots}")
-        if self.max_steps < 1:
-            raise ConfigError(f"steps: expected at least 1, got {self.max_steps}")
+        check_range("robots", self.n_robots, low=1)
+        check_range("steps", self.max_steps, low=1)
         if self.capabilities is not None and len(self.capabilities) != self.n_robots:
             raise ConfigError(
                 f"capabilities: expected {self.n_robots} entries, got {len(self.capabilities)}"

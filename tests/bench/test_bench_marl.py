@@ -144,9 +144,9 @@ def test_bad_arguments_are_config_errors() -> None:
         marl.run(algos=("ppo",), budget_s=1.0)
     with pytest.raises(ConfigError, match="--tasks: expected rware -v2 ids"):
         marl.run(tasks=["warehouse-tiny"], budget_s=1.0)
-    with pytest.raises(ConfigError, match="--minutes: must be > 0"):
+    with pytest.raises(ConfigError, match="--minutes must be above 0"):
         marl.run(budget_s=0.0)
-    with pytest.raises(ConfigError, match="--shaping: must be in"):
+    with pytest.raises(ConfigError, match="--shaping must be between 0 and 10"):
         marl.run(budget_s=1.0, shaping=-1.0)
     with pytest.raises(ConfigError, match="--eval-episodes"):
         marl.run(budget_s=1.0, eval_episodes=0)
@@ -161,7 +161,7 @@ def test_cli_bad_input_is_one_line_and_exit_2(
 
     for args, start in (
         (["--tasks", "rware-tiny-2ag"], "error: --tasks: "),
-        (["--minutes", "0"], "error: --minutes: "),
+        (["--minutes", "0"], "error: --minutes must be above 0"),
         (["--seeds", "0,x"], "error: --seeds: "),
     ):
         monkeypatch.setattr("sys.argv", ["fleetmind", "bench", "marl", *args])

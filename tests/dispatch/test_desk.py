@@ -56,9 +56,9 @@ def _world() -> Warehouse:
     ("spec", "says"),
     [
         ("block:5,5-1,1@3+4", "above and left"),
-        ("block:1,1-2,2@3+0", "at least 1 tick"),
+        ("block:1,1-2,2@3+0", "length must be at least 1, got 0"),
         ("battery:robot_1@", "expected breakdown:ROBOT@T+K"),
-        ("block:0,0-30,30@1+1", "at most 400 cells"),
+        ("block:0,0-30,30@1+1", "zone cells must be at most 400, got 961"),
     ],
 )
 def test_bad_fault_specs_are_refused_naming_the_flag(spec: str, says: str) -> None:

@@ -57,7 +57,7 @@ from fleetmind.bench.free_riding_summary import format_table as format_table
 from fleetmind.bench.free_riding_summary import ratios, share_summary, shares
 from fleetmind.envs import make_parallel
 from fleetmind.envs.warehouse import ParallelStep, WarehouseParallelEnv
-from fleetmind.errors import ConfigError
+from fleetmind.errors import ConfigError, check_range
 from fleetmind.eval.compare import confidence as ci95
 from fleetmind.rl.diagnostics import diagnose
 from fleetmind.rl.hyper import Hyper, resolve
@@ -296,8 +296,7 @@ class RunSettings:
     def __post_init__(self) -> None:
         for name in ("episodes", "episode_len", "eval_episodes"):
             _check_count(name, getattr(self, name))
-        if not 0.0 < self.eps_reach <= 1.0:
-            raise ConfigError(f"eps_reach must be in (0, 1], got {self.eps_reach}")
+        check_range("eps_reach", self.eps_reach, above=0, high=1)
         if not 0.0 < self.eps_min <= self.eps_start <= 1.0:
             raise ConfigError(
                 f"need 0 < eps_min <= eps_start <= 1, got {self.eps_min}, {self.eps_start}"
@@ -479,8 +478,9 @@ def _finite(x: float) -> float | None:
 
 
 def _check_count(name: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(f"{name} must be an integer >= 1, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{name} must be an integer, got {value!r}")
+    check_range(name, value, low=1)
 
 
 # --------------------------------------------------------------------------- the experiment
@@ -529,8 +529,7 @@ def free_riding(
             raise ConfigError(f"{name} has repeats: {values}")
     for m in modes:
         rw.RewardConfig.parse(m)  # raises ConfigError naming the bad mode
-    if workers < 1:
-        raise ConfigError(f"workers must be >= 1, got {workers}")
+    check_range("workers", workers, low=1)
     jobs = [
         {"robots": robots, "mode": m, "seed": int(s), "settings": settings}
         for m in modes

@@ -32,7 +32,7 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import NDArray
 
-from fleetmind.errors import ConfigError
+from fleetmind.errors import ConfigError, check_range
 from fleetmind.eval.compare import mean_interval
 from fleetmind.rl.neural.adapters import EPISODE, TwinBatch, evaluate_rware
 from fleetmind.rl.train import RWARE_ID, RWARE_WORLDS, rware_defaults
@@ -341,15 +341,12 @@ def run(
     if not seeds:
         raise ConfigError("--seeds: at least one seed")
     budget = budget_s if budget_s is not None else (30.0 if quick else 900.0)
-    if not budget > 0:
-        raise ConfigError(f"--minutes: must be > 0, got {budget / 60:g}")
-    if not 0.0 <= shaping <= 10.0:
-        raise ConfigError(f"--shaping: must be in [0, 10], got {shaping:g}")
+    check_range("--minutes", budget / 60, above=0)
+    check_range("--shaping", shaping, low=0, high=10)
     episodes = eval_episodes if eval_episodes is not None else (4 if quick else 100)
-    if episodes < 1:
-        raise ConfigError(f"--eval-episodes: must be >= 1, got {episodes}")
-    if threads < 1 or workers < 1:
-        raise ConfigError(f"--threads/--workers: must be >= 1, got {threads}/{workers}")
+    check_range("--eval-episodes", episodes, low=1)
+    check_range("--threads", threads, low=1)
+    check_range("--workers", workers, low=1)
     root = Path(out_dir)
     t0 = time.perf_counter()
     baseline: dict[str, dict[str, Any]] = {}

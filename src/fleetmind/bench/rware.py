@@ -42,7 +42,7 @@ from rich.table import Table
 from fleetmind.bench.sim import parallel_stepper
 from fleetmind.envs.rware import make_rware
 from fleetmind.envs.rware_twin import make_rware_twin, make_rware_vector
-from fleetmind.errors import ConfigError
+from fleetmind.errors import ConfigError, check_range
 
 __all__ = ["AGENTS", "SHAPING", "SIZES", "VECTOR_RATIO_TARGET", "format_table", "run"]
 
@@ -217,12 +217,13 @@ def run(
     unknown = sorted(set(sizes) - set(SIZES))
     if unknown:
         raise ConfigError(f"--sizes: unknown {unknown}; expected some of {', '.join(SIZES)}")
-    if any(not 1 <= n <= 19 for n in agents):
-        raise ConfigError("--agents: rware registers 1..19 agents")
+    for n in agents:
+        check_range("--agents", n, low=1, high=19)  # what rware registers
     steps = steps if steps is not None else (500 if quick else 10_000)
     budget = budget_s if budget_s is not None else (0.5 if quick else 2.0)
-    if steps < 1 or num_envs < 1 or budget <= 0:
-        raise ConfigError("--steps and --num-envs must be >= 1, the budget above 0")
+    check_range("--steps", steps, low=1)
+    check_range("--num-envs", num_envs, low=1)
+    check_range("budget_s", budget, above=0)
     rows = []
     for size in sizes:
         for n in agents:

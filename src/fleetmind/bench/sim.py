@@ -46,7 +46,7 @@ from fleetmind.envs import make_parallel
 from fleetmind.envs.rware import make_rware
 from fleetmind.envs.rware_twin import rware_spec
 from fleetmind.envs.vector import make_vector
-from fleetmind.errors import ConfigError
+from fleetmind.errors import ConfigError, check_range
 from fleetmind.sim.grid import N_ACTIONS, GridMap
 from fleetmind.sim.maps import parse_rware_layout
 from fleetmind.sim.presets import preset
@@ -332,13 +332,14 @@ def run(
             raise ConfigError(f"cases: unknown {unknown}; known cases: {', '.join(known)}")
         chosen = [known[name] for name in cases]
     budget = budget_s if budget_s is not None else (0.5 if quick else 3.0)
-    if budget <= 0:
-        raise ConfigError(f"budget_s: must be positive, got {budget}")
+    check_range("budget_s", budget, above=0)
     sizes = (
         tuple(num_envs) if num_envs is not None else (QUICK_NUM_ENVS if quick else FULL_NUM_ENVS)
     )
-    if not sizes or min(sizes) < 1:
-        raise ConfigError(f"num_envs: expected sizes of at least 1, got {list(sizes)}")
+    if not sizes:
+        raise ConfigError("num_envs: expected at least one size")
+    for size in sizes:
+        check_range("num_envs", size, low=1)
     warmup = min(0.2, budget / 5)
     has_rware = importlib.util.find_spec("rware") is not None
     if not has_rware:

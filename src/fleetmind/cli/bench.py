@@ -23,6 +23,7 @@ from fleetmind.cli.common import (
     show,
     sub_app,
 )
+from fleetmind.errors import range_message
 
 bench_app = sub_app("bench", "The project's own benchmarks, as a table or JSON.")
 
@@ -189,7 +190,7 @@ def bench_desk(
     from fleetmind.bench import desk as bench
 
     if spacing is not None and spacing < 1:
-        err_console.print(f"error: --spacing {spacing}: expected at least 1 tick")
+        err_console.print(f"error: {range_message('--spacing', spacing, low=1)}")
         raise typer.Exit(2)
     modes = ("off", "rules", "hostile") if quick else bench.MODES
     chosen = _int_list(seeds, "--seeds") if seeds is not None else None

@@ -37,7 +37,7 @@ from typing import Literal
 
 import numpy as np
 
-from fleetmind.errors import ConfigError, LLMConnectionError
+from fleetmind.errors import ConfigError, LLMConnectionError, check_range
 from fleetmind.llm.chat import ChatClient, ChatOptions, ChatResult, ChatWrapper, Message
 from fleetmind.sim.grid import GridMap
 from fleetmind.sim.warehouse import Warehouse
@@ -155,8 +155,7 @@ def parse_fault(spec: str) -> Fault:
         if kind == "battery":
             return Fault("battery", start, 1, robot=_robot_id(m["robot"]), spec=text)
         length = int(m["length"])
-        if length < 1:
-            raise ConfigError(f"--fault {spec!r}: length must be at least 1 tick")
+        check_range("length", length, low=1, where=f"--fault {spec!r}")
         if kind == "block-busy":
             return Fault("block", start, length, spec=text)
         if kind == "block":
@@ -166,8 +165,8 @@ def parse_fault(spec: str) -> Fault:
                     f"--fault {spec!r}: the zone's first cell ({r1},{c1}) must be above and left "
                     f"of its last ({r2},{c2})"
                 )
-            if (r2 - r1 + 1) * (c2 - c1 + 1) > MAX_ZONE_CELLS:
-                raise ConfigError(f"--fault {spec!r}: a zone closes at most {MAX_ZONE_CELLS} cells")
+            cells = (r2 - r1 + 1) * (c2 - c1 + 1)
+            check_range("zone cells", cells, high=MAX_ZONE_CELLS, where=f"--fault {spec!r}")
             zone = tuple((r, c) for r in range(r1, r2 + 1) for c in range(c1, c2 + 1))
             return Fault("block", start, length, spec=text, zone=zone)
         robot = m.groupdict().get("robot")

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from fleetmind.errors import ConfigError
+from fleetmind.errors import ConfigError, check_range
 from fleetmind.eval.recorder import earlier_run
 from fleetmind.eval.runner import RunConfig, execute, llm_client, load_config, prepare
 from fleetmind.eval.signals import signals
@@ -178,8 +178,7 @@ def compare(
     names = [s.strip() for s in strategies if s.strip()]
     if not names:
         raise ConfigError("--strategies: give at least one strategy, e.g. classical,rl")
-    if seeds < 1:
-        raise ConfigError(f"--seeds {seeds}: expected at least 1")
+    check_range("--seeds", seeds, low=1)
     root = Path(out)
     jobs: list[tuple[str, int, RunConfig, Path]] = []
     for name in names:

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 from numpy.typing import NDArray
 
-from fleetmind.errors import ConfigError
+from fleetmind.errors import check_range
 from fleetmind.rl.guide import GuideModel
 
 if TYPE_CHECKING:
@@ -107,12 +107,12 @@ class LiveLearnConfig:
 
     def __post_init__(self) -> None:
         """Refuse settings that could not learn."""
-        if min(self.every, self.replay, self.replays, self.popsize) < 1 or self.sigma <= 0:
-            raise ConfigError("learn: every, replay, replays, popsize and sigma must be positive")
-        if not 0 <= self.lag < self.every:
-            raise ConfigError(f"learn: lag must be in [0, {self.every}), got {self.lag}")
-        if self.guard is not None and not 0.0 <= self.guard < 1.0:
-            raise ConfigError(f"learn: guard must be in [0, 1), got {self.guard}")
+        for name in ("every", "replay", "replays", "popsize"):
+            check_range(name, getattr(self, name), low=1, where="learn")
+        check_range("sigma", self.sigma, above=0, where="learn")
+        check_range("lag", self.lag, low=0, below=self.every, where="learn")
+        if self.guard is not None:
+            check_range("guard", self.guard, low=0, below=1, where="learn")
 
 
 def replay_scores(

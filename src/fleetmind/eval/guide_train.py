@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from fleetmind.errors import ConfigError
+from fleetmind.errors import ConfigError, check_range
 from fleetmind.eval.runner import RunConfig, execute
 from fleetmind.rl.guide import GuideModel
 
@@ -127,13 +127,9 @@ class GuideSearch:
         leaked = sorted(BENCH_SEEDS & (set(self.seeds) | set(self.validate)))
         if leaked:
             raise ConfigError(f"guide search: seeds {leaked} are the benchmark's; train on others")
-        if (
-            min(self.seeds_per_gen, self.generations, self.steps, self.workers) < 1
-            or self.popsize < 0
-        ):
-            raise ConfigError(
-                "guide search: seeds_per_gen, generations, steps, workers must be >= 1"
-            )
+        for name in ("seeds_per_gen", "generations", "steps", "workers"):
+            check_range(name, getattr(self, name), low=1, where="guide search")
+        check_range("popsize", self.popsize, low=0, where="guide search")
 
 
 Run = tuple[str, str, int, int, int, str | None]

@@ -25,6 +25,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
+from fleetmind.errors import range_message
 from fleetmind.llm.budgets import Budgets, Clock
 from fleetmind.llm.chat import CallContext, ChatClient, Message
 from fleetmind.llm.structured import structured
@@ -180,7 +181,7 @@ class Conversation:
         if len(set(names)) != len(names):
             raise ValueError(f"role names must be unique, got {names}")
         if max_rounds < 1:
-            raise ValueError(f"max_rounds must be >= 1, got {max_rounds}")
+            raise ValueError(range_message("max_rounds", max_rounds, low=1))
         self.client = client
         self.coordinator = coordinator
         self.members = list(members)

@@ -13,7 +13,7 @@ from fleetmind.dispatch.executors.base import (
     ShortestPathRandomExecutor,
 )
 from fleetmind.dispatch.traffic import TrafficState
-from fleetmind.errors import ConfigError
+from fleetmind.errors import check_range
 from fleetmind.sim.distances import DistanceOracle
 from fleetmind.sim.grid import (
     N_ACTIONS,
@@ -39,8 +39,7 @@ class TrafficWeights:
 
     def __post_init__(self) -> None:
         """Refuse a decay that would let the traffic count grow without bound."""
-        if not 0.0 <= self.decay < 1.0:
-            raise ConfigError(f"decay: expected a value in [0, 1), got {self.decay}")
+        check_range("decay", self.decay, low=0, below=1)
 
 
 class CongestionExecutor(ShortestPathRandomExecutor):

@@ -13,7 +13,7 @@ from fleetmind.dispatch.executors.base import (
 )
 from fleetmind.dispatch.executors.congestion import CongestionExecutor, TrafficWeights
 from fleetmind.dispatch.traffic import order as traffic_order
-from fleetmind.errors import ConfigError
+from fleetmind.errors import ConfigError, check_range
 from fleetmind.sim.distances import UNREACHABLE, DistanceOracle
 from fleetmind.sim.grid import (
     N_ACTIONS,
@@ -62,8 +62,9 @@ class GuidanceExecutor(CongestionExecutor):
         weights: TrafficWeights | None = None,
     ) -> None:
         super().__init__(grid, oracle, seed=seed, weights=weights)
-        if highway < 1 or highway != int(highway):
-            raise ConfigError(f"highway: expected a whole number >= 1, got {highway}")
+        check_range("highway", highway, low=1)
+        if not float(highway).is_integer():
+            raise ConfigError(f"highway must be a whole number, got {highway}")
         self.highway = float(highway)
         self._max_bytes = max_bytes
         self._fleet = 0  # robots the maps have room for (:meth:`reserve`)

@@ -18,6 +18,7 @@ from fleetmind.dispatch.incidents.state import (
     nearest_charger,
     zone_cells,
 )
+from fleetmind.errors import range_message
 
 
 def check(name: str, args: dict[str, Any], state: DeskState) -> None:
@@ -97,7 +98,7 @@ def check(name: str, args: dict[str, Any], state: DeskState) -> None:
         if not cells:
             raise Refused("cells: give at least one [row, col]")
         if len(cells) > MAX_ZONE:
-            raise Refused(f"cells: at most {MAX_ZONE} cells at once")
+            raise Refused(range_message("cells at once", len(cells), high=MAX_ZONE))
         h, w = state.grid.shape
         for k, c in enumerate(cells):
             if not (0 <= c[0] < h and 0 <= c[1] < w):

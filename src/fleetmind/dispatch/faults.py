@@ -37,7 +37,7 @@ from typing import Literal
 
 import numpy as np
 
-from fleetmind.errors import ConfigError, LLMConnectionError, check_range
+from fleetmind.errors import ConfigError, LLMConnectionError, check_range, range_message
 from fleetmind.llm.chat import ChatClient, ChatOptions, ChatResult, ChatWrapper, Message
 from fleetmind.sim.grid import GridMap
 from fleetmind.sim.warehouse import Warehouse
@@ -136,10 +136,9 @@ def parse_fault(spec: str) -> Fault:
         for name, digits in numbers.items():
             # Check the digits before int(): a 10,000-digit number is slow to convert.
             if len(digits) > 10 or int(digits) > MAX_TICKS:
-                raise ConfigError(
-                    f"--fault {spec!r}: {name} {digits[:20]}{'...' if len(digits) > 20 else ''}"
-                    f" is too large (at most {MAX_TICKS:,})"
-                )
+                shown = digits[:20] + ("..." if len(digits) > 20 else "")
+                message = range_message(name, shown, high=MAX_TICKS)
+                raise ConfigError(f"--fault {spec!r}: {message}")
         start = int(m["start"])
         if kind == "surge":
             asked = int(m["count"])

@@ -122,8 +122,8 @@ class GuideSearch:
             )
         if self.fitness not in ("ratio", "rank"):
             raise ConfigError(f"guide search: fitness {self.fitness!r} is not ratio or rank")
-        if min(n for _, n in self.cases) < 1:
-            raise ConfigError(f"guide search: a fleet size below 1 in {list(self.cases)}")
+        for _, n in self.cases:
+            check_range("fleet size", n, low=1, where="guide search")
         leaked = sorted(BENCH_SEEDS & (set(self.seeds) | set(self.validate)))
         if leaked:
             raise ConfigError(f"guide search: seeds {leaked} are the benchmark's; train on others")

@@ -48,7 +48,7 @@ def test_quick_run_on_a_scripted_scorer(tmp_path: Path) -> None:
 def test_bad_sizes_are_refused_before_anything_runs(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="steps: at least 800"):
         bench.run(steps=100, out_dir=tmp_path)
-    with pytest.raises(ConfigError, match="reward: every must be >= 1"):
+    with pytest.raises(ConfigError, match="reward: every must be at least 1"):
         bench.run(every=0, out_dir=tmp_path)
     assert list(tmp_path.iterdir()) == []
 

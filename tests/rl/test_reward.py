@@ -61,20 +61,20 @@ def test_spec_parses(text: str, expected: RewardSpec) -> None:
         ("environment", "expected 'env', 'llm'"),
         ("env:every=3", "expected 'env', 'llm'"),
         ("llm:", "nothing after 'llm:'"),
-        ("llm:every=0", "every must be >= 1"),
+        ("llm:every=0", "every must be at least 1, got 0"),
         ("llm:every=2.5", "every must be a whole number"),
         ("llm:every=", "'every' needs a value"),
         ("llm:every", "'every' needs a value"),
-        ("llm:weight=0", "weight must be in (0, 10]"),
-        ("llm:weight=nan", "weight must be in (0, 10]"),
-        ("llm:weight=-1", "weight must be in (0, 10]"),
+        ("llm:weight=0", "weight must be above 0 and at most 10.0"),
+        ("llm:weight=nan", "weight must be above 0 and at most 10.0"),
+        ("llm:weight=-1", "weight must be above 0 and at most 10.0"),
         ("llm:weight=big", "weight must be a number"),
         ("llm:alone=yes", "'alone' is a flag"),
         ("llm:every=3,every=4", "'every' given twice"),
         ("llm:every=3,,alone", "an empty item"),
         ("llm:evry=3", "unknown key 'evry'"),
-        ("llm:samples=10", "samples must be in 1..9"),
-        ("llm:temperature=3", "temperature must be in [0, 2]"),
+        ("llm:samples=10", "samples must be between 1 and 9, got 10"),
+        ("llm:temperature=3", "temperature must be between 0 and 2, got 3"),
     ],
 )
 def test_bad_spec_is_one_clear_error(text: str, words: str) -> None:
@@ -94,7 +94,7 @@ def test_bad_spec_on_the_command_line_exits_2_with_one_line(tmp_path: Path) -> N
     )  # fmt: skip
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
-        "error: reward: every must be >= 1, got 0 in 'llm:every=0'"
+        "error: reward: every must be at least 1, got 0 in 'llm:every=0'"
     ]
     assert not (tmp_path / "run").exists()  # refused before anything ran
 

@@ -41,7 +41,7 @@ from typing import Any, Literal, Protocol
 import numpy as np
 from numpy.typing import NDArray
 
-from fleetmind.errors import ConfigError
+from fleetmind.errors import ConfigError, range_message
 from fleetmind.sim.distances import UNREACHABLE, DistanceOracle
 from fleetmind.sim.grid import GridMap
 
@@ -154,19 +154,20 @@ def _value(key: str, value: str, text: str) -> int | float:
             raise ConfigError(
                 f"reward: {key} must be a whole number, got {value!r} in {text!r}"
             ) from None
-        low, high = (1, None) if key == "every" else (1, 9)
-        if number < low or (high is not None and number > high):
-            limits = f">= {low}" if high is None else f"in {low}..{high}"
-            raise ConfigError(f"reward: {key} must be {limits}, got {number} in {text!r}")
+        high = None if key == "every" else 9
+        if number < 1 or (high is not None and number > high):
+            raise ConfigError(f"reward: {range_message(key, number, low=1, high=high)} in {text!r}")
         return number
     try:
         real = float(value)
     except ValueError:
         raise ConfigError(f"reward: {key} must be a number, got {value!r} in {text!r}") from None
     if key == "weight" and not (math.isfinite(real) and 0.0 < real <= MAX_WEIGHT):
-        raise ConfigError(f"reward: weight must be in (0, {MAX_WEIGHT:g}], got {value} in {text!r}")
+        message = range_message("weight", value, above=0, high=MAX_WEIGHT)
+        raise ConfigError(f"reward: {message} in {text!r}")
     if key == "temperature" and not (math.isfinite(real) and 0.0 <= real <= 2.0):
-        raise ConfigError(f"reward: temperature must be in [0, 2], got {value} in {text!r}")
+        message = range_message("temperature", value, low=0, high=2)
+        raise ConfigError(f"reward: {message} in {text!r}")
     return real
 
 

@@ -316,3 +316,67 @@ def test_the_shipped_margins_were_calibrated_on_development_sets_only() -> None:
         for name in entry["sets"]:
             assert set_role(DATA / name)["role"] == "development", (model, name)
         assert load_margins(model) == Calibration(entry["add_margin"], entry["review_margin"])
+
+
+# --------------------------------------------------------------------------- a run's counts
+
+
+def _run_counts(metrics: dict) -> tuple[dict, dict]:
+    """The run's ``note_reader`` counts, checked to add up, and the ledger's reader row."""
+    q = metrics["note_reader"]
+    assert q["reader"] == "rules+llm"
+    assert q["asked"] == q["answered"] + q["timed_out"]
+    assert q["answered"] == q["added"] + q["abstained"]
+    assert min(v for k, v in q.items() if k != "reader") >= 0
+    assert q["notes_asked"] <= metrics["notes_read"]
+    outcomes = metrics["llm_call_outcomes"]
+    row = outcomes["by_caller"].get("dispatch.notes", dict.fromkeys(("answered", "timed_out"), 0))
+    return q, row
+
+
+def test_a_run_reports_what_the_reader_asked_and_what_became_of_it(monkeypatch) -> None:
+    """A scripted model sure about one robot, unsure about the others: added and abstained."""
+    from fleetmind.dispatch.notes import additive
+    from fleetmind.eval.runner import RunConfig, execute
+
+    monkeypatch.setattr(additive, "load_margins", lambda model: Calibration(2.0))
+    client = Scripted(lambda q: ("exclude", 5.0 if q.endswith("About: robot_7") else 1.0))
+    cfg = RunConfig(
+        planner="llm-notes", note_reader="rules+llm", planner_mode="sync",
+        executor="shortest-path", steps=150, seed=0,
+    )  # fmt: skip
+    m = execute(cfg, None, client=client)
+    q, row = _run_counts(m)
+    assert q["asked"] >= 2
+    assert q["added"] == 1  # robot_7, left open by the rules, excluded above the margin
+    assert q["abstained"] == q["answered"] - 1 >= 1  # below the margin: nothing added
+    assert q["timed_out"] == 0
+    # Beside the ledger: every question is one call of the reader; the warm-up is listed apart.
+    assert row["answered"] == q["answered"]
+    assert m["llm_call_outcomes"]["by_caller"]["dispatch.notes.warmup"]["answered"] == 2
+    assert m["llm_call_outcomes"]["calls"] == q["asked"]
+    # Every call the model got is counted once (a note read again comes from the cache).
+    assert len(client.asked) == q["asked"] + 2
+    from fleetmind.cli.common import _kpi
+
+    assert _kpi(m, "note_reader") == f"{q['asked']}/{q['answered']}/{q['abstained']}/0"
+    assert _kpi(m, "note_reader_added") == str(q["added"])
+    rules = execute(cfg.model_copy(update={"note_reader": "rules"}), None, client=None)
+    assert "note_reader" not in rules
+    assert _kpi(rules, "note_reader") == "-"
+
+
+@pytest.mark.llm
+def test_a_run_with_the_embedded_model_reports_its_note_questions(embedded_client) -> None:
+    from fleetmind.eval.runner import RunConfig, execute
+
+    cfg = RunConfig(
+        planner="llm-notes", note_reader="rules+llm", planner_mode="sync",
+        executor="shortest-path", steps=120, seed=0,
+    )  # fmt: skip
+    m = execute(cfg, None, client=embedded_client)  # seed 0: 3 questions by tick 120
+    q, row = _run_counts(m)
+    assert q["asked"] >= 1
+    assert q["added"] == 0  # SmolLM2 has no calibrated margin: it never adds
+    assert row["answered"] == q["answered"]
+    assert row["timed_out"] + row.get("failed", 0) == q["timed_out"]

@@ -162,6 +162,8 @@ KPI_ROWS = (
     ("constraint_violations", "constraint violations (structured/text)"),
     ("orders_stranded", "orders stranded (undelivered, past due)"),
     ("notes_needs_review", "notes sent to review"),
+    ("note_reader", "note questions asked/answered/abstained/late"),
+    ("note_reader_added", "note constraints the model added"),
     ("collisions", "collisions executed"),
     ("shield_interventions", "shield interventions"),
     ("step_latency_ms", "step latency p50/p99 ms"),
@@ -174,11 +176,19 @@ KPI_ROWS = (
 
 
 def _kpi(m: dict[str, Any], key: str) -> str:
-    if key not in m and key != "llm_tokens":
+    if key not in m and key not in ("llm_tokens", "note_reader_added"):
         return "-"
     if key == "constraint_violations":
         v = m[key]
         return f"{v['structured']}/{v['text_only']}"
+    if key in ("note_reader", "note_reader_added"):
+        # Written only by a run whose notes the rules+llm reader read.
+        q = m.get("note_reader")
+        if q is None:
+            return "-"
+        if key == "note_reader_added":
+            return str(q["added"])
+        return f"{q['asked']}/{q['answered']}/{q['abstained']}/{q['timed_out']}"
     if key == "step_latency_ms":
         return f"{m[key]['p50']:.2f}/{m[key]['p99']:.2f}"
     if key == "llm_tokens":

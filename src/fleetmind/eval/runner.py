@@ -36,6 +36,7 @@ from fleetmind.dispatch.executors import (
 from fleetmind.dispatch.faults import Fault, FaultyClient, check_faults, parse_fault
 from fleetmind.dispatch.incidents import DeskConfig
 from fleetmind.dispatch.llm_planner import WARMUP_CALLER, LLMPlanner
+from fleetmind.dispatch.notes.additive import WARMUP_CALLER as NOTES_WARMUP
 from fleetmind.dispatch.notes.planner import NoteReaderPlanner
 from fleetmind.dispatch.notes.readers import MODEL_READERS, READERS, make_reader
 from fleetmind.dispatch.planners import AssignmentPlanner, GreedyPlanner, Planner
@@ -611,7 +612,11 @@ def execute(
             if recorder is not None:
                 recorder.close(loop.metrics())
         if client is not None:
-            metrics["llm_call_outcomes"] = ledger.report(exclude=(WARMUP_CALLER, DESK_WARMUP))
+            metrics["llm_call_outcomes"] = ledger.report(
+                exclude=(WARMUP_CALLER, DESK_WARMUP, NOTES_WARMUP)
+            )
+            if isinstance(planner, NoteReaderPlanner) and cfg.note_reader == "rules+llm":
+                metrics["note_reader"] = planner.reader_counts()
             llm_planner = planner if isinstance(planner, LLMPlanner) else None
             if llm_planner is not None:
                 metrics["llm_planner"] = {

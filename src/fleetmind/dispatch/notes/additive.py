@@ -53,6 +53,9 @@ from fleetmind.sim.notes import Constraint, canonical
 log = logging.getLogger(__name__)
 
 PROMPT_VERSION = "note-closed-v1"
+CALLER = "dispatch.notes"
+WARMUP_CALLER = "dispatch.notes.warmup"
+"""The warm-up's two calls: listed apart in a run's ``llm_call_outcomes``, not in its totals."""
 TOP_LOGPROBS = 10
 """First tokens asked for with their log-probabilities (the answers' tokens lead the list)."""
 DEADLINE_FACTOR = 5.0
@@ -239,7 +242,15 @@ class AdditiveReader:
     def _question(note: str, about: str) -> str:
         return f'Note: "{note}"\nAbout: {about}'
 
-    def _call(self, note: str, about: str, answers: Sequence[str], limit_s: float) -> Verdict:
+    def _call(
+        self,
+        note: str,
+        about: str,
+        answers: Sequence[str],
+        limit_s: float,
+        *,
+        caller: str = CALLER,
+    ) -> Verdict:
         start = time.perf_counter()
         try:
             result = self.client.chat(
@@ -249,7 +260,7 @@ class AdditiveReader:
                 timeout_s=limit_s,
                 top_logprobs=TOP_LOGPROBS,
                 context=CallContext(
-                    caller="dispatch.notes",
+                    caller=caller,
                     decision_type="read_note_closed",
                     prompt_version=PROMPT_VERSION,
                 ),
@@ -273,11 +284,11 @@ class AdditiveReader:
             if self.deadline_s is not None:
                 return self.deadline_s
             note, about, _ = _EXAMPLES[2]
-            first = self._call(note, about, ROBOT_ANSWERS, WARMUP_LIMIT_S)
+            first = self._call(note, about, ROBOT_ANSWERS, WARMUP_LIMIT_S, caller=WARMUP_CALLER)
             # A different note: the server reads it after the cached prefix, as it will each
             # note (the same question again would be read from the cache whole, and timed
             # too short: the first real questions then missed their deadline).
-            second = self._call(*_WARM_QUESTION, TIME_ANSWERS, WARMUP_LIMIT_S)
+            second = self._call(*_WARM_QUESTION, TIME_ANSWERS, WARMUP_LIMIT_S, caller=WARMUP_CALLER)
             self.warmup_s = first.latency_s
             self.question_s = second.latency_s
             self._warm_spent = (

@@ -21,6 +21,10 @@ Per planner call:
 
 A ``needs_review`` reading serves the order as a plain order and is reported (an event and
 ``notes_needs_review``). Readers are in :mod:`fleetmind.dispatch.notes.readers`.
+
+:meth:`NoteReaderPlanner.reader_counts` adds up what the model was asked over the run (the
+``rules+llm`` reader's closed questions: asked, answered, abstained, timed out, constraints
+added); a run with a model reader writes it to ``metrics.json`` as ``note_reader``.
 """
 
 from __future__ import annotations
@@ -41,6 +45,8 @@ from fleetmind.sim.notes import Constraint
 from fleetmind.sim.orders import Order
 
 UNREAD = "unread"
+QUESTION_COUNTS = ("notes_asked", "asked", "answered", "abstained", "timed_out", "added")
+"""The keys of :meth:`NoteReaderPlanner.reader_counts` besides ``reader``."""
 
 
 class _Worker:
@@ -110,6 +116,8 @@ class NoteReaderPlanner:
         self._lock = threading.Lock()
         self._news = threading.Event()
         self._usage = [0, 0, 0, 0, 0]  # calls, prompt, completion tokens, notes read, unreadable
+        # Over the whole run (never reset): the model's questions and what became of them.
+        self._questions = dict.fromkeys(QUESTION_COUNTS, 0)
         self._pool = _Worker() if background else None
 
     def has_news(self) -> bool:
@@ -124,6 +132,29 @@ class NoteReaderPlanner:
             # A probe re-reads a note the fallback already answered (and counted).
             self._usage[3] += not reading.cached and not probe
             self._usage[4] += reading.unreadable is not None and not probe
+            # Probes count here: their questions went to the model like any other.
+            q = self._questions
+            q["notes_asked"] += reading.questions > 0
+            q["asked"] += reading.questions
+            q["answered"] += reading.answered
+            q["abstained"] += reading.answered - reading.added
+            q["timed_out"] += reading.timed_out
+            q["added"] += reading.added
+
+    def reader_counts(self) -> dict[str, int | str]:
+        """The run's questions to the model so far (``metrics.json``'s ``note_reader``).
+
+        Returns:
+            ``reader`` (its name); ``notes_asked`` (readings that asked the model at least
+            once); of the closed questions, ``asked``, ``answered`` (before their deadline),
+            ``timed_out`` (no answer in time, or the server unreachable), ``added`` (answers
+            that became a constraint) and ``abstained`` (answered, nothing added: ``none``, a
+            margin below the calibrated one, a proposal not traced to the note or inconsistent
+            with the rules). ``asked = answered + timed_out`` and ``answered = added +
+            abstained``. A reading still in progress when the run ends is not counted.
+        """
+        with self._lock:
+            return {"reader": self.reader.name, **self._questions}
 
     def _read_now(self, order: Order, robots: list[str], *, probe: bool = False) -> Reading:
         reading = self.reader.read(order.note, arrival_tick=order.tick, robots=robots)

@@ -355,6 +355,7 @@ class CachedReader:
             questions=0,
             answered=0,
             timed_out=0,
+            added=0,  # nothing was asked: a run's counts would count the note's additions twice
         )
 
     def read(self, note: str, *, arrival_tick: int, robots: Sequence[str]) -> Reading:

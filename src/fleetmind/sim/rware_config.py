@@ -3,7 +3,8 @@
 :mod:`fleetmind.sim.rware_twin` (which re-exports every public name here) holds the worlds and
 states the rules; this module holds what a world is made from: the action and heading values,
 the floor plan (generated or from an rware layout string), the checked :class:`RwareConfig`,
-and the observation tables.
+and the observation tables. Callers import these names from :mod:`fleetmind.sim.rware_twin`,
+whose ``__all__`` lists them.
 """
 
 from __future__ import annotations
@@ -15,24 +16,6 @@ import numpy as np
 from numpy.typing import NDArray
 
 from fleetmind.errors import ConfigError, check_range
-
-__all__ = [
-    "FORWARD",
-    "IMAGE_LAYERS",
-    "LEFT",
-    "NOOP",
-    "N_ACTIONS",
-    "RIGHT",
-    "TOGGLE_LOAD",
-    "ImageLayer",
-    "RewardType",
-    "RwareConfig",
-    "RwareLayout",
-    "RwareStep",
-    "flat_obs_size",
-    "layout_from_params",
-    "layout_from_string",
-]
 
 NOOP, FORWARD, LEFT, RIGHT, TOGGLE_LOAD = range(5)
 N_ACTIONS = 5

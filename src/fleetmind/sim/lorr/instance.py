@@ -221,6 +221,39 @@ def read_tasks(path: str | Path, grid: GridMap) -> tuple[NDArray[np.int64], NDAr
     return tasks, lengths
 
 
+def json_object(text: str, path: Path) -> dict[str, Any]:
+    """The JSON object ``text`` read from ``path`` holds (a problem or an output file).
+
+    Raises:
+        ConfigError: not valid JSON (file and line named), or not an object.
+    """
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}:1: expected a JSON object")
+    return data
+
+
+def _typed_field(
+    spec: dict[str, Any],
+    key: str,
+    kind: type | tuple[type, ...],
+    *,
+    path: Path,
+    within: str = "",
+) -> Any:
+    """``spec[key]``, which must be there and of ``kind`` (a bool is never a number)."""
+    name = within + key
+    if key not in spec:
+        raise ConfigError(f"{path}: missing field {name!r}")
+    value = spec[key]
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise ConfigError(f"{path}: field {name!r} has the wrong type ({value!r})")
+    return value
+
+
 def read_instance(path: str | Path, *, team_size: int | None = None) -> Instance:
     """A LoRR instance ``.json`` with its map, agents and tasks (paths relative to the json).
 
@@ -234,21 +267,10 @@ def read_instance(path: str | Path, *, team_size: int | None = None) -> Instance
             (:class:`MapError`, :class:`TaskFileError`, :class:`ConfigError`).
     """
     path = Path(path)
-    text = _read_text(path, what="instance", error=ConfigError)
-    try:
-        spec = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
-    if not isinstance(spec, dict):
-        raise ConfigError(f"{path}:1: expected a JSON object")
+    spec = json_object(_read_text(path, what="instance", error=ConfigError), path)
 
     def field_(key: str, kind: type | tuple[type, ...]) -> Any:
-        if key not in spec:
-            raise ConfigError(f"{path}: missing field {key!r}")
-        value = spec[key]
-        if not isinstance(value, kind) or isinstance(value, bool):
-            raise ConfigError(f"{path}: field {key!r} has the wrong type ({value!r})")
-        return value
+        return _typed_field(spec, key, kind, path=path)
 
     edition: Edition
     if _is_2026(spec):
@@ -307,12 +329,7 @@ def _delay_config(value: Any, path: Path) -> DelayConfig:
         raise ConfigError(f"{path}: field 'delayConfig' missing or not an object (2026 problems)")
 
     def get(key: str, kind: type | tuple[type, ...]) -> Any:
-        if key not in value:
-            raise ConfigError(f"{path}: missing field 'delayConfig.{key}'")
-        item = value[key]
-        if not isinstance(item, kind) or isinstance(item, bool):
-            raise ConfigError(f"{path}: field 'delayConfig.{key}' has the wrong type ({item!r})")
-        return item
+        return _typed_field(value, key, kind, path=path, within="delayConfig.")
 
     seed, lo, hi = get("seed", int), get("minDelay", int), get("maxDelay", int)
     event, p = get("eventModel", str), float(get("pDelay", (int, float)))

@@ -28,9 +28,7 @@ The rules, as the kit plays them (v2.1.x for 2024, ``2023-archive`` for 2023):
 
 from __future__ import annotations
 
-import json
 import math
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,8 +37,15 @@ import numpy as np
 from numpy.typing import NDArray
 
 from fleetmind.errors import ConfigError, read_input
-from fleetmind.sim.lorr.instance import Instance
-from fleetmind.sim.lorr.referee2026 import check_starts, replay
+from fleetmind.sim.lorr.instance import Instance, json_object
+from fleetmind.sim.lorr.referee2026 import (
+    TaskPool,
+    check_starts,
+    compare_lists,
+    output_team,
+    replay,
+)
+from fleetmind.sim.lorr.rules import first_fault
 
 _LETTERS = "FRCWT"
 _F, _R, _C, _W, _T = range(5)
@@ -99,13 +104,7 @@ def load(output: dict[str, Any] | str | Path) -> dict[str, Any]:
         return output
     path = Path(output)
     text = read_input(path, what="LoRR output file", limit=MAX_OUTPUT_BYTES, error=ConfigError)
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}:1: expected a JSON object")
-    return data
+    return json_object(text, path)
 
 
 def _paths(data: dict[str, Any], key: str, n: int, problems: list[str]) -> NDArray[np.int8]:
@@ -168,19 +167,7 @@ class _Rules:
             swap = np.unique(key).size != key.size
         if not (bad.any() or clash or swap):
             return None
-        cells: dict[int, int] = {}
-        edges: dict[tuple[int, int], int] = {}
-        for i in range(len(row)):
-            if bad[i]:
-                return [i, -1, timestep, "unallowed move"]
-            a, b = int(here[i]), int(there[i])
-            if b in cells:
-                return [i, cells[b], timestep, "vertex conflict"]
-            if (a, b) in edges:
-                return [i, edges[(a, b)], timestep, "edge conflict"]
-            cells[b] = i
-            edges[(b, a)] = i
-        return None  # pragma: no cover - the vector test and the scan see the same faults
+        return first_fault(here, there, bad, timestep)
 
     def move(self, codes: NDArray[np.int8]) -> None:
         self.row, self.col, self.ori = self.after(codes)
@@ -190,43 +177,20 @@ class _Rules:
         return self.row * self.w + self.col
 
 
-class _Tasks2024:
+class _Tasks2024(TaskPool):
     """The 2024 task pool and schedule, from the file's proposals."""
 
     def __init__(self, instance: Instance, data: dict[str, Any], n: int) -> None:
-        self.lines = instance.tasks
-        self.lens = instance.task_len
-        self.width = instance.width
-        self.size = int(instance.num_tasks_reveal * n)
-        self.n = n
-        self.current = np.full(n, -1, dtype=np.int64)
+        super().__init__(instance, data, n)
         self.goal = np.full(n, -1, dtype=np.int64)
         self.next_idx: dict[int, int] = {}
         self.holder: dict[int, int] = {}
-        self.revealed = 0
-        self.tasks: list[list[Any]] = []
-        self.events: list[list[int]] = []
-        self.errors: list[list[Any]] = []
-        self.actual: list[list[tuple[int, int]]] = [[] for _ in range(n)]
         self.last_actual = np.full(n, -2, dtype=np.int64)
-        self.done = 0
-        self.proposal = np.full(n, -1, dtype=np.int64)
-        self.by_step: dict[int, list[tuple[int, int]]] = {}
-        key = "plannerSchedule" if "plannerSchedule" in data else "actualSchedule"
-        for robot, entries in enumerate(_schedule_entries(data.get(key, []), n, key)):
-            for t, task in entries:
-                self.by_step.setdefault(t, []).append((robot, task))
         self.reveal(0)
 
     def reveal(self, t: int) -> None:
         while len(self.next_idx) < self.size:
-            task = self.revealed
-            line = task % len(self.lines)
-            self.next_idx[task] = 0
-            locs = self.lines[line, : self.lens[line]]
-            cells = np.stack([locs // self.width, locs % self.width], axis=1).ravel()
-            self.tasks.append([task, t, cells.tolist()])
-            self.revealed += 1
+            self.next_idx[self.announce(t)] = 0
 
     def _objection(self, proposal: NDArray[np.int64], t: int) -> list[Any] | None:
         seen: dict[int, int] = {}
@@ -249,7 +213,7 @@ class _Tasks2024:
 
     def update(self, t: int, loc: NDArray[np.int64]) -> None:
         """An executed step landed at timestep ``t``: schedule, errands, reveal."""
-        for robot, task in self.by_step.get(t, []):
+        for robot, task in self.by_tick.get(t, []):
             self.proposal[robot] = task
         error = self._objection(self.proposal, t)
         if error is not None:
@@ -325,33 +289,6 @@ class _Tasks2023:
             self._hand_out(t, reached)
             for k in reached:
                 self.front[k] = self.queue[k][0][1]
-
-
-def _schedule_entries(strings: Any, n: int, key: str) -> Iterator[list[tuple[int, int]]]:
-    if not isinstance(strings, list) or len(strings) != n:
-        raise ConfigError(f"field {key!r}: expected {n} strings, one per robot")
-    for robot, text in enumerate(strings):
-        entries = []
-        for item in str(text).split(",") if text else []:
-            try:
-                t, task = item.split(":")
-                entries.append((int(t), int(task)))
-            except ValueError:
-                raise ConfigError(f"field {key!r}: robot {robot}: bad entry {item!r}") from None
-        yield entries
-
-
-def _compare(field: str, file: list[Any], rules: list[Any], problems: list[str]) -> None:
-    """One line per differing entry of two lists (the first few), then a count."""
-    lines = []
-    for i in range(max(len(file), len(rules))):
-        a = file[i] if i < len(file) else None
-        b = rules[i] if i < len(rules) else None
-        if a != b:
-            lines.append(f"{field}[{i}]: the file has {a}, the rules give {b}")
-    problems += lines[:MAX_LINES_PER_FIELD]
-    if len(lines) > MAX_LINES_PER_FIELD:
-        problems.append(f"{field}: {len(lines) - MAX_LINES_PER_FIELD} more differences")
 
 
 def _claim(data: dict[str, Any], key: str, value: Any, problems: list[str]) -> None:
@@ -451,15 +388,7 @@ def _validate(data: dict[str, Any], instance: Instance, *, time_limit: float | N
         raise ConfigError(
             f"a 2023/2024 output (no agentMaxCounter) for the 2026 problem {instance.path}"
         )
-    for key in ("start", "actualPaths"):
-        if key not in data:
-            raise ConfigError(f"missing field {key!r}")
-    n = len(data["start"])
-    if n != instance.team_size:
-        raise ConfigError(
-            f"field 'start': {n} robots, the instance has {instance.team_size} "
-            "(read it with the file's teamSize)"
-        )
+    n = output_team(data, instance)
     edition = instance.edition
     w = instance.width
     row, col = check_starts(data["start"], instance, problems)
@@ -527,30 +456,32 @@ def _validate(data: dict[str, Any], instance: Instance, *, time_limit: float | N
     claimed = int(data.get("numTaskFinished", -1))
     if claimed != tasks.done:
         problems.append(f"numTaskFinished: the file claims {claimed}, the rules give {tasks.done}")
-    _compare("errors", list(data.get("errors", [])), errors, problems)
+    compare_lists("errors", list(data.get("errors", [])), errors, problems)
     schedule_errors: list[list[Any]] = []
     if isinstance(tasks, _Tasks2024):
         schedule_errors = tasks.errors
         _claim(data, "numPlannerErrors", len(errors), problems)
         _claim(data, "numScheduleErrors", len(schedule_errors), problems)
         _claim(data, "numEntryTimeouts", timeouts, problems)
-        _compare("scheduleErrors", list(data.get("scheduleErrors", [])), schedule_errors, problems)
+        compare_lists(
+            "scheduleErrors", list(data.get("scheduleErrors", [])), schedule_errors, problems
+        )
         if "actualSchedule" in data:
             mine = [",".join(f"{t}:{k}" for t, k in e) for e in tasks.actual]
-            _compare("actualSchedule", list(data["actualSchedule"]), mine, problems)
+            compare_lists("actualSchedule", list(data["actualSchedule"]), mine, problems)
         if "events" in data:
-            _compare("events", list(data["events"]), tasks.events, problems)
+            compare_lists("events", list(data["events"]), tasks.events, problems)
         if "tasks" in data:
-            _compare("tasks", list(data["tasks"]), tasks.tasks, problems)
+            compare_lists("tasks", list(data["tasks"]), tasks.tasks, problems)
     else:
         _claim(data, "AllValid", "No" if errors else "Yes", problems)
         _claim(data, "sumOfCost", n * steps, problems)
         _claim(data, "makespan", steps, problems)
         if "events" in data:
-            _compare("events", list(data["events"]), tasks.events, problems)
+            compare_lists("events", list(data["events"]), tasks.events, problems)
         if "tasks" in data:
             mine_2023 = [[i, loc // w, loc % w] for i, loc in tasks.tasks]
-            _compare("tasks", list(data["tasks"]), mine_2023, problems)
+            compare_lists("tasks", list(data["tasks"]), mine_2023, problems)
     executed = steps - timeouts if edition == "2024" else steps - int((planned == _T).all(1).sum())
     _check_times(data, waits, executed, edition, time_limit, problems)
     return Validation(

@@ -197,8 +197,12 @@ def swept_overlap(
     return (lx <= hx) & (ly <= hy) & (np.maximum(lx, ly) <= np.minimum(hx, hy))
 
 
-class _Tasks:
-    """The 2026 task pool, schedule checks and errands (the kit's TaskManager, rewritten)."""
+class TaskPool:
+    """What the 2024 and 2026 task managers share.
+
+    The pool revealed in the file's order, the robots' current and proposed tasks, the file's
+    schedule by timestep, and the records the file's own are compared with.
+    """
 
     def __init__(self, instance: Instance, data: dict[str, Any], n: int) -> None:
         self.lines = instance.tasks
@@ -206,7 +210,6 @@ class _Tasks:
         self.width = instance.width
         self.size = int(instance.num_tasks_reveal * n)
         self.n = n
-        self.ongoing: dict[int, list[int]] = {}  # task -> [next errand index, robot or -1]
         self.current = np.full(n, -1, dtype=np.int64)
         self.proposal = np.full(n, -1, dtype=np.int64)
         self.revealed = 0
@@ -215,6 +218,7 @@ class _Tasks:
         self.errors: list[list[Any]] = []
         self.actual: list[list[tuple[int, int]]] = [[] for _ in range(n)]
         self.done = 0
+        # (robot, task) proposals by the timestep they are stamped with, in robot order.
         self.by_tick: dict[int, list[tuple[int, int]]] = {}
         key = "plannerSchedule" if "plannerSchedule" in data else "actualSchedule"
         strings = data.get(key, [])
@@ -227,6 +231,24 @@ class _Tasks:
                     self.by_tick.setdefault(int(t), []).append((robot, int(task)))
                 except ValueError:
                     raise ConfigError(f"field {key!r}: robot {robot}: bad entry {item!r}") from None
+
+    def announce(self, t: int) -> int:
+        """Reveal the next task of the pool at timestep ``t`` (recorded in ``tasks``): its id."""
+        task = self.revealed
+        line = task % len(self.lines)
+        locs = self.lines[line, : self.lens[line]]
+        cells = np.stack([locs // self.width, locs % self.width], axis=1).ravel()
+        self.tasks.append([task, t, cells.tolist()])
+        self.revealed += 1
+        return task
+
+
+class _Tasks(TaskPool):
+    """The 2026 task pool, schedule checks and errands (the kit's TaskManager, rewritten)."""
+
+    def __init__(self, instance: Instance, data: dict[str, Any], n: int) -> None:
+        super().__init__(instance, data, n)
+        self.ongoing: dict[int, list[int]] = {}  # task -> [next errand index, robot or -1]
         # v3.x sets the first schedule at tick 0, before any move, then at each planner
         # communication; the March-2026 builds set it inside every tick's task update, stamped
         # with the tick after the move (their first entries read ``1:``). The stamp of an entry
@@ -240,13 +262,7 @@ class _Tasks:
 
     def reveal(self, t: int) -> None:
         while len(self.ongoing) < self.size:
-            task = self.revealed
-            line = task % len(self.lines)
-            self.ongoing[task] = [0, -1]
-            locs = self.lines[line, : self.lens[line]]
-            cells = np.stack([locs // self.width, locs % self.width], axis=1).ravel()
-            self.tasks.append([task, t, cells.tolist()])
-            self.revealed += 1
+            self.ongoing[self.announce(t)] = [0, -1]
 
     def schedule(self, t: int) -> None:
         """Proposals stamped ``t``, checked and corrected robot by robot (the v3.x check)."""
@@ -315,7 +331,8 @@ def _listed(problems: list[str], lines: list[str], what: str) -> None:
         problems.append(f"{what}: {len(lines) - MAX_LINES_PER_FIELD} more")
 
 
-def _compare(field: str, file: list[Any], rules: list[Any], problems: list[str]) -> None:
+def compare_lists(field: str, file: list[Any], rules: list[Any], problems: list[str]) -> None:
+    """One line per differing entry of two lists (the first few), then a count (both editions)."""
     lines = []
     for i in range(max(len(file), len(rules))):
         a = file[i] if i < len(file) else None
@@ -325,14 +342,14 @@ def _compare(field: str, file: list[Any], rules: list[Any], problems: list[str])
     _listed(problems, lines, f"{field} differences")
 
 
-def replay(data: dict[str, Any], instance: Instance) -> Replay2026:
-    """Replay a 2026 output's executed actions on ``instance`` and compare every claim.
+def output_team(data: dict[str, Any], instance: Instance, keys: tuple[str, ...] = ()) -> int:
+    """The robots of an output file (its ``start`` entries), as many as the problem's team.
 
     Raises:
-        ConfigError: a field the replay needs is missing or malformed (named).
+        ConfigError: ``start``, ``actualPaths`` or one of ``keys`` is missing, or the team's
+            size is not the problem's.
     """
-    problems: list[str] = []
-    for key in ("start", "actualPaths", "agentMaxCounter", "outputSegmentSize"):
+    for key in ("start", "actualPaths", *keys):
         if key not in data:
             raise ConfigError(f"missing field {key!r}")
     n = len(data["start"])
@@ -341,6 +358,17 @@ def replay(data: dict[str, Any], instance: Instance) -> Replay2026:
             f"field 'start': {n} robots, the instance has {instance.team_size} "
             "(read it with the file's teamSize)"
         )
+    return n
+
+
+def replay(data: dict[str, Any], instance: Instance) -> Replay2026:
+    """Replay a 2026 output's executed actions on ``instance`` and compare every claim.
+
+    Raises:
+        ConfigError: a field the replay needs is missing or malformed (named).
+    """
+    problems: list[str] = []
+    n = output_team(data, instance, ("agentMaxCounter", "outputSegmentSize"))
     counter = data["agentMaxCounter"]
     segment = data["outputSegmentSize"]
     if not isinstance(counter, int) or counter < 1:
@@ -496,16 +524,16 @@ def replay(data: dict[str, Any], instance: Instance) -> Replay2026:
             f"{len(tasks.errors)}"
         )
     if "events" in data:
-        _compare("events", list(data["events"]), tasks.events, problems)
+        compare_lists("events", list(data["events"]), tasks.events, problems)
     if "tasks" in data:
-        _compare("tasks", list(data["tasks"]), tasks.tasks, problems)
+        compare_lists("tasks", list(data["tasks"]), tasks.tasks, problems)
     notes: list[str] = []
     if "actualSchedule" in data:
         mine = [",".join(f"{t}:{k}" for t, k in e) for e in tasks.actual]
         # The March-2026 builds sometimes stamp an accepted schedule one tick before the
         # proposal's own stamp (seen in all three such files in shared/, events unaffected);
         # their exact bookkeeping is not public in a release, so those differences are notes.
-        _compare("actualSchedule", list(data["actualSchedule"]), mine,
+        compare_lists("actualSchedule", list(data["actualSchedule"]), mine,
                  notes if tasks.shift else problems)  # fmt: skip
     return Replay2026(
         steps=steps,

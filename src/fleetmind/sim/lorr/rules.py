@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 import numpy as np
 from numpy.typing import NDArray
@@ -58,3 +58,34 @@ def conflicts(
             if j is not None and j > i and new_loc[j] == loc[i]:
                 swaps.append((int(i), j))
     return vertex, swaps
+
+
+def first_fault(
+    here: NDArray[np.int64], there: NDArray[np.int64], bad: NDArray[np.bool_], timestep: int
+) -> list[Any] | None:
+    """The start kit's scan of one joint move, robots in id order: its first fault, or None.
+
+    Args:
+        here: ``(n,)`` flat cells before the move.
+        there: ``(n,)`` flat cells after it (unread where ``bad``).
+        bad: ``(n,)`` robots that leave the map or enter a wall.
+        timestep: the step stamped on the error.
+
+    Returns:
+        ``[robot, earlier_robot, timestep, text]`` with the kit's texts: ``unallowed move``
+        (``earlier_robot`` -1), ``vertex conflict`` (an earlier robot enters the same cell),
+        ``edge conflict`` (an earlier robot crosses the same edge the other way).
+    """
+    cells: dict[int, int] = {}
+    edges: dict[tuple[int, int], int] = {}
+    for i in range(len(here)):
+        if bad[i]:
+            return [i, -1, timestep, "unallowed move"]
+        a, b = int(here[i]), int(there[i])
+        if b in cells:
+            return [i, cells[b], timestep, "vertex conflict"]
+        if (a, b) in edges:
+            return [i, edges[(a, b)], timestep, "edge conflict"]
+        cells[b] = i
+        edges[(b, a)] = i
+    return None

@@ -13,7 +13,7 @@ from numpy.typing import NDArray
 
 from fleetmind.errors import BudgetExceeded, ConfigError, check_range
 from fleetmind.sim.lorr.instance import Instance
-from fleetmind.sim.lorr.rules import FW, TIMEOUT, WAIT, conflicts, next_state
+from fleetmind.sim.lorr.rules import FW, TIMEOUT, WAIT, conflicts, first_fault, next_state
 
 
 @dataclass(frozen=True, eq=False)
@@ -359,19 +359,10 @@ class World:
         if not (wall.any() or vertex or swaps):
             return None
         # Replay the kit's scan to name the same robots it names.
-        cells: dict[int, int] = {}
-        edges: dict[tuple[int, int], int] = {}
-        for i in range(n):
-            a, b = int(self.loc[i]), int(new_loc[i])
-            if wall[i]:
-                return [i, -1, t, "unallowed move"]
-            if b in cells:
-                return [i, cells[b], t, "vertex conflict"]
-            if (a, b) in edges:
-                return [i, edges[(a, b)], t, "edge conflict"]
-            cells[b] = i
-            edges[(b, a)] = i
-        raise AssertionError("conflict found by the vector check but not by the scan")
+        fault = first_fault(self.loc, new_loc, wall, t)
+        if fault is None:
+            raise AssertionError("conflict found by the vector check but not by the scan")
+        return fault
 
     def advance(
         self,

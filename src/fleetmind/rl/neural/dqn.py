@@ -29,7 +29,8 @@ from __future__ import annotations
 import copy
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 import torch
@@ -117,6 +118,77 @@ buffer then stores no states (VDN on a big map would otherwise store ``6 * H * W
 per transition for nothing)."""
 
 
+NetT = TypeVar("NetT", bound=nn.Module)
+
+
+@dataclass
+class QParts(Generic[NetT]):
+    """What both Q-learning loops (this one and the recurrent one) build and use alike.
+
+    The fields but ``params`` are the parts a :class:`~fleetmind.rl.neural.base.TrainLoop`
+    checkpoints, under their names.
+
+    Attributes:
+        q: the agents' Q-network.
+        target_q: its target copy.
+        mixer: the mixer, or None for independent learners.
+        target_mixer: the target copy of ``mixer`` (None without one).
+        optimizer: Adam over ``params``.
+        g_explore: the exploration generator.
+        g_sample: the replay sampling generator.
+        params: the trained parameters (``q``'s, then ``mixer``'s).
+    """
+
+    q: NetT
+    target_q: NetT
+    mixer: Mixer | None
+    target_mixer: Mixer | None
+    optimizer: torch.optim.Optimizer
+    g_explore: torch.Generator
+    g_sample: torch.Generator
+    params: list[nn.Parameter]
+
+    @classmethod
+    def build(cls, q: NetT, mixer: Mixer | None, *, lr: float, seed: int) -> QParts[NetT]:
+        """Targets copied from ``q`` and ``mixer``, Adam at ``lr``, the generators of ``seed``.
+
+        The generators are the run seed's exploration and sampling streams (:func:`split_seed`).
+        """
+        explore_seq, sample_seq = split_seed(seed)[3:]
+        params = [*q.parameters(), *(mixer.parameters() if mixer is not None else [])]
+        return cls(
+            q=q,
+            target_q=copy.deepcopy(q),
+            mixer=mixer,
+            target_mixer=copy.deepcopy(mixer) if mixer is not None else None,
+            optimizer=torch.optim.Adam(params, lr=lr),
+            g_explore=base.torch_generator(explore_seq),
+            g_sample=base.torch_generator(sample_seq),
+            params=params,
+        )
+
+    @property
+    def use_state(self) -> bool:
+        """Whether the mixer reads the global state (see :data:`Mixer`)."""
+        return self.mixer is not None and bool(getattr(self.mixer, "needs_state", True))
+
+    def loop_parts(self) -> dict[str, Any]:
+        """The parts a :class:`~fleetmind.rl.neural.base.TrainLoop` checkpoints."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "params"}
+
+    def explore(self, greedy: torch.Tensor, eps: float, n_actions: int) -> torch.Tensor:
+        """Epsilon-greedy per agent: each of ``greedy``'s actions replaced at random w.p. eps."""
+        explore = torch.rand(greedy.shape, generator=self.g_explore) < eps
+        random_act = torch.randint(n_actions, greedy.shape, generator=self.g_explore)
+        return torch.where(explore, random_act, greedy)
+
+    def soft_update(self, tau: float) -> None:
+        """Polyak-average the targets toward ``q`` and ``mixer``."""
+        base.polyak(self.q, self.target_q, tau)
+        if self.mixer is not None and self.target_mixer is not None:
+            base.polyak(self.mixer, self.target_mixer, tau)
+
+
 def epsilon_at(step: int, total: int, config: DQNConfig) -> float:
     """Linear decay from ``eps_start`` to ``eps_end`` over ``eps_anneal_steps`` steps.
 
@@ -128,12 +200,7 @@ def epsilon_at(step: int, total: int, config: DQNConfig) -> float:
 
 
 def train_dqn(
-    env: base.BatchEnv,
-    config: DQNConfig,
-    *,
-    mixer: Mixer | None,
-    algo: str,
-    run: base.RunOptions,
+    env: base.BatchEnv, config: DQNConfig, *, mixer: Mixer | None, algo: str, run: base.RunOptions
 ) -> base.TrainResult:
     """Run the shared Q-learning loop.
 
@@ -158,15 +225,10 @@ def train_dqn(
         base_lr=BASE_LR,
         shared_reward=config.shared_reward or mixer is not None,
     )
-    env_seq, q_seq, _mixer_seq, explore_seq, sample_seq = split_seed(run.seed)
+    env_seq, q_seq = split_seed(run.seed)[:2]
     q_net = base.build_seeded(q_seq, lambda: QNetwork(d, a, n, config.hidden, config.agent_id))
-    target_q = copy.deepcopy(q_net)
-    target_mixer = copy.deepcopy(mixer) if mixer is not None else None
-    params = [*q_net.parameters(), *(mixer.parameters() if mixer is not None else [])]
-    optimizer = torch.optim.Adam(params, lr=lr)
-    g_explore = base.torch_generator(explore_seq)
-    g_sample = base.torch_generator(sample_seq)
-    use_state = mixer is not None and bool(getattr(mixer, "needs_state", True))
+    qp = QParts.build(q_net, mixer, lr=lr, seed=run.seed)
+    target_q, target_mixer, use_state = qp.target_q, qp.target_mixer, qp.use_state
     state = env.global_state() if use_state else None
     state_size = state.shape[-1] if state is not None else 0
     buffer = buffers.ReplayBuffer(config.buffer_size, n, d, state_size)
@@ -175,15 +237,7 @@ def train_dqn(
         env,
         run,
         losses=("td", "q_mean", "epsilon"),
-        parts={
-            "q": q_net,
-            "target_q": target_q,
-            "mixer": mixer,
-            "target_mixer": target_mixer,
-            "optimizer": optimizer,
-            "g_explore": g_explore,
-            "g_sample": g_sample,
-        },
+        parts=qp.loop_parts(),
         config=resolved_record(
             algo, config, lr, h, env, mixer=type(mixer).__name__ if mixer is not None else None
         ),
@@ -200,9 +254,7 @@ def train_dqn(
         eps = epsilon_at(loop.steps, run.steps, config)
         with torch.no_grad():
             greedy = q_net(torch.from_numpy(obs)).argmax(-1)
-        explore = torch.rand(greedy.shape, generator=g_explore) < eps
-        random_act = torch.randint(a, greedy.shape, generator=g_explore)
-        act = torch.where(explore, random_act, greedy).numpy()
+        act = qp.explore(greedy, eps, a).numpy()
         next_obs, rewards, term, trunc, info = env.step(act)
         next_state = env.global_state() if use_state else None
 
@@ -226,7 +278,7 @@ def train_dqn(
         # ---- learn
         if loop.steps < learn_from or batched_steps % config.train_every or buffer.size == 0:
             continue
-        batch = buffer.sample(config.batch_size, g_sample)
+        batch = buffer.sample(config.batch_size, qp.g_sample)
         q_taken = q_net(batch["obs"]).gather(-1, batch["actions"][..., None])[..., 0]  # (M, N)
         with torch.no_grad():
             next_act = q_net(batch["next_obs"]).argmax(-1, keepdim=True)
@@ -241,10 +293,8 @@ def train_dqn(
                 target = team + h.gamma * not_done * target_mixer(q_next, mixed_next)
         pred = q_taken if mixer is None else mixer(q_taken, batch.get("state", batch["rewards"]))
         loss = nn.functional.smooth_l1_loss(pred, target)
-        base.descend(optimizer, loss, params, config.max_grad_norm)
-        base.polyak(q_net, target_q, config.tau)
-        if mixer is not None and target_mixer is not None:
-            base.polyak(mixer, target_mixer, config.tau)
+        base.descend(qp.optimizer, loss, qp.params, config.max_grad_norm)
+        qp.soft_update(config.tau)
         loop.losses["td"].append(loss.item())
         loop.losses["q_mean"].append(q_taken.mean().item())
         loop.losses["epsilon"].append(eps)

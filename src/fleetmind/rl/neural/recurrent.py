@@ -39,7 +39,6 @@ taken as the action played); ``policy.sample(obs, generator)`` plays epsilon-gre
 
 from __future__ import annotations
 
-import copy
 import time
 from collections.abc import Callable
 from typing import Any
@@ -55,6 +54,7 @@ from fleetmind.rl.neural.dqn import (
     BASE_LR,
     DQNConfig,
     Mixer,
+    QParts,
     epsilon_at,
     split_seed,
     train_dqn,
@@ -327,22 +327,12 @@ def td_loss(pred: torch.Tensor, target: torch.Tensor, filled: torch.Tensor) -> t
 
 
 def train_recurrent(
-    env: base.BatchEnv,
-    config: DQNConfig,
-    *,
-    mixer: Mixer | None,
-    algo: str,
-    run: base.RunOptions,
+    env: base.BatchEnv, config: DQNConfig, *, mixer: Mixer | None, algo: str, run: base.RunOptions
 ) -> base.TrainResult:
     """Run the recurrent Q-learning loop (see the module docstring).
 
-    Args:
-        env: the batched env.
-        config: hyperparameters (``recurrent`` fields included).
-        mixer: None (independent learners) or a module mixing ``(batch, N)`` Q-values with the
-            ``(batch, S)`` global state into ``(batch,)``.
-        algo: name recorded in results and checkpoints.
-        run: seed, steps, checkpoint folder and cadence (gradient steps), callbacks, resume.
+    The arguments are :func:`~fleetmind.rl.neural.dqn.train_dqn`'s (``config``'s ``recurrent``
+    fields included).
 
     Returns:
         Curves, losses, the :class:`RecurrentPolicy` (as ``policy``) and the resolved config.
@@ -353,7 +343,7 @@ def train_recurrent(
     h, lr = config.resolve(
         n, horizon, base_lr=BASE_LR, shared_reward=config.shared_reward or mixer is not None
     )
-    env_seq, q_seq, _mixer_seq, explore_seq, sample_seq = split_seed(run.seed)
+    env_seq, q_seq = split_seed(run.seed)[:2]
     built = base.build_seeded(
         q_seq,
         lambda: RecurrentQ(
@@ -362,14 +352,9 @@ def train_recurrent(
     )
     assert isinstance(built, RecurrentQ)
     net = built
-    target_net = copy.deepcopy(net)
-    target_mixer = copy.deepcopy(mixer) if mixer is not None else None
-    params = [*net.parameters(), *(mixer.parameters() if mixer is not None else [])]
-    optimizer = torch.optim.Adam(params, lr=lr)
-    g_explore = base.torch_generator(explore_seq)
-    g_sample = base.torch_generator(sample_seq)
+    qp = QParts.build(net, mixer, lr=lr, seed=run.seed)
+    target_net, target_mixer, use_state = qp.target_q, qp.target_mixer, qp.use_state
     moments = RunningMoments()
-    use_state = mixer is not None and bool(getattr(mixer, "needs_state", True))
     state_size = int(env.global_state().shape[-1]) if use_state else 0
     buffer = buffers.EpisodeBuffer(config.episodes_buffer, horizon, b, n, d, state_size)
     mix, mix_target = mix_with(mixer), mix_with(target_mixer)
@@ -379,16 +364,7 @@ def train_recurrent(
         env,
         run,
         losses=("td", "q_mean", "epsilon"),
-        parts={
-            "q": net,
-            "target_q": target_net,
-            "mixer": mixer,
-            "target_mixer": target_mixer,
-            "optimizer": optimizer,
-            "g_explore": g_explore,
-            "g_sample": g_sample,
-            "reward_moments": moments,
-        },
+        parts={**qp.loop_parts(), "reward_moments": moments},
         config=resolved_record(
             algo,
             config,
@@ -412,7 +388,7 @@ def train_recurrent(
     pending = 0.0  # gradient steps owed to the episodes collected
 
     def learn(eps: float) -> None:
-        batch = buffer.sample(config.episodes_batch, g_sample)
+        batch = buffer.sample(config.episodes_batch, qp.g_sample)
         q_all = net.unroll(batch["obs"], batch["actions"])  # (M, T + 1, N, A)
         q_taken = q_all[:, :-1].gather(-1, batch["actions"][..., None])[..., 0]  # (M, T, N)
         with torch.no_grad():
@@ -434,7 +410,7 @@ def train_recurrent(
         )
         pred = mix(q_taken, states[:, :-1] if states is not None else None)
         loss = td_loss(pred, target, batch["filled"])
-        base.descend(optimizer, loss, params, config.max_grad_norm)
+        base.descend(qp.optimizer, loss, qp.params, config.max_grad_norm)
         counters["since_target"] += 1
         if config.target_every:
             if counters["since_target"] >= config.target_every:
@@ -443,9 +419,7 @@ def train_recurrent(
                     target_mixer.load_state_dict(mixer.state_dict())
                 counters["since_target"] = 0
         else:
-            base.polyak(net, target_net, config.tau)
-            if mixer is not None and target_mixer is not None:
-                base.polyak(mixer, target_mixer, config.tau)
+            qp.soft_update(config.tau)
         mask = batch["filled"][..., None]
         loop.losses["td"].append(loss.item())
         loop.losses["q_mean"].append(float((q_taken.detach() * mask).sum() / (mask.sum() * n)))
@@ -456,9 +430,7 @@ def train_recurrent(
         # ---- act: epsilon-greedy per agent, the GRU carried from the episode's first step
         eps = epsilon_at(loop.steps, run.steps, config)
         greedy = actor.q(torch.from_numpy(obs)).argmax(-1)
-        explore = torch.rand(greedy.shape, generator=g_explore) < eps
-        random_act = torch.randint(a, greedy.shape, generator=g_explore)
-        act_t = torch.where(explore, random_act, greedy)
+        act_t = qp.explore(greedy, eps, a)
         actor.commit(act_t)
         act = act_t.numpy()
         next_obs, rewards, term, trunc, info = env.step(act)

@@ -504,8 +504,8 @@ class DistanceOracle:
             waiting = sorted(set(self._due) | set(self._ready))
             dues = [self._due.get(f, 0) for f in waiting]
         self._give_up_spares()
-        held = (self._slab, self._target_of, self._filled, new._none, new._blocked, w, step)
-        ok = repair_held(*held, stepped, check, reopened, walled, most)
+        change = (new._blocked, w, step, stepped, check, reopened, walled, most)
+        ok = repair_held(self._slab, self._target_of, self._filled, new._none, change)
         self.kept += int(ok.sum())
         dropped = np.flatnonzero(~ok & (self._target_of[: self._filled] >= 0))
         self._slot_of[self._target_of[dropped]] = -1

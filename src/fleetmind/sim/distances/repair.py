@@ -12,20 +12,44 @@ from fleetmind.sim.distances.search import (
     next_cell,
 )
 
+Change = tuple[
+    NDArray[np.bool_],  # blocked: (H * W,) the new walls
+    int,  # width: the map's width
+    NDArray[np.uint16],  # step: (H * W, 5) the new move weights when stepped, else unread
+    bool,  # stepped: whether moves are weighted
+    NDArray[np.int64],  # check: cells whose own moves changed, new walls' and reopened
+    #   cells' neighbours
+    NDArray[np.int64],  # reopened: cells that were walls and are free now
+    NDArray[np.int64],  # walled: cells that are walls now and were free
+    int,  # most: the most cells that may lose their routes before a repair gives up
+]
+"""How the walls changed, as every held map's repair reads it."""
+
+_CHANGE_TYPE = numba.types.Tuple(  # type: ignore[no-untyped-call]
+    (
+        numba.boolean[::1],
+        numba.int64,
+        numba.uint16[:, ::1],
+        numba.boolean,
+        numba.int64[::1],
+        numba.int64[::1],
+        numba.int64[::1],
+        numba.int64,
+    )
+)
+
 
 @numba.njit(inline="always", nogil=True)
 def _supported(
     row: NDArray[np.integer],
     none: int,
     u: int,
-    blocked: NDArray[np.bool_],
-    width: int,
-    n: int,
-    step: NDArray[np.uint16],
-    stepped: bool,
+    change: Change,
     lost: NDArray[np.uint8],
 ) -> bool:
     """Whether a free neighbour still gives ``u`` its value (weight plus its own)."""
+    blocked, width, step, stepped = change[0], change[1], change[2], change[3]
+    n = blocked.shape[0]
     du = int(row[u])
     for a in range(1, 5):
         v = next_cell(u, a, width, n)
@@ -41,13 +65,11 @@ def _offer(
     row: NDArray[np.integer],
     none: int,
     u: int,
-    blocked: NDArray[np.bool_],
-    width: int,
-    n: int,
-    step: NDArray[np.uint16],
-    stepped: bool,
+    change: Change,
 ) -> int:
     """The least value ``u``'s free neighbours give it (weight plus their own); else int64 max."""
+    blocked, width, step, stepped = change[0], change[1], change[2], change[3]
+    n = blocked.shape[0]
     best = np.iinfo(np.int64).max
     for a in range(1, 5):
         v = next_cell(u, a, width, n)
@@ -59,42 +81,14 @@ def _offer(
     return best
 
 
-_REPAIR_SIG = [
-    numba.boolean(
-        slab[::1],
-        numba.int64,
-        numba.int64,
-        numba.boolean[::1],
-        numba.int64,
-        numba.uint16[:, ::1],
-        numba.boolean,
-        numba.int64[::1],
-        numba.int64[::1],
-        numba.int64[::1],
-        numba.int64,
-        numba.uint8[::1],
-        numba.int64[::1],
-        numba.int64[::1],
-    )
-    for slab in (numba.uint16, numba.int32)
-]
-
-
-@numba.njit(_REPAIR_SIG, cache=True, nogil=True)
+# Compiled for the types repair_held calls it with (its signatures name both slab types).
+@numba.njit(cache=True, nogil=True)
 def _repair(
     row: NDArray[np.integer],
     none: int,
     target: int,
-    blocked: NDArray[np.bool_],
-    width: int,
-    step: NDArray[np.uint16],
-    stepped: bool,
-    check: NDArray[np.int64],
-    reopened: NDArray[np.int64],
-    walled: NDArray[np.int64],
-    most: int,
+    change: Change,
     lost: NDArray[np.uint8],
-    stack: NDArray[np.int64],
     members: NDArray[np.int64],
 ) -> bool:
     """Bring the map ``row`` of ``target`` onto changed walls, touching only what changed.
@@ -119,19 +113,11 @@ def _repair(
         row: the map (values, ``none`` for no path), changed in place.
         none: "no path" in ``row``.
         target: the map's flat target cell.
-        blocked: ``(H * W,)`` the new walls.
-        width: the map's width.
-        step: ``(H * W, 5)`` the new move weights when ``stepped``, else unread.
-        stepped: whether moves are weighted.
-        check: flat cells whose own moves changed (walls beside them, weights) and new walls'
-            and reopened cells' neighbours.
-        reopened: flat cells that were walls and are free now.
-        walled: flat cells that are walls now and were free.
-        most: the most cells that may lose their routes before the repair gives up.
+        change: the walls' change (:data:`Change`).
         lost: ``(H * W,)`` zeros, scratch (left zero).
-        stack: ``(H * W,)`` scratch.
         members: ``(H * W,)`` scratch.
     """
+    blocked, width, step, stepped, check, reopened, walled, most = change
     n = blocked.shape[0]
     if blocked[target]:
         return False
@@ -141,22 +127,22 @@ def _repair(
     for k in range(walled.shape[0]):
         row[walled[k]] = none
     inf = np.iinfo(np.int64).max
-    # 1. Routes lost.
-    top = 0
+    # 1. Routes lost. ``members[:m]`` are the cells lost so far and the queue of cells whose
+    # neighbours are still to be looked at (``members[k:m]``); the cells lost do not depend on
+    # the order they are visited in (a cell is lost once every cell that supported it is).
     m = 0
     for j in range(check.shape[0]):
         u = check[j]
         if blocked[u] or u == target or lost[u] or row[u] == none:
             continue
-        if not _supported(row, none, u, blocked, width, n, step, stepped, lost):
+        if not _supported(row, none, u, change, lost):
             lost[u] = 1
-            stack[top] = u
-            top += 1
             members[m] = u
             m += 1
-    while top > 0 and m <= most:
-        top -= 1
-        v = stack[top]
+    k = 0
+    while k < m <= most:
+        v = members[k]
+        k += 1
         dv = int(row[v])
         for a in range(1, 5):
             u = next_cell(v, a, width, n)
@@ -167,10 +153,8 @@ def _repair(
             w = int(step[u, back]) if stepped else 1
             if int(row[u]) != dv + w:
                 continue
-            if not _supported(row, none, u, blocked, width, n, step, stepped, lost):
+            if not _supported(row, none, u, change, lost):
                 lost[u] = 1
-                stack[top] = u
-                top += 1
                 members[m] = u
                 m += 1
     if m > most:
@@ -189,7 +173,7 @@ def _repair(
             u = cells[j]
             if blocked[u] or u == target:
                 continue
-            c = _offer(row, none, u, blocked, width, n, step, stepped)
+            c = _offer(row, none, u, change)
             cur = inf if row[u] == none else int(row[u])
             if c < cur:
                 row[u] = c
@@ -214,20 +198,7 @@ def _repair(
 
 
 _REPAIR_HELD_SIG = [
-    numba.boolean[::1](
-        slab[:, ::1],
-        numba.int64[::1],
-        numba.int64,
-        numba.int64,
-        numba.boolean[::1],
-        numba.int64,
-        numba.uint16[:, ::1],
-        numba.boolean,
-        numba.int64[::1],
-        numba.int64[::1],
-        numba.int64[::1],
-        numba.int64,
-    )
+    numba.boolean[::1](slab[:, ::1], numba.int64[::1], numba.int64, numba.int64, _CHANGE_TYPE)
     for slab in (numba.uint16, numba.int32)
 ]
 
@@ -238,39 +209,16 @@ def repair_held(
     target_of: NDArray[np.int64],
     filled: int,
     none: int,
-    blocked: NDArray[np.bool_],
-    width: int,
-    step: NDArray[np.uint16],
-    stepped: bool,
-    check: NDArray[np.int64],
-    reopened: NDArray[np.int64],
-    walled: NDArray[np.int64],
-    most: int,
+    change: Change,
 ) -> NDArray[np.bool_]:
     """:func:`_repair` on every held row ``slab[:filled]``: whether each row was repaired."""
-    n = blocked.shape[0]
+    n = change[0].shape[0]
     lost = np.zeros(n, dtype=np.uint8)
-    stack = np.empty(n, dtype=np.int64)
     members = np.empty(n, dtype=np.int64)
     ok = np.zeros(filled, dtype=np.bool_)
     for slot in range(filled):
         target = target_of[slot]
         if target < 0:
             continue
-        ok[slot] = _repair(
-            slab[slot],
-            none,
-            target,
-            blocked,
-            width,
-            step,
-            stepped,
-            check,
-            reopened,
-            walled,
-            most,
-            lost,
-            stack,
-            members,
-        )
+        ok[slot] = _repair(slab[slot], none, target, change, lost, members)
     return ok

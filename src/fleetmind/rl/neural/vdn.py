@@ -3,15 +3,8 @@
 The team value is the sum of per-agent utilities, ``Q_tot(s, a) = sum_i Q_i(o_i, a_i)``, trained
 end to end on the team reward (the mean of the agents' normalised rewards); each agent executes
 greedily on its own ``Q_i``, so execution needs only local observations. The neural counterpart
-of :func:`fleetmind.rl.ctde.ctde_q` with ``method="vdn"``. The loop is
-:func:`fleetmind.rl.neural.recurrent.train_recurrent` (GRU agents, episode replay;
-:func:`fleetmind.rl.neural.dqn.train_dqn` with ``recurrent=False``); this file holds the mixer.
-
-Usage::
-
-    from fleetmind.envs import make_vector
-    from fleetmind.rl.neural import vdn
-    result = vdn.train(make_vector("warehouse-tiny", 2, 8, seed=0), seed=0, steps=20_000)
+of :func:`fleetmind.rl.ctde.ctde_q` with ``method="vdn"``. The loop and its use are
+:mod:`fleetmind.rl.neural.qmix`'s (``vdn.train`` for ``qmix.train``); this file holds the mixer.
 """
 
 from __future__ import annotations

@@ -57,7 +57,7 @@ def _reference_step(
     if env.obs_kind == "local":
         obs = dict(zip(env.agents, observer.reference(observe.Fleet(*batch))[0], strict=True))
     else:
-        codes = observe.tabular_state(env.grid.blocked, observe.Fleet(*batch))[0]
+        codes = observer.tabular(observe.Fleet(*batch))[0]
         obs = {a: np.int64(codes[i]) for i, a in enumerate(env.agents)}
     rewards = dict(zip(env.agents, res.rewards.tolist(), strict=True))
     terminations = dict.fromkeys(env.agents, False)

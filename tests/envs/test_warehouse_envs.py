@@ -166,3 +166,64 @@ def test_heuristic_values_point_along_shortest_paths() -> None:
                 else:
                     assert heur[b, i, a] == np.sign(int(oracle.to(tuple(s.goal[b, i]))[nxt]) - here)
             assert heur[b, i, 0] == 0.0
+
+
+def _bfs(blocked: np.ndarray, target: tuple[int, int]) -> np.ndarray:
+    """Moves from every cell to ``target`` by breadth-first search (-1: no path)."""
+    h, w = blocked.shape
+    dist = np.full((h, w), -1)
+    dist[target] = 0
+    frontier = [target]
+    while frontier:
+        nxt = []
+        for r, c in frontier:
+            for dr, dc in ((-1, 0), (1, 0), (0, -1), (0, 1)):
+                rr, cc = r + dr, c + dc
+                if 0 <= rr < h and 0 <= cc < w and not blocked[rr, cc] and dist[rr, cc] < 0:
+                    dist[rr, cc] = dist[r, c] + 1
+                    nxt.append((rr, cc))
+        frontier = nxt
+    return dist
+
+
+def test_tabular_code_is_distance_closer_moves_neighbours_and_load() -> None:
+    """Each robot's code, rebuilt by hand from a breadth-first search over the map."""
+    env = make_parallel("warehouse-small", 6, seed=4, obs="tabular", max_steps=200)
+    obs, _ = env.reset(seed=4)
+    rng = np.random.default_rng(4)
+    checked = 0
+    for _ in range(60):
+        w = env.world
+        blocked = env.grid.blocked
+        h, wd = blocked.shape
+        cells = {tuple(p) for p in w.pos.tolist()}
+        for i, agent in enumerate(env.agents):
+            r, c = (int(x) for x in w.pos[i])
+            if w.has_task[i]:
+                dist = _bfs(blocked, (int(w.goal[i][0]), int(w.goal[i][1])))
+                here = dist[r, c]
+                closer = 0
+                for bit, (dr, dc) in enumerate(((-1, 0), (1, 0), (0, -1), (0, 1))):
+                    rr, cc = r + dr, c + dc
+                    inside = 0 <= rr < h and 0 <= cc < wd and not blocked[rr, cc]
+                    if inside and 0 <= dist[rr, cc] < here:
+                        closer |= 1 << bit
+                distance = min(int(here), 15)
+            else:
+                closer = distance = 0
+            robots = 0
+            for bit, (dr, dc) in enumerate(((-1, 0), (1, 0), (0, -1), (0, 1))):
+                robots |= int((r + dr, c + dc) in cells) << bit
+            expected = ((distance * 16 + closer) * 16 + robots) * 2 + int(w.carrying[i])
+            assert int(obs[agent]) == expected, (agent, r, c)
+            assert 0 <= expected < observe.N_TABULAR_STATES
+            checked += 1
+        obs, *_ = env.step({a: int(rng.integers(5)) for a in env.agents})
+    assert checked == 360
+
+
+def test_tabular_obs_needs_the_heuristic() -> None:
+    from fleetmind.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="heuristic"):
+        make_parallel("warehouse-tiny", 2, obs="tabular", heuristic=False)

@@ -253,3 +253,50 @@ def test_hyper_rejects_bad_values(kwargs: dict[str, Any], field: str) -> None:
     args: dict[str, Any] = {"horizon": 30, "n_learners": 1, "shared_reward": False} | kwargs
     with pytest.raises(ConfigError, match=field):
         resolve(**args)
+
+
+# ---------------------------------------------------------------- Q(lambda) on the warehouse
+
+
+def test_trace_update_spreads_the_step_over_recent_pairs_and_cuts_on_exploration() -> None:
+    from fleetmind.rl.tabular import _trace_update
+
+    table = [[0.0, 0.0], [0.0, 0.0], [0.0, 0.0]]
+    trace: dict[tuple[int, int], float] = {}
+    _trace_update(table, trace, (0, 1), 0.0, 0.5, cut=False)
+    _trace_update(table, trace, (1, 0), 0.0, 0.5, cut=False)
+    _trace_update(table, trace, (2, 1), 1.0, 0.5, cut=False)
+    # The last pair takes the whole step, one back half, two back a quarter.
+    assert table == [[0.0, 0.25], [0.5, 0.0], [0.0, 1.0]]
+    _trace_update(table, trace, (0, 0), 1.0, 0.5, cut=True)
+    assert table[0][0] == 1.0
+    assert table[2][1] == 1.0  # the earlier pairs were cut: no share of this step
+    assert trace == {(0, 0): 0.5}
+
+
+def test_lambda_zero_is_the_one_step_learner() -> None:
+    a = independent_q(make_race(), seed=5, episodes=300)
+    b = independent_q(make_race(), seed=5, episodes=300, lam=0.0)
+    for agent in a.q:
+        assert np.array_equal(a.q[agent], b.q[agent])
+
+
+def test_default_warehouse_iql_delivers_half_of_shortest_path(tmp_path: Any) -> None:
+    """`fleetmind train` defaults on warehouse-tiny against shortest-path robots (issue 46).
+
+    Seed 11 is the README tour's (141 against 197 today); with one-step updates on direction
+    signs the same run delivered 38. Over seeds the figure varies widely (docs/rl.md gives the
+    bench's five), so this guards the learner, not the mean.
+    """
+    from typer.testing import CliRunner
+
+    from fleetmind.cli import app
+
+    out = tmp_path / "iql"
+    args = ["train", "--map", "warehouse-tiny", "--robots", "2", "--algo", "iql", "--seed", "11"]
+    res = CliRunner().invoke(app, [*args, "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["vs_shortest_path"] >= 0.5, metrics["vs_shortest_path"]
+    config = json.loads((out / "config.json").read_text())
+    assert config["resolved"]["lam"] == 0.9

@@ -9,8 +9,9 @@ Environment id: ``fleetmind/warehouse-v0``.
   then, with ``heuristic=True`` (default), 5 shortest-path heuristic values, one per action).
   Bounds per feature (:func:`~fleetmind.sim.observe.local_bounds`): window and flags ``[0, 1]``,
   direction ``[-1, 1]``, heuristic ``[-1, 2]`` (2 = the move is blocked).
-  ``obs="tabular"``: ``Discrete(4608)``, the compact code of
-  :func:`~fleetmind.sim.observe.tabular_state` (a numpy ``int64`` scalar).
+  ``obs="tabular"``: ``Discrete(8192)``, the compact code of
+  :meth:`~fleetmind.sim.observe.LocalObserver.tabular` (a numpy ``int64`` scalar; needs
+  ``heuristic=True``).
 - Action: ``Discrete(5)``: 0 wait, 1 up, 2 down, 3 left, 4 right.
 - Reward: per robot, see :mod:`fleetmind.sim.rewards` (mode ``reward_mode``).
 - Termination: never (lifelong orders). Truncation: every agent at ``max_steps``.
@@ -19,7 +20,8 @@ Environment id: ``fleetmind/warehouse-v0``.
 
 Version history: v0, first release. Within v0 the local observation space was corrected from
 ``Box(-1, 1)``, which the heuristic's blocked value 2 broke, to the per-feature bounds above; the
-observations themselves did not change.
+observations themselves did not change. The tabular code changed from direction signs (4608
+states) to the heuristic's distance and closer moves (8192), with which tables learn to deliver.
 """
 
 from __future__ import annotations
@@ -83,6 +85,8 @@ class WarehouseParallelEnv(ParallelEnv[str, Any, int]):  # type: ignore[misc]
         require_tasks(grid)
         if obs not in ("local", "tabular"):
             raise ConfigError(f"obs: expected 'local' or 'tabular', got {obs!r}")
+        if obs == "tabular" and not heuristic:
+            raise ConfigError("obs 'tabular' is read from the heuristic: keep heuristic=True")
         self.grid = grid
         self.obs_kind = obs
         self.render_mode = render_mode
@@ -128,7 +132,7 @@ class WarehouseParallelEnv(ParallelEnv[str, Any, int]):  # type: ignore[misc]
         if self.obs_kind == "local":
             obs = self._observer(*fleet)[0]
             return dict(zip(self.agents, obs, strict=True))
-        codes = observe.tabular_state(self.grid.blocked, fleet)[0]
+        codes = self._observer.tabular(fleet)[0]
         # numpy int64 scalars, as the gridworld and the race (PettingZoo's api_test wants numpy).
         return {a: np.int64(codes[i]) for i, a in enumerate(self.agents)}
 

@@ -462,6 +462,7 @@ def independent_q(
     seed: int = 0,
     obs_to_state: ObsToState | None = None,
     n_states: int | None = None,
+    lam: float = 0.0,
     **schedule: Unpack[Schedule],
 ) -> IQLResult:
     """Independent Q-learners on a PettingZoo ``ParallelEnv`` (§3.2).
@@ -477,6 +478,12 @@ def independent_q(
         obs_to_state: maps ``(agent, observation)`` to a row; default ``int(observation)``, which
             needs ``Discrete`` observation spaces.
         n_states: table rows; required with ``obs_to_state`` unless the spaces are ``Discrete``.
+        lam: eligibility-trace decay of Watkins's Q(lambda) (Sutton and Barto, 2018, §12.10):
+            each TD error also updates the agent's recent pairs, weighted ``(gamma * lam)^k``
+            for the pair ``k`` steps back, with replacing traces cut at an exploratory action.
+            A sparse reward (a delivery tens of ticks after the choices that led to it) then
+            reaches those choices in one episode instead of one step per visit. ``0`` is the
+            one-step update above, exactly.
         **schedule: :class:`Schedule` keywords overriding :data:`IQL_SCHEDULE`.
 
     Returns:
@@ -487,6 +494,8 @@ def independent_q(
     """
     sched, eps = resolve_schedule(IQL_SCHEDULE, schedule)
     episodes, alpha, gamma = sched["episodes"], sched["alpha"], sched["gamma"]
+    check_range("lam", lam, low=0, high=1)
+    decay = gamma * lam
     agents = tuple(env.possible_agents)
     rows = _table_rows(env, agents, obs_to_state, n_states)
     to_state = obs_to_state or _default_obs_to_state
@@ -500,27 +509,38 @@ def independent_q(
         if ep > 0:
             observations, _ = env.reset()
         states = {a: to_state(a, o) for a, o in observations.items()}
+        traces: dict[str, dict[tuple[int, int], float]] = {a: {} for a in agents}
         epsilon = float(eps[ep])
         tally = EpisodeTally.start(agents)
         while env.agents:
             actions: dict[str, int] = {}
+            explored: dict[str, bool] = {}
             for a in env.agents:
                 u, random_action = streams[a].draw()
                 row = tables[a][states[a]]
-                actions[a] = random_action if u < epsilon else row.index(max(row))
+                best = max(row)
+                actions[a] = random_action if u < epsilon else row.index(best)
+                explored[a] = row[actions[a]] < best
                 tally.actions[a].append(actions[a])
             observations, rewards, terms, _truncs, infos = env.step(actions)
             tally.steps += 1
             for a, act in actions.items():
                 r = float(rewards.get(a, 0.0))
-                row = tables[a][states[a]]
+                state = states[a]
+                row = tables[a][state]
                 if terms.get(a, False):
                     target = r
                 else:
                     s2 = to_state(a, observations[a])
                     target = r + gamma * max(tables[a][s2])
                     states[a] = s2
-                row[act] += alpha * (target - row[act])
+                if decay == 0.0:
+                    row[act] += alpha * (target - row[act])
+                else:
+                    _trace_update(
+                        tables[a], traces[a], (state, act), alpha * (target - row[act]),
+                        decay, cut=explored[a],
+                    )  # fmt: skip
                 tally.add(a, r)
             tally.winner = winner_of(infos)
         result.record(ep, tally, n_actions=n_act)
@@ -529,6 +549,39 @@ def independent_q(
     result.obs_to_state = to_state
     log.info("independent_q: %d episodes, wins in the last 1000: %s", episodes, result.wins(1000))
     return result
+
+
+TRACE_FLOOR = 0.01
+"""Eligibility below which a pair leaves the trace (``0.9 * 0.95`` decays to it in 30 steps)."""
+
+
+def _trace_update(
+    table: list[list[float]],
+    trace: dict[tuple[int, int], float],
+    pair: tuple[int, int],
+    step: float,
+    decay: float,
+    *,
+    cut: bool,
+) -> None:
+    """One Watkins's Q(lambda) update: ``step`` (alpha times the TD error) on every traced pair.
+
+    ``pair`` was just taken; ``cut`` (it was exploratory) empties the trace first, since the
+    greedy policy's return no longer follows the earlier pairs.
+    """
+    if cut:
+        trace.clear()
+    trace[pair] = 1.0  # replacing traces
+    faded = []
+    for (state, action), e in trace.items():
+        table[state][action] += step * e
+        e *= decay
+        if e < TRACE_FLOOR:
+            faded.append((state, action))
+        else:
+            trace[(state, action)] = e
+    for key in faded:
+        del trace[key]
 
 
 def _table_rows(

@@ -23,10 +23,13 @@ path for free and spends its capacity on what the map alone cannot tell, other r
 Global state for centralised training: channels walls, robots, carrying robots, targets,
 pickups, stations over the whole grid, flattened (``6 * H * W`` floats).
 
-Compact discrete code for tabular learners (:func:`tabular_state`), ``4608`` states: direction
-to the target (sign of dr and dc, 9 values) x walls on the 4 sides (16) x robots on the 4 sides
-(16) x carrying (2). It generalises across cells, so a tabular learner can master navigation
-on a small warehouse in minutes.
+Compact discrete code for tabular learners (:meth:`LocalObserver.tabular`), ``8192`` states:
+the true distance to the target (0-15, longer ones share 15) x the moves that bring the robot
+closer (4 bits, the heuristic above) x robots on the 4 sides (16) x carrying (2). It generalises
+across cells as the heuristic channels do for the neural learners. The distance is what lets a
+table tell a step forward from a wait: with direction signs alone (the first code, 4608 states)
+both actions led back to the same state, and 100,000 steps of Q-learning delivered 38 orders
+where shortest-path robots deliver 197 (docs/rl.md).
 """
 
 from __future__ import annotations
@@ -44,7 +47,8 @@ from fleetmind.sim.grid import DELTAS, GridMap
 N_LOCAL_CHANNELS = 4
 N_SCALARS = 6
 N_GLOBAL_CHANNELS = 6
-N_TABULAR_STATES = 9 * 16 * 16 * 2
+N_DISTANCE_BUCKETS = 16
+N_TABULAR_STATES = N_DISTANCE_BUCKETS * 16 * 16 * 2
 
 
 N_HEURISTIC = 5
@@ -249,6 +253,17 @@ class LocalObserver:
         self, pos: NDArray[np.int32], goal: NDArray[np.int32], has_task: NDArray[np.bool_]
     ) -> NDArray[np.float32]:
         """``(B, N, 5)`` change of true distance-to-target per action (2 = blocked)."""
+        after, blocked = self._distances(pos, goal, has_task)
+        out = np.where(blocked, 2.0, np.sign(after - after[:, :1])).astype(np.float32)
+        return out.reshape(*pos.shape[:2], N_HEURISTIC)
+
+    def _distances(
+        self, pos: NDArray[np.int32], goal: NDArray[np.int32], has_task: NDArray[np.bool_]
+    ) -> tuple[NDArray[np.float32], NDArray[np.bool_]]:
+        """Distance to the target after each action, and whether each move hits a wall.
+
+        Both ``(M, 5)`` with ``M = B * N``; distances are 0 for a robot without a task.
+        """
         assert self.oracle is not None
         h, w = self.shape
         flat_pos = pos.reshape(-1, 2)
@@ -256,25 +271,36 @@ class LocalObserver:
         blocked = self._blocked1[nxt[..., 0] + 1, nxt[..., 1] + 1]
         rr = np.clip(nxt[..., 0], 0, h - 1)
         cc = np.clip(nxt[..., 1], 0, w - 1)
-        out = np.zeros(nxt.shape[:2], dtype=np.float32)
+        after = np.zeros(nxt.shape[:2], dtype=np.float32)
         flat_goal = goal.reshape(-1, 2)
-        active = has_task.reshape(-1)
         keys = flat_goal[:, 0].astype(np.int64) * w + flat_goal[:, 1]
-        idx = np.flatnonzero(active)
+        idx = np.flatnonzero(has_task.reshape(-1))
         if self._table is not None and (self._table[0][keys[idx]] >= 0).all():
             # Every target is a task cell: one gather from the dense table, no Python loop.
             row_of, dist = self._table
             rows = row_of[keys[idx]]
-            after = dist[rows[:, None], (rr[idx] * w + cc[idx])].astype(np.float32)
-            out[idx] = np.sign(after - after[:, :1])
-            out = np.where(blocked, 2.0, out)
-            return out.reshape(*pos.shape[:2], N_HEURISTIC)
-        # One gather from the oracle's map slab: a map copied out per target cost ~70 ms a
-        # tick at 1,000 robots on warehouse_large (70,000 cells a map).
-        after = self.oracle.lookup(keys[idx], rr[idx] * w + cc[idx]).astype(np.float32)
-        out[idx] = np.sign(after - after[:, :1])
-        out = np.where(blocked, 2.0, out)
-        return out.reshape(*pos.shape[:2], N_HEURISTIC)
+            after[idx] = dist[rows[:, None], (rr[idx] * w + cc[idx])]
+        else:
+            # One gather from the oracle's map slab: a map copied out per target cost ~70 ms a
+            # tick at 1,000 robots on warehouse_large (70,000 cells a map).
+            after[idx] = self.oracle.lookup(keys[idx], rr[idx] * w + cc[idx])
+        return after, blocked
+
+    def tabular(self, fleet: Fleet) -> NDArray[np.int64]:
+        """``(B, N)`` compact discrete states in ``[0, N_TABULAR_STATES)`` (module docstring).
+
+        Needs the heuristic (an observer built with ``heuristic=True``).
+        """
+        if self.oracle is None:
+            raise ConfigError("tabular states need the heuristic: build the observer with one")
+        pos, goal, carrying, has_task = fleet
+        after, blocked = self._distances(pos, goal, has_task)
+        closer = ((after[:, 1:] < after[:, :1]) & ~blocked[:, 1:]).astype(np.int64) << np.arange(4)
+        distance = np.minimum(after[:, 0], N_DISTANCE_BUCKETS - 1).astype(np.int64)
+        robots = _neighbour_robots(self.shape, pos).reshape(-1)
+        codes = ((distance * 16 + closer.sum(axis=1)) * 16 + robots) * 2
+        out: NDArray[np.int64] = (codes + carrying.reshape(-1)).reshape(pos.shape[:2])
+        return out
 
 
 def global_state(grid: GridMap, fleet: Fleet) -> NDArray[np.float32]:
@@ -297,23 +323,16 @@ def global_state(grid: GridMap, fleet: Fleet) -> NDArray[np.float32]:
     return state.reshape(n_envs, -1)
 
 
-def tabular_state(blocked: NDArray[np.bool_], fleet: Fleet) -> NDArray[np.int64]:
-    """``(B, N)`` compact discrete states of ``fleet`` in ``[0, N_TABULAR_STATES)``."""
-    pos, goal, carrying, has_task = fleet
+def _neighbour_robots(shape: tuple[int, int], pos: NDArray[np.int32]) -> NDArray[np.int64]:
+    """``(B, N)`` bits: which of the 4 neighbour cells (up, down, left, right) hold a robot."""
     n_envs, n_robots, _ = pos.shape
-    h, w = blocked.shape
-    rel = np.where(has_task[..., None], goal - pos, 0)
-    direction = (np.sign(rel[..., 0]) + 1) * 3 + (np.sign(rel[..., 1]) + 1)  # 0..8
-    padded = np.pad(blocked, 1, constant_values=True)
+    h, w = shape
     occ = np.zeros((n_envs, h + 2, w + 2), dtype=bool)
     env_idx = np.repeat(np.arange(n_envs), n_robots)
     occ[env_idx, pos[..., 0].ravel() + 1, pos[..., 1].ravel() + 1] = True
-    wall_bits = np.zeros((n_envs, n_robots), dtype=np.int64)
-    robot_bits = np.zeros((n_envs, n_robots), dtype=np.int64)
+    bits = np.zeros((n_envs, n_robots), dtype=np.int64)
     for bit, delta in enumerate(DELTAS[1:]):
         rr = pos[..., 0] + 1 + delta[0]
         cc = pos[..., 1] + 1 + delta[1]
-        wall_bits |= padded[rr, cc].astype(np.int64) << bit
-        robot_bits |= occ[np.arange(n_envs)[:, None], rr, cc].astype(np.int64) << bit
-    codes: NDArray[np.int64] = ((direction * 16 + wall_bits) * 16 + robot_bits) * 2 + carrying
-    return codes
+        bits |= occ[np.arange(n_envs)[:, None], rr, cc].astype(np.int64) << bit
+    return bits

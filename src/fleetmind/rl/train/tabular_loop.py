@@ -27,7 +27,7 @@ def train_tabular(req: Request, *, max_steps: int) -> TrainRun:
     from fleetmind.envs import make_gridworld, make_parallel, make_race
     from fleetmind.rl import ctde, tabular
 
-    allowed = {"alpha", "gamma", "eps_start", "eps_decay", "eps_min"}
+    allowed = {"alpha", "gamma", "eps_start", "eps_decay", "eps_min", "lam"}
     unknown = sorted(set(overrides) - allowed)
     if unknown:
         raise ConfigError(
@@ -58,6 +58,10 @@ def train_tabular(req: Request, *, max_steps: int) -> TrainRun:
     explore = {} if special else warehouse_exploration(episodes)
     for key, value in explore.items():
         overrides.setdefault(key, value)
+    if algo == "ctde" and "lam" in overrides:
+        raise ConfigError("overrides: lam (eligibility traces) is for algo 'iql'")
+    if algo == "iql" and not special:
+        overrides.setdefault("lam", WAREHOUSE_LAMBDA)
     t0 = time.perf_counter()
     env: Any
     result: Any
@@ -122,6 +126,11 @@ def train_tabular(req: Request, *, max_steps: int) -> TrainRun:
             f"rule: epsilon {EXPLORE_START} -> {EXPLORE_MIN} at {EXPLORE_AT:.0%} of "
             f"{episodes} episodes (overridden keys win)"
         )
+    if "lam" in resolved and not special:
+        resolved["sources"]["lam"] = (
+            f"rule: warehouse deliveries are sparse -> Watkins's Q(lambda), lambda "
+            f"{WAREHOUSE_LAMBDA} (overridden keys win)"
+        )
     if not special:
         ref = _shortest_path_reference(
             map, robots, reward_mode=reward_mode, max_steps=max_steps, ticks=eval_ticks,
@@ -151,6 +160,10 @@ def train_tabular(req: Request, *, max_steps: int) -> TrainRun:
 EXPLORE_START, EXPLORE_MIN, EXPLORE_AT = 1.0, 0.05, 0.6
 TASK_HORIZON = 50
 """Ticks of one warehouse task for the tabular gamma rule (under 100: gamma 0.95)."""
+WAREHOUSE_LAMBDA = 0.9
+"""Eligibility-trace decay for warehouse IQL: Sutton and Barto's usual 0.9, not tuned here. A
+delivery pays tens of ticks after the moves that earned it; one-step updates carry it back one
+move per visit, and 200 episodes are too few for that (docs/rl.md)."""
 
 
 def warehouse_exploration(episodes: int) -> dict[str, float]:

@@ -156,6 +156,62 @@ def test_reassign_trades_an_unstarted_task_for_a_much_nearer_one(tmp_path: Path)
     assert world.record.schedule_errors == []
 
 
+def test_unstick_frees_a_robot_held_in_a_dead_end(tmp_path: Path) -> None:
+    # Cell 0 is a dead end behind cell 1. Robot 0 starts in it and must get out (to 4); robot
+    # 1 waits at its mouth to get in. PIBT ranks robots by steps since their goal changed,
+    # which keeps one order between the two for good: where robot 1 ranks first it keeps
+    # its cell while it waits to enter, robot 0 cannot leave, and neither moves again.
+    rows = [".....", "@.@@."]
+    errands = [[4], [0], [9], [6], [0], [4]] * 3  # 2023: robot i's k-th errand, line i + 2k
+    path = write_instance(tmp_path, rows, [0, 1], errands, edition="2023", name="dead")
+    inst = lorr.read_instance(path)
+
+    def errands_done(levers: Levers) -> list[int]:
+        runs = [lorr.simulate(inst, PibtPlanner(levers, seed=s), steps=300) for s in range(8)]
+        return [r.finished for r in runs]
+
+    locked = errands_done(Levers(highway=2))
+    assert sum(f <= 10 for f in locked) >= 4, locked  # most seeds lock within 300 steps
+    # Stuck robots rank first, in a random order drawn again while they stay stuck: robot 0
+    # ranks first in some draw, pushes robot 1 aside, and both go on.
+    assert min(errands_done(Levers(highway=2, unstick=50))) >= 7
+    assert min(errands_done(Levers(unstick=10))) >= 25
+
+
+def test_cycles_finds_rings_and_break_cycles_never_plans_one(tmp_path: Path) -> None:
+    from fleetmind.dispatch.lorr import cycles
+
+    # (0,0) E -> (0,1) S -> (1,1) W -> (1,0) N -> (0,0), width 4; robot 4 moves on its own.
+    cell, into = np.array([0, 1, 5, 4, 9]), np.array([1, 5, 4, 0, 10])
+    assert cycles(cell, into) == [[0, 1, 2, 3]]
+    into[2] = -1  # robot 2 stays: a chain, no ring
+    assert cycles(cell, into) == []
+    # A 2 x 2 block, each robot's errand diagonally across: PIBT turns the block as a ring.
+    rows = ["....", "....", "...."]
+    starts, goals = [1, 2, 6, 5], [6, 5, 1, 2]
+    path = write_instance(tmp_path, rows, starts, [[g] for g in goals] * 10, edition="2023")
+    inst = lorr.read_instance(path)
+
+    class Rings(PibtPlanner):
+        found = 0
+
+        def plan(self, view, hold=None):  # type: ignore[no-untyped-def]
+            p = super().plan(view, hold)
+            c = self.dm.cell_of[view.loc]
+            ahead = self.dm.nbr[c, view.ori]
+            Rings.found += len(cycles(c, np.where(p.actions == lorr.FW, ahead, -1)))
+            return p
+
+    for seed in range(3):
+        lorr.simulate(inst, Rings(seed=seed), steps=60)
+    assert Rings.found > 0  # the 2024 rules allow it
+    Rings.found = 0
+    for seed in range(3):
+        result = lorr.simulate(inst, Rings(Levers(break_cycles=True), seed=seed), steps=60)
+        assert result.record.errors == []
+    assert Rings.found == 0
+
+
 def test_a_run_without_a_time_limit_repeats_exactly() -> None:
     inst = lorr.read_instance(DATA / "2023/warehouse.domain/warehouse_small_100.json")
     first, again = run(inst, 80, Levers(highway=2)), run(inst, 80, Levers(highway=2))
@@ -235,9 +291,9 @@ class Checked(PibtPlanner):
 
     steps_checked = 0
 
-    def _pibt(self, cell: np.ndarray, cand: np.ndarray) -> np.ndarray:
-        got = super()._pibt(cell, cand)
-        expected = reference_pibt(cell, cand, self.prio, self.dm.n_free)
+    def _pibt(self, cell, cand, prio, ban=None, hold=None):  # type: ignore[no-untyped-def]
+        got = super()._pibt(cell, cand, prio, ban, hold)
+        expected = reference_pibt(cell, cand, prio, self.dm.n_free)
         assert np.array_equal(got, expected)
         Checked.steps_checked += 1
         return got

@@ -128,3 +128,62 @@ def test_an_executor_that_breaks_the_prefix_rule_is_named() -> None:
     inst = lorr.read_instance(MAZE)
     with pytest.raises(ConfigError, match=r"executor: robot \d+'s staged actions are not a prefix"):
         simulate2026(inst, StagedPlanner(PibtPlanner(seed=0), steps=3), Dropper(), ticks=50)
+
+
+def _finished_by(tick_marks: list[tuple[int, int]], tick: int) -> int:
+    return max(f for t, f in tick_marks if t <= tick)
+
+
+def test_the_staged_planner_keeps_finishing_on_a_generated_problem() -> None:
+    from fleetmind.bench.lorr import DEFAULT_LEVERS_2026, LEVER_SETS
+    from fleetmind.dispatch.lorr import Levers
+    from fleetmind.rl.lorr_executor import training_problems
+
+    # A generated problem (133 robots, counter 3, shelf rows; none of the scored maps) on
+    # which the planner of the previous release locks up for good: PIBT's fixed order keeps
+    # stuck robots stuck, and one robot's backlog skips every robot's plan.
+    inst = training_problems(1000, 2)[1]
+
+    def marks(planner: StagedPlanner, ex: RuleExecutor) -> list[tuple[int, int]]:
+        out: list[tuple[int, int]] = []
+        simulate2026(
+            inst, planner, ex, ticks=1500, delays=False,
+            progress=lambda t, f: out.append((t, f)),
+        )  # fmt: skip
+        return out
+
+    old = marks(StagedPlanner(PibtPlanner(Levers(highway=2))), RuleExecutor())
+    assert _finished_by(old, 1490) - _finished_by(old, 1000) < 30  # locked
+    ex = RuleExecutor(hold=True)
+    new = marks(StagedPlanner(PibtPlanner(LEVER_SETS[DEFAULT_LEVERS_2026]), executor=ex), ex)
+    assert _finished_by(new, 1490) - _finished_by(new, 1000) > 150
+    assert ex.skipped == 0
+
+
+def test_hold_stages_every_plan_and_plans_waits_for_a_backlog() -> None:
+    inst = lorr.read_instance(MAZE)
+    # Without hold, one robot over the limit skips the whole fleet's plan.
+    skipping = RuleExecutor(max_staged=3)
+    simulate2026(inst, StagedPlanner(PibtPlanner(seed=0)), skipping, ticks=400, delay_seed=5)
+    assert skipping.skipped > 0
+    ex = RuleExecutor(max_staged=3, hold=True)
+    held_waits = []
+
+    class Watched(StagedPlanner):
+        def plan(self, view):  # type: ignore[no-untyped-def]
+            answer = super().plan(view)
+            held = ex.held()
+            if held is not None and held.any():
+                held_waits.append(bool((answer.actions[held] == WAIT).all()))
+            return answer
+
+    planner = Watched(PibtPlanner(seed=0), executor=ex)
+    run = simulate2026(inst, planner, ex, ticks=400, delay_seed=5)
+    check = lorr.validate(output2026(run), inst, time_limit=None)
+    assert check.ok, check.problems
+    assert check.executed_conflicts == 0
+    assert ex.skipped == 0
+    assert held_waits  # robots were held
+    assert all(held_waits)  # and held robots only wait
+    assert planner.steps is not None
+    assert ex.backlog.max() <= ex.limit + planner.steps  # no pile-up past one plan

@@ -33,7 +33,7 @@ from fleetmind.errors import ConfigError
 from fleetmind.eval.compare import mean_interval
 from fleetmind.rl import lorr_executor
 from fleetmind.sim import lorr
-from fleetmind.sim.lorr.world2026 import Executor2026, output2026, simulate2026
+from fleetmind.sim.lorr.world2026 import output2026, simulate2026
 
 DATA = Path(__file__).resolve().parents[3] / "benchmarks" / "data" / "lorr"
 """The instances shipped in the repository (``benchmarks/data/lorr/README.md``)."""
@@ -55,13 +55,23 @@ LEVER_SETS: dict[str, Levers] = {
     "highway": Levers(highway=2),
     "highway+task-length": Levers(highway=2, task_length=True),
     "highway+trade": Levers(highway=2, reassign=200),
+    "highway+unstick": Levers(highway=2, unstick=50),
+    "highway+unstick-10": Levers(highway=2, unstick=10),
+    "highway+cycles": Levers(highway=2, break_cycles=True),
+    "highway+unstick-10+cycles": Levers(highway=2, unstick=10, break_cycles=True),
 }
 """Named planner settings (see :class:`~fleetmind.dispatch.lorr.Levers`): ``plain`` is greedy
 nearest-first-errand assignment + PIBT with rotations; each other set adds levers to
-``highway`` (crisscross lane costs of weight 2)."""
+``highway`` (crisscross lane costs of weight 2): ``unstick`` (a robot that has not moved for
+50 steps, or 10, ranks first, stuck robots in a random order), ``cycles`` (no ring of robots
+moves together: 2026)."""
 
-DEFAULT_LEVERS = "highway"
-"""The lever set ``fleetmind lorr run`` and the 2023 curves use unless told otherwise."""
+DEFAULT_LEVERS = "highway+unstick"
+"""The lever set ``fleetmind lorr run`` and the 2023 curves use unless told otherwise (2024)."""
+
+DEFAULT_LEVERS_2026 = "highway+unstick-10"
+"""The lever set of 2026 runs unless told otherwise (a planner step there is a plan step;
+``cycles`` is left off: on generated problems it won with delays off and lost with them on)."""
 
 
 def resolve(spec: str | Path) -> Path:
@@ -311,14 +321,18 @@ and ``learned`` (the trained GO/STOP policy of
 :class:`~fleetmind.dispatch.lorr2026.LearnedExecutor`)."""
 
 
-def executor_2026(name: str, weights: Path | None = None) -> Executor2026:
-    """The executor called ``name`` (:data:`EXECUTORS`); ``weights`` for ``learned``."""
+def executor_2026(name: str, weights: Path | None = None, *, hold: bool = False) -> RuleExecutor:
+    """The executor called ``name`` (:data:`EXECUTORS`); ``weights`` for ``learned``.
+
+    ``hold``: see :class:`~fleetmind.dispatch.lorr2026.RuleExecutor`.
+    """
     if name == "rules":
-        return RuleExecutor()
+        return RuleExecutor(hold=hold)
     if name == "early":
-        return LearnedExecutor(lorr_executor.LinearPolicy(lorr_executor.EARLY))
+        return LearnedExecutor(lorr_executor.LinearPolicy(lorr_executor.EARLY), hold=hold)
     if name == "learned":
-        return LearnedExecutor(lorr_executor.load(weights or lorr_executor.WEIGHTS)[0])
+        policy = lorr_executor.load(weights or lorr_executor.WEIGHTS)[0]
+        return LearnedExecutor(policy, hold=hold)
     raise ConfigError(f"--executor: unknown {name!r} (known: {', '.join(EXECUTORS)})")
 
 
@@ -333,6 +347,7 @@ def run_2026(
     delay_seed: int | None = None,
     levers: Levers | None = None,
     seed: int = 0,
+    hold: bool = True,
     out: Path | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, Any]:
@@ -346,8 +361,10 @@ def run_2026(
         comm_ticks: ticks between planner communications.
         delays: draw the problem's delays (seeded numpy draws, not the kit's).
         delay_seed: overrides ``delayConfig.seed``.
-        levers: planner levers (default: :data:`LEVER_SETS` [:data:`DEFAULT_LEVERS`]).
+        levers: planner levers (default: :data:`LEVER_SETS` [:data:`DEFAULT_LEVERS_2026`]).
         seed: seed of the planner's tie-breaks.
+        hold: the executor stages every plan and the planner plans waits for the robots with
+            a backlog (``False``: one robot's backlog skips the whole fleet's plan).
         out: folder for ``lorr_output.json`` (the kit's 2026 layout), ``metrics.json`` and
             ``config.json`` (none written if ``None``).
         progress: called with ``(tick, finished)`` at each communication.
@@ -358,9 +375,11 @@ def run_2026(
     """
     path = resolve(instance)
     inst = lorr.read_instance(path)
-    levers = levers or LEVER_SETS[DEFAULT_LEVERS]
-    planner = StagedPlanner(PibtPlanner(levers, seed=seed), comm_ticks=comm_ticks)
-    ex = executor_2026(executor, weights)
+    levers = levers or LEVER_SETS[DEFAULT_LEVERS_2026]
+    ex = executor_2026(executor, weights, hold=hold)
+    planner = StagedPlanner(
+        PibtPlanner(levers, seed=seed), comm_ticks=comm_ticks, executor=ex if hold else None
+    )
     t0 = time.perf_counter()
     run = simulate2026(
         inst, planner, ex, ticks=ticks, comm_ticks=comm_ticks, delays=delays,
@@ -385,6 +404,8 @@ def run_2026(
         "finished": run.finished,
         "refused_by_action_model": len(run.refused),
         "plans_not_staged": getattr(ex, "skipped", 0),
+        "hold": hold,
+        "levers": dataclasses.asdict(levers),
         "early_go": getattr(ex, "early_go", 0),
         "executor_ms": _percentiles(run.executor_times),
         "planner_ms": _percentiles(run.planner_times),
@@ -400,6 +421,7 @@ def run_2026(
             "instance": str(path), "executor": executor, "weights": str(weights or ""),
             "ticks": ticks, "comm_ticks": comm_ticks, "delays": delays,
             "delay_seed": delay_seed, "seed": seed, "levers": dataclasses.asdict(levers),
+            "hold": hold,
         }  # fmt: skip
         (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
         (out / "metrics.json").write_text(json.dumps(m, indent=2) + "\n")
@@ -496,6 +518,8 @@ def run_2026_bench(
     seeds: Sequence[int] = DELAY_SEEDS,
     steps: int | None = None,
     weights: Path | None = None,
+    levers: str = DEFAULT_LEVERS_2026,
+    hold: bool = True,
     out: Path | None = None,
     quick: bool = False,
     progress: Callable[[str], None] | None = None,
@@ -515,6 +539,8 @@ def run_2026_bench(
         seeds: delay seeds.
         steps: a cap on every problem's ticks.
         weights: the learned executor's weights (default: the shipped file).
+        levers: the planner's lever set (a name of :data:`LEVER_SETS`).
+        hold: as for :func:`run_2026`.
         out: the run folders (none kept if ``None``).
         quick: ``maze-example_40`` only, 200 ticks, delay seeds 0 and 1 (a smoke run).
         progress: called with a line of text as each run ends.
@@ -528,6 +554,8 @@ def run_2026_bench(
     unknown = [p for p in names if p not in found]
     if unknown:
         raise ConfigError(f"--problems: unknown {unknown[0]!r} (known: {', '.join(found)})")
+    if levers not in LEVER_SETS:
+        raise ConfigError(f"--levers: unknown {levers!r} (known: {', '.join(LEVER_SETS)})")
     for e in executors:
         if e not in EXECUTORS:
             raise ConfigError(f"--executors: unknown {e!r} (known: {', '.join(EXECUTORS)})")
@@ -543,13 +571,15 @@ def run_2026_bench(
                 folder = out / name / executor / cell if out is not None else None
                 settings = settings_2026(
                     found[name], executor=executor, weights=weights, ticks=ticks,
-                    delays=seed is not None, delay_seed=seed,
+                    delays=seed is not None, delay_seed=seed, levers=LEVER_SETS[levers],
+                    hold=hold,
                 )  # fmt: skip
                 m = _finished_2026(folder, settings) if folder is not None else None
                 if m is None:
                     m = run_2026(
                         found[name], executor=executor, weights=weights, ticks=ticks,
-                        delays=seed is not None, delay_seed=seed, out=folder,
+                        delays=seed is not None, delay_seed=seed, levers=LEVER_SETS[levers],
+                        hold=hold, out=folder,
                     )  # fmt: skip
                     if folder is not None:
                         # Written last: a folder without it (or with other settings) reruns.
@@ -562,7 +592,10 @@ def run_2026_bench(
                         f"({m['wall_s']:.0f} s)"
                     )
             rows.append(_row_2026(name, executor, ticks, runs, kits.get(name, [])))
-    return {"rules": "2026", "seeds": list(seeds), "rows": rows, "steps_cap": steps}
+    return {
+        "rules": "2026", "seeds": list(seeds), "rows": rows, "steps_cap": steps,
+        "levers": levers, "hold": hold,
+    }  # fmt: skip
 
 
 RUN_FILE_2026 = "row.json"
@@ -580,6 +613,7 @@ def settings_2026(
     comm_ticks: int = 10,
     levers: Levers | None = None,
     seed: int = 0,
+    hold: bool = True,
 ) -> dict[str, Any]:
     """Everything a 2026 benchmark run's result depends on, as plain JSON values.
 
@@ -591,7 +625,7 @@ def settings_2026(
         path = weights or lorr_executor.WEIGHTS
         digest = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
         weights_file = {"path": str(path), "sha256": digest}
-    levers = levers or LEVER_SETS[DEFAULT_LEVERS]
+    levers = levers or LEVER_SETS[DEFAULT_LEVERS_2026]
     settings = {
         "instance": str(Path(instance).resolve()),
         "executor": executor,
@@ -602,6 +636,7 @@ def settings_2026(
         "delay_seed": delay_seed,
         "levers": dataclasses.asdict(levers),
         "seed": seed,
+        "hold": hold,
     }
     # Through JSON so that a saved copy compares equal (tuples become lists).
     out: dict[str, Any] = json.loads(json.dumps(settings))

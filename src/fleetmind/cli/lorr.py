@@ -50,6 +50,13 @@ def lorr_run(
         Path | None,
         typer.Option(help="2026: learned executor weights. [default: the shipped file]"),
     ] = None,
+    hold: Annotated[
+        bool,
+        typer.Option(
+            help="2026: stage every plan, the robots with a backlog planned to wait (--no-hold: "
+            "one robot's backlog skips the whole fleet's plan)."
+        ),
+    ] = True,
     as_json: JsonFlag = False,
 ) -> None:
     """Run the LoRR planner on one instance; print tasks finished, planning time, conflicts.
@@ -61,11 +68,11 @@ def lorr_run(
     from fleetmind.errors import ConfigError
     from fleetmind.sim.lorr import read_instance
 
-    name = levers or bench.DEFAULT_LEVERS
-    if name not in bench.LEVER_SETS:
-        raise ConfigError(f"--levers: unknown {name!r} (known: {', '.join(bench.LEVER_SETS)})")
+    if levers is not None and levers not in bench.LEVER_SETS:
+        raise ConfigError(f"--levers: unknown {levers!r} (known: {', '.join(bench.LEVER_SETS)})")
     start = time.perf_counter()
     if read_instance(bench.resolve(instance), team_size=team_size).edition == "2026":
+        name = levers or bench.DEFAULT_LEVERS_2026
         if team_size is not None:
             raise ConfigError("--team-size: 2026 runs use the problem's teamSize")
 
@@ -78,7 +85,8 @@ def lorr_run(
         m26 = bench.run_2026(
             instance, executor=executor, weights=weights, ticks=steps or 1000,
             comm_ticks=comm_ticks, delays=delays, delay_seed=delay_seed,
-            levers=bench.LEVER_SETS[name], seed=seed, out=out, progress=tick_progress,
+            levers=bench.LEVER_SETS[name], seed=seed, hold=hold, out=out,
+            progress=tick_progress,
         )  # fmt: skip
         if as_json:
             print_json(m26)
@@ -100,6 +108,8 @@ def lorr_run(
         if m26["collisions"] or not m26["validated"]:
             raise typer.Exit(1)
         return
+
+    name = levers or bench.DEFAULT_LEVERS
 
     def progress(step: int, finished: int) -> None:
         if not quiet and step % 500 == 0:

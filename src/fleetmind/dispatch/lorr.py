@@ -25,6 +25,10 @@ Each step (:meth:`PibtPlanner.plan`):
    lower-priority robot pushes it (in turn); no robot takes the cell of the robot pushing it
    (no swap); one that cannot make room stays. This is the project's one PIBT, the shield's
    compiled :func:`~fleetmind.safety.shield.pibt_step`, run on the ranked candidate cells.
+   Lever ``unstick``: robots that have not changed cell for that many steps rank first, in a
+   seeded random order redrawn while they stay stuck (a fixed order can hold two robots in a
+   dead end for good). Lever ``break_cycles`` (2026): PIBT runs again until no ring of robots
+   moves together.
 5. Rotations: a robot whose chosen cell is not straight ahead turns toward it and stays; then
    every robot that meant to enter the cell of a robot that stays stays too (chains of
    followers, found from the stayers). Staying robots turn toward their cheapest neighbour.
@@ -55,6 +59,34 @@ _KERNEL_WALL = 1  # pibt_step's code of a move it must not take
 _NO_SIDEWAYS = np.zeros((5, 5), dtype=np.bool_)  # escapes are the shield's, unused here
 TURNS = np.array([0, 1, 2, 1], dtype=np.int64)
 """Rotations from heading ``o`` to heading ``k``, indexed by ``(k - o) % 4``."""
+
+
+def cycles(cell: NDArray[np.int64], into: NDArray[np.int64]) -> list[list[int]]:
+    """Rings of robots that each move into the cell of the next one (which moves on).
+
+    Args:
+        cell: ``(n,)`` each robot's cell.
+        into: ``(n,)`` the cell each robot drives into, ``-1`` for a robot that stays.
+
+    Returns:
+        Each ring's robots, in the order they follow one another.
+    """
+    occupant = dict(zip(cell.tolist(), range(len(cell)), strict=True))
+    into_l = into.tolist()
+    state = [0] * len(cell)  # 0 unseen, 1 on the current walk, 2 done
+    rings = []
+    for start in np.flatnonzero(into >= 0).tolist():
+        walk = []
+        j = start
+        while j >= 0 and state[j] == 0 and into_l[j] >= 0:
+            state[j] = 1
+            walk.append(j)
+            j = occupant.get(into_l[j], -1)
+        if j >= 0 and state[j] == 1:
+            rings.append(walk[walk.index(j) :])
+        for k in walk:
+            state[k] = 2
+    return rings
 
 
 class DistanceMaps:
@@ -162,12 +194,24 @@ class Levers:
             cheaper by more than 8 (0: off).
         maps_per_step: most new distance maps a step (robots without one steer by
             Manhattan distance); ``None``: every map the step needs.
+        unstick: a robot with a goal that has not changed cell for this many steps is stuck:
+            stuck robots rank above every other robot, in a seeded random order drawn again
+            every ``unstick`` steps they stay stuck (0: off). PIBT's priorities (steps since
+            the goal changed) otherwise keep one order between two robots for good, and the
+            older one can hold the younger one in a dead end for ever.
+        break_cycles: no ring of robots moves together: where the step's moves close a cycle,
+            its lowest-ranked robot may not take its cell in the cycle and PIBT runs again
+            (up to 3 rounds). The 2024 rules allow such rotations; under the 2026 rules the
+            sweeping squares of a ring collide, and PIBT would propose the same ring, made
+            waits, every step.
     """
 
     task_length: bool = False
     highway: float = 0.0
     reassign: int = 0
     maps_per_step: int | None = 64
+    unstick: int = 0
+    break_cycles: bool = False
 
 
 class PibtPlanner:
@@ -208,6 +252,9 @@ class PibtPlanner:
         self.tiebreak = self.rng.random(n) * 0.5
         self.prio = self.tiebreak.copy()
         self.last_goal = np.full(n, -2, dtype=np.int64)
+        self.last_loc = instance.starts.copy()
+        self.still = np.zeros(n, dtype=np.int64)  # steps since the robot last changed cell
+        self.boost = np.zeros(n, dtype=np.float64)  # stuck robots' random order
         pinned_cells = self.dm.cell_of[pickups]
         self.pinned = set(pinned_cells.tolist())
         self.dm.compute(sorted(self.pinned), self.pinned)
@@ -297,8 +344,8 @@ class PibtPlanner:
         return total
 
     # ----------------------------------------------------------------- one step
-    def plan(self, view: View) -> Plan:
-        """Actions and schedule for one step."""
+    def plan(self, view: View, hold: NDArray[np.bool_] | None = None) -> Plan:
+        """Actions and schedule for one step; robots in ``hold`` wait where they are."""
         n = self.n
         dm = self.dm
         schedule = self._assign(view) if self.edition != "2023" else None  # 2024 and 2026
@@ -311,6 +358,16 @@ class PibtPlanner:
         changed = goal != self.last_goal
         self.prio = np.where(changed, self.tiebreak, self.prio + 1.0)
         self.last_goal = goal.copy()
+        self.still = np.where(view.loc != self.last_loc, 0, self.still + 1)
+        self.last_loc = view.loc.copy()
+        order_prio = self.prio
+        k = self.levers.unstick
+        if k:
+            stuck = has_goal & (self.still >= k)
+            redraw = stuck & (self.still % k == 0)
+            if redraw.any():
+                self.boost[redraw] = self.rng.random(int(redraw.sum()))
+            order_prio = np.where(stuck, 1e9 + 1e6 * self.boost, self.prio)
         # Distance maps of the step's goals, those of the longest-waiting robots first (no robot
         # starves behind a backlog).
         needed = goal_cell[has_goal]
@@ -335,8 +392,22 @@ class PibtPlanner:
         cost += self.rng.random((n, 5)) * 0.1
         order = np.argsort(cost, axis=1)
         cand = np.hstack([nb, cell[:, None]])[np.arange(n)[:, None], order]  # (n, 5) cells
-        nxt = self._pibt(cell, cand)
-        return Plan(actions=self._actions(cell, nxt, ori, nb, cost), schedule=schedule)
+        ban = np.full(n, -1, dtype=np.int64)
+        for _ in range(4 if self.levers.break_cycles else 1):
+            nxt = self._pibt(cell, cand, order_prio, ban, hold)
+            actions = self._actions(cell, nxt, ori, nb, cost)
+            if hold is not None:
+                actions[hold] = WAIT
+            if not self.levers.break_cycles:
+                break
+            rings = cycles(cell, np.where(actions == FW, nb[np.arange(n), ori], -1))
+            if not rings:
+                break
+            for ring in rings:
+                low = ring[int(np.argmin(order_prio[ring]))]
+                ban[low] = nb[low, ori[low]]
+        self.stats["cycles_broken"] = self.stats.get("cycles_broken", 0) + int((ban >= 0).sum())
+        return Plan(actions=actions, schedule=schedule)
 
     def _goals(self, view: View, schedule: NDArray[np.int64] | None) -> NDArray[np.int64]:
         if schedule is None:
@@ -379,13 +450,22 @@ class PibtPlanner:
         h_nb[nb >= dm.n_free] = int(BIG)
         return h_nb, h_cur
 
-    def _pibt(self, cell: NDArray[np.int64], cand: NDArray[np.int64]) -> NDArray[np.int64]:
+    def _pibt(
+        self,
+        cell: NDArray[np.int64],
+        cand: NDArray[np.int64],
+        prio: NDArray[np.float64],
+        ban: NDArray[np.int64] | None = None,
+        hold: NDArray[np.bool_] | None = None,
+    ) -> NDArray[np.int64]:
         """PIBT over each robot's ranked candidate cells; returns the ``(n,)`` next cells.
 
         The project's one PIBT, the shield's compiled :func:`~fleetmind.safety.shield.pibt_step`,
         on free-cell indices: column 0 of a robot's targets is its own cell (the kernel's wait,
         what it falls back to), columns 1-4 its other candidates, and its preference row ranks
-        the columns as ``cand`` ranks the cells.
+        the columns as ``cand`` ranks the cells. ``prio`` orders the robots (highest first);
+        ``ban`` (``-1``: none) is a cell each robot may not take; robots in ``hold`` keep
+        their cell.
         """
         n = len(cell)
         sentinel = self.dm.n_free
@@ -394,9 +474,14 @@ class PibtPlanner:
         target[:, 0] = cell
         target[:, 1:] = cand[~own].reshape(n, 4)
         column = np.cumsum(~own, axis=1) * ~own  # rank -> column (0 for the own cell)
-        code = np.where(target == sentinel, _KERNEL_WALL, 0).astype(np.int64)
+        walls = target == sentinel
+        if ban is not None:
+            walls |= (target == ban[:, None]) & (ban[:, None] >= 0)
+        if hold is not None:
+            walls[hold, 1:] = True
+        code = np.where(walls, _KERNEL_WALL, 0).astype(np.int64)
         target[target == sentinel] = 0  # never read where the code says wall
-        order = np.argsort(-self.prio, kind="stable").astype(np.int64)
+        order = np.argsort(-prio, kind="stable").astype(np.int64)
         occ_now = np.full(sentinel + 1, -1, dtype=np.int64)
         occ_next = np.full(sentinel + 1, -1, dtype=np.int64)
         act = np.empty(n, dtype=np.int64)

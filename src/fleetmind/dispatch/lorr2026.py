@@ -13,7 +13,9 @@
   cell, the robots that will enter it in plan order, and a robot is told GO unless its next
   action is a Forward into a cell whose earlier visitor has not left yet (STOP). The action
   model still has the last word. A new plan is staged only while no robot has more than
-  ``max_staged`` actions left, so that a long delay does not let plans pile up behind it.
+  ``max_staged`` actions left, so that a long delay does not let plans pile up behind it;
+  with ``hold``, every plan is staged and the planner (given the executor) plans waits for the
+  robots over the limit instead, so one delayed robot no longer stalls the whole fleet.
 """
 
 from __future__ import annotations
@@ -98,12 +100,22 @@ class StagedPlanner:
         base: the one-step planner.
         steps: steps per plan (``None``: ``max(1, comm_ticks // agentCounter)``).
         comm_ticks: ticks between communications, to size ``steps``.
+        executor: an executor with ``hold`` on: the robots it :meth:`~RuleExecutor.held`
+            wait in every plan (``None``: none held).
     """
 
-    def __init__(self, base: PibtPlanner, *, steps: int | None = None, comm_ticks: int = 10):
+    def __init__(
+        self,
+        base: PibtPlanner,
+        *,
+        steps: int | None = None,
+        comm_ticks: int = 10,
+        executor: RuleExecutor | None = None,
+    ):
         self.base = base
         self.steps = steps
         self.comm_ticks = comm_ticks
+        self.executor = executor
         self.width = 0
 
     def initialize(self, instance: Instance) -> None:
@@ -117,7 +129,8 @@ class StagedPlanner:
         """``steps`` planner steps from the predicted states in ``view``."""
         assert self.steps is not None
         loc, ori = view.loc.copy(), view.ori.copy()
-        first = self.base.plan(view)
+        hold = self.executor.held() if self.executor is not None else None
+        first = self.base.plan(view, hold)
         schedule = first.schedule if first.schedule is not None else view.robot_task.copy()
         agent = np.full(len(view.pool_task), -1, dtype=np.int64)
         slot_of = {int(t): s for s, t in enumerate(view.pool_task.tolist()) if t >= 0}
@@ -128,7 +141,7 @@ class StagedPlanner:
         for s in range(self.steps):
             if s:
                 act = self.base.plan(
-                    replace(view, loc=loc, ori=ori, robot_task=schedule, pool_agent=agent)
+                    replace(view, loc=loc, ori=ori, robot_task=schedule, pool_agent=agent), hold
                 ).actions
             act = acyclic(np.asarray(act, dtype=np.int64), loc, ori, self.width)
             cols.append(act)
@@ -142,10 +155,16 @@ class RuleExecutor:
     Args:
         max_staged: stage a new plan only while every robot has at most this many actions
             left (``None``: four plans' worth of steps, at least 4).
+        hold: stage every plan, and have the planner (a :class:`StagedPlanner` given this
+            executor) plan waits for the robots over ``max_staged`` (:meth:`held`) instead
+            of skipping the whole fleet's plan for one delayed robot.
     """
 
-    def __init__(self, max_staged: int | None = None) -> None:
+    def __init__(self, max_staged: int | None = None, *, hold: bool = False) -> None:
         self.max_staged = max_staged
+        self.hold = hold
+        self.backlog = np.zeros(0, dtype=np.int64)
+        self.limit = max_staged or 4
         self.queues: dict[int, deque[int]] = {}
         self.width = 0
         self.prev = np.zeros(0, dtype=np.int64)
@@ -182,7 +201,8 @@ class RuleExecutor:
         """Stage the plan behind the current staged actions; the predicted end states."""
         self._sync(state.loc)
         limit = self.max_staged or max(4, 4 * actions.shape[1])
-        if max((len(s) for s in staged), default=0) > limit:
+        self.limit = limit
+        if not self.hold and max((len(s) for s in staged), default=0) > limit:
             self.skipped += 1
             return staged, self.p_loc.copy(), self.p_ori.copy()
         staged = [list(s) for s in staged]
@@ -198,7 +218,20 @@ class RuleExecutor:
                     q.append(i)
                     self.qlen[int(loc[i])] += 1
             self.p_loc, self.p_ori = loc, ori
+        self.backlog = np.array(list(map(len, staged)), dtype=np.int64)
         return staged, self.p_loc.copy(), self.p_ori.copy()
+
+    def held(self) -> NDArray[np.bool_] | None:
+        """With ``hold``: robots with more than the limit staged, to be planned as waiting.
+
+        The plan is then staged for every robot (no fleet-wide skip): a held robot's plan is
+        all waits, planned so by the planner, so the predicted states stay consistent.
+        ``None`` without ``hold`` (or before the first plan).
+        """
+        if not self.hold or not self.backlog.size:
+            return None
+        held: NDArray[np.bool_] = self.backlog > self.limit
+        return held
 
     def next_command(self, staged: list[list[int]], state: State) -> NDArray[np.bool_]:
         """GO unless the next action enters a cell an earlier robot has not left."""
@@ -228,10 +261,17 @@ class LearnedExecutor(RuleExecutor):
     Args:
         policy: the GO/STOP policy (default: the shipped weights).
         max_staged: as for :class:`RuleExecutor`.
+        hold: as for :class:`RuleExecutor`.
     """
 
-    def __init__(self, policy: LinearPolicy | None = None, max_staged: int | None = None):
-        super().__init__(max_staged)
+    def __init__(
+        self,
+        policy: LinearPolicy | None = None,
+        max_staged: int | None = None,
+        *,
+        hold: bool = False,
+    ):
+        super().__init__(max_staged, hold=hold)
         self.policy = policy if policy is not None else load()[0]
         self.k = 1
         self.shape = (0, 0)

@@ -391,6 +391,19 @@ TickRobots = tuple[
 """The robots' state :func:`warehouse_tick` reads besides their positions, ``(N,)`` each."""
 
 
+@numba.njit(cache=True, inline="always")
+def _individual(reward: Any, delivered: bool, picked: bool, conflict: bool) -> np.float32:
+    """:func:`fleetmind.sim.rewards.individual` of one robot, the same roundings.
+
+    ``reward``: ``step_cost, delivery_bonus, pickup_bonus, conflict_penalty`` (an array or a
+    tuple); float32 sums of float64 terms, rounded after each term.
+    """
+    r = np.float32(reward[0])
+    r = np.float32(np.float64(r) + reward[1] * (1.0 if delivered else 0.0))
+    r = np.float32(np.float64(r) + reward[2] * (1.0 if picked else 0.0))
+    return np.float32(np.float64(r) + reward[3] * (1.0 if conflict else 0.0))
+
+
 @numba.njit(cache=True)
 def warehouse_tick(
     pos: NDArray[np.int32],
@@ -481,7 +494,6 @@ def warehouse_tick(
         flags[1:2],
         flags[2:3],
     )
-    step_cost, delivery, pickup, penalty = reward[0], reward[1], reward[2], reward[3]
     n_conflict = 0
     n_bump = 0
     has_gates = gated.shape[0] > 0
@@ -501,11 +513,7 @@ def warehouse_tick(
             events |= 1
         if delivered:
             events |= 2
-        # rewards.individual: float32 sums of float64 terms, rounded after each term.
-        r = np.float32(step_cost)
-        r = np.float32(np.float64(r) + delivery * (1.0 if delivered else 0.0))
-        r = np.float32(np.float64(r) + pickup * (1.0 if picked else 0.0))
-        r = np.float32(np.float64(r) + penalty * (1.0 if flags[2, i] else 0.0))
+        r = _individual(reward, delivered, picked, flags[2, i])
         individual[i] = r
         if accumulate:
             reward_sum[i] += np.float64(r)
@@ -580,7 +588,6 @@ def vector_tick(
     nobody = np.zeros((0, 0), dtype=np.bool_)
     moved = np.empty((b, n), dtype=np.bool_)
     bump = np.empty((b, n), dtype=np.bool_)
-    step_cost, delivery, pickup_bonus, penalty = reward
     n_delivered = 0
     for k in range(b):
         _resolve_world(
@@ -600,12 +607,7 @@ def vector_tick(
             if delivered:
                 delivered_total[k, i] += 1
                 n_delivered += 1
-            # rewards.individual: float32 sums of float64 terms, rounded after each term.
-            r = np.float32(step_cost)
-            r = np.float32(np.float64(r) + delivery * (1.0 if delivered else 0.0))
-            r = np.float32(np.float64(r) + pickup_bonus * (1.0 if picked else 0.0))
-            r = np.float32(np.float64(r) + penalty * (1.0 if flags[1, k, i] else 0.0))
-            individual[k, i] = r
+            individual[k, i] = _individual(reward, delivered, picked, flags[1, k, i])
         ticks[k] += 1
         truncated[k] = ticks[k] >= max_steps
     return n_delivered

@@ -306,3 +306,24 @@ def test_the_compiled_pibt_answers_as_the_recursive_one(name: str) -> None:
     result = lorr.simulate(inst, Checked(), steps=120)
     assert Checked.steps_checked == 120
     assert result.record.errors == []
+
+
+def test_generated_problems_are_seeded_and_compare_levers() -> None:
+    from fleetmind.bench import lorr as bench
+    from fleetmind.rl.lorr_executor import problems_2024
+
+    a, b = problems_2024(3, 1, size=16, robots=10), problems_2024(3, 1, size=16, robots=10)
+    assert np.array_equal(a[0].grid.blocked, b[0].grid.blocked)
+    assert np.array_equal(a[0].tasks, b[0].tasks)
+    assert not np.array_equal(problems_2024(4, 1, size=16)[0].grid.blocked, a[0].grid.blocked)
+    result = bench.generated(
+        rules="2024", variants=["highway", "highway+unstick"], seed=3, count=2, steps=60,
+        size=16, robots=10,
+    )  # fmt: skip
+    rows = {r["variant"]: r for r in result["rows"]}
+    assert set(rows) == {"highway", "highway+unstick"}
+    assert all(len(r["steps"]) == 2 and r["steps_total"] == sum(r["steps"]) for r in rows.values())
+    assert rows["highway"]["steps_total"] > 0
+    assert "highway+unstick: tasks" in bench.format_generated(result)
+    with pytest.raises(ConfigError, match="--variants: unknown 'highway:hold'"):
+        bench.generated(rules="2024", variants=["highway:hold"], seed=3, count=1, steps=5)

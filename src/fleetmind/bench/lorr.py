@@ -750,3 +750,78 @@ def format_2026(result: dict[str, Any]) -> str:
             f"(never fewer: {'met' if t['off_target_met'] else 'missed'})"
         )
     return "\n".join(lines)
+
+
+def generated(
+    *,
+    rules: str,
+    variants: Sequence[str],
+    seed: int,
+    count: int,
+    steps: int,
+    kind: str = "random",
+    size: int = 32,
+    robots: int = 100,
+    executor: str = "rules",
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Planner levers on generated problems (``fleetmind lorr generated``): never scored maps.
+
+    2024: :func:`~fleetmind.rl.lorr_executor.problems_2024` (``kind``, ``size``, ``robots``),
+    ``steps`` steps each, no time limit. 2026: the executor's training problems
+    (:func:`~fleetmind.rl.lorr_executor.training_problems`), ``steps`` ticks each, delays off
+    and on (delay seed: the problem's index). A variant is a name of :data:`LEVER_SETS`, in
+    2026 with ``:hold`` for :func:`run_2026`'s ``hold``.
+
+    Returns:
+        One row per variant: tasks finished per problem (2026: delays off and on) and totals.
+    """
+    if rules not in ("2024", "2026"):
+        raise ConfigError(f"--rules: 2024 or 2026, got {rules!r}")
+    parsed = []
+    for v in variants:
+        name, _, flag = v.partition(":")
+        if name not in LEVER_SETS or flag not in ("", "hold") or (flag and rules == "2024"):
+            known = ", ".join(LEVER_SETS)
+            raise ConfigError(f"--variants: unknown {v!r} (lever sets: {known}; 2026: NAME:hold)")
+        parsed.append((v, LEVER_SETS[name], flag == "hold"))
+    if rules == "2024":
+        insts = lorr_executor.problems_2024(seed, count, kind=kind, size=size, robots=robots)
+    else:
+        insts = lorr_executor.training_problems(seed, count)
+    rows = []
+    for label, levers, hold in parsed:
+        runs: dict[str, list[int]] = {}
+        for cell in ("steps",) if rules == "2024" else ("off", "on"):
+            done = []
+            for k, inst in enumerate(insts):
+                if rules == "2024":
+                    result = lorr.simulate(inst, PibtPlanner(levers), steps=steps)
+                    done.append(result.finished)
+                    continue
+                ex = executor_2026(executor, hold=hold)
+                planner = StagedPlanner(PibtPlanner(levers), executor=ex if hold else None)
+                run = simulate2026(
+                    inst, planner, ex, ticks=steps, delays=cell == "on", delay_seed=k
+                )
+                done.append(run.finished)
+            runs[cell] = done
+            if progress is not None:
+                progress(f"{label} {cell}: {sum(done)} {done}")
+        rows.append({"variant": label, **runs, **{f"{c}_total": sum(v) for c, v in runs.items()}})
+    return {
+        "rules": rules, "seed": seed, "count": count, "steps": steps, "kind": kind,
+        "size": size, "robots": robots, "executor": executor, "rows": rows,
+    }  # fmt: skip
+
+
+def format_generated(result: dict[str, Any]) -> str:
+    """:func:`generated` as plain text lines."""
+    lines = []
+    for r in result["rows"]:
+        cells = [k for k in ("steps", "off", "on") if k in r]
+        body = "; ".join(
+            f"{'tasks' if c == 'steps' else 'delays ' + c} {r[c + '_total']} {r[c]}" for c in cells
+        )
+        lines.append(f"{r['variant']}: {body}")
+    return "\n".join(lines)

@@ -138,6 +138,40 @@ def lorr_run(
         raise typer.Exit(1)
 
 
+@lorr_app.command("generated")
+def lorr_generated(
+    variants: Annotated[
+        str,
+        typer.Option(help="Comma-separated lever sets (2026: NAME:hold for the hold executor)."),
+    ] = "highway,highway+unstick",
+    rules: Annotated[str, typer.Option(help="2024 or 2026.")] = "2024",
+    seed: Annotated[int, typer.Option(help="Root seed of the generated problems.")] = 1000,
+    count: Annotated[int, typer.Option(help="Problems.")] = 5,
+    steps: Annotated[int, typer.Option(help="Steps (2024) or ticks (2026) of each.")] = 1000,
+    kind: Annotated[str, typer.Option(help="2024 maps: random or shelf.")] = "random",
+    size: Annotated[int, typer.Option(help="2024 maps: cells a side.")] = 32,
+    robots: Annotated[int, typer.Option(help="2024: robots.")] = 100,
+    executor: Annotated[str, typer.Option(help="2026: GO/STOP executor.")] = "rules",
+    as_json: JsonFlag = False,
+) -> None:
+    """Compare planner levers on generated problems (develop here; the benchmark is held out).
+
+    2024: random-obstacle or shelf maps; 2026: the executor's training problems, delays off
+    and on. Tasks finished per problem and in total, one line per variant.
+    """
+    from fleetmind.bench import lorr as bench
+
+    result = bench.generated(
+        rules=rules, variants=[v for v in variants.split(",") if v], seed=seed, count=count,
+        steps=steps, kind=kind, size=size, robots=robots, executor=executor,
+        progress=None if as_json else lambda line: err_console.print(line, markup=False),
+    )  # fmt: skip
+    if as_json:
+        print_json(result)
+    else:
+        console.print(bench.format_generated(result), soft_wrap=True, markup=False)
+
+
 @lorr_app.command("validate")
 def lorr_validate(
     output: Annotated[Path, typer.Argument(help="A start-kit output file (the kit's or ours).")],

@@ -174,6 +174,39 @@ def training_problems(seed: int, count: int = 4, folder: Path | None = None) -> 
     return out
 
 
+def problems_2024(
+    seed: int,
+    count: int = 5,
+    *,
+    kind: str = "random",
+    size: int = 32,
+    robots: int = 100,
+    folder: Path | None = None,
+) -> list[Instance]:
+    """``count`` seeded 2024 problems on generated maps, for developing the planner.
+
+    ``kind`` ``random``: random obstacles at density 0.2 (the kind of the 2024 random maps);
+    ``shelf``: rows of shelves with aisles. ``size`` cells a side, ``robots`` on distinct free
+    cells, 5,000 two-errand tasks, the largest connected free region only. None of them is a
+    scored map.
+    """
+    if kind not in ("random", "shelf"):
+        raise ConfigError(f"problem kind must be random or shelf, got {kind!r}")
+    root = Path(folder) if folder is not None else Path(tempfile.mkdtemp(prefix="lorr-dev-"))
+    out = []
+    for k, child in enumerate(np.random.SeedSequence([seed, 2024]).spawn(count)):
+        rng = np.random.default_rng(child)
+        free = _shelf_map(rng, size, size) if kind == "shelf" else _random_map(rng, size, size, 0.2)
+        cells = np.flatnonzero(free.ravel())
+        n = min(robots, len(cells) // 2)
+        starts = rng.choice(cells, size=n, replace=False)
+        tasks = [rng.choice(cells, size=2, replace=False).tolist() for _ in range(5000)]
+        rows = ["".join("." if f else "@" for f in line) for line in free]
+        name = f"dev_{kind}_{size}_{n}_{seed}_{k}"
+        out.append(read_instance(write_instance(root, rows, starts.tolist(), tasks, name=name)))
+    return out
+
+
 def cem(
     objective: Callable[[NDArray[np.float64], int], float],
     init: NDArray[np.float64],

@@ -50,7 +50,7 @@ from pettingzoo import ParallelEnv
 from fleetmind.envs.rware import FirstSeed
 from fleetmind.envs.vector import BatchStep
 from fleetmind.envs.warehouse import ParallelStep
-from fleetmind.errors import ConfigError
+from fleetmind.errors import ConfigError, check_range
 from fleetmind.sim import rware_twin as twin
 
 __all__ = [
@@ -143,8 +143,8 @@ def rware_spec(env_id: str, **overrides: Any) -> RwareTwinSpec:
             "or 'rware-large-19ag-hard-v2' (sizes tiny/small/medium/large, 1..19 agents)"
         )
     agents = int(match["agents"])
-    if not 1 <= agents <= 19:
-        raise ConfigError(f"env id: {env_id!r}: rware registers 1..19 agents")
+    # rware registers ids for 1 to 19 agents only.
+    check_range("agents", agents, low=1, high=19, where=f"env id {env_id!r}")
     rows, cols = _SIZES[match["size"]]
     obs_kind = {None: "flattened", "-img": "image", "-imgdict": "image_dict"}[match["obs"]]
     if match["nd"] and obs_kind == "flattened":

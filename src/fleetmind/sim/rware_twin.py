@@ -222,8 +222,9 @@ class RwareWorlds:
         cfg = self.config
         for k, seed in zip(ids, seed_list, strict=True):
             if seed is not None:
-                if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
-                    raise ConfigError(f"seed: expected a non-negative int, got {seed!r}")
+                if isinstance(seed, bool) or not isinstance(seed, int | np.integer):
+                    raise ConfigError(f"seed: expected an int, got {seed!r}")
+                check_range("seed", int(seed), low=0)
                 self._rngs[k] = np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed)))
             rng = self._rngs[k]
             if rng is None:

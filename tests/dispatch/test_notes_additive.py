@@ -380,3 +380,18 @@ def test_a_run_with_the_embedded_model_reports_its_note_questions(embedded_clien
     assert q["added"] == 0  # SmolLM2 has no calibrated margin: it never adds
     assert row["answered"] == q["answered"]
     assert row["timed_out"] + row.get("failed", 0) == q["timed_out"]
+
+
+def test_the_planner_warms_the_reader_before_the_first_tick(small) -> None:
+    """The cold prefix is read before the run, not while the first order waits on its note."""
+    from fleetmind.dispatch.notes.planner import NoteReaderPlanner
+
+    client = Scripted(lambda q: ("none", 5.0))
+    planner = NoteReaderPlanner(CachedReader(AdditiveReader(client)), small)
+    planner.warm_up(None)  # type: ignore[arg-type]  # the snapshot is not read
+    assert len(client.asked) == 2  # the prefix, then a timed question
+    assert planner.reader.inner.deadline_s is not None  # type: ignore[attr-defined]
+    planner.warm_up(None)  # type: ignore[arg-type]
+    assert len(client.asked) == 2  # once
+    # A reader without a warm-up (the rules) is left alone.
+    NoteReaderPlanner(make_reader("rules"), small).warm_up(None)  # type: ignore[arg-type]

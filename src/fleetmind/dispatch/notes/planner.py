@@ -120,6 +120,17 @@ class NoteReaderPlanner:
         self._questions = dict.fromkeys(QUESTION_COUNTS, 0)
         self._pool = _Worker() if background else None
 
+    def warm_up(self, snapshot: Snapshot) -> None:
+        """Before the first tick: a reader with a warm-up (``rules+llm``) reads its prompt once.
+
+        Otherwise the first note that needs the model waits on the cold prefix (SmolLM2: about
+        6 s, the whole of a flat-out run) and its order on the load gate. The snapshot is not
+        read: the reader's warm-up questions are its own.
+        """
+        warm = getattr(getattr(self.reader, "inner", self.reader), "warm_up", None)
+        if callable(warm):
+            warm()
+
     def has_news(self) -> bool:
         """Whether a background reading arrived since the last plan (the loop re-plans)."""
         return self._news.is_set()

@@ -259,7 +259,7 @@ def test_bad_input_is_one_clear_error() -> None:
     vec.reset()
     with pytest.raises(ConfigError, match="shape"):
         vec.step(np.zeros((2, 3), dtype=np.int64))
-    with pytest.raises(ConfigError, match=r"0\.\.4"):
+    with pytest.raises(ConfigError, match="action id must be between 0 and 4"):
         vec.step(np.full((2, 2), 5))
 
 

@@ -54,19 +54,19 @@ def test_kernels_refuse_bad_actions_and_robots_off_the_grid() -> None:
     blocked = np.zeros((2, 2), dtype=bool)
     pos = np.array([[[0, 0], [1, 1]]], dtype=np.int32)
     for bad in (5, -1):
-        with pytest.raises(ConfigError, match=r"0\.\.4, got " + str(bad)):
+        with pytest.raises(ConfigError, match=f"action id must be between 0 and 4, got {bad}"):
             resolve_moves(pos, np.array([[0, bad]]), blocked)
     with pytest.raises(ConfigError, match="outside the 2x2 grid"):
         resolve_moves(np.array([[[0, 0], [2, 0]]], dtype=np.int32), np.array([[0, 0]]), blocked)
     grid = parse_text_map(MAP)
     world = Warehouse(grid, WarehouseConfig(n_robots=2), seed=0)
-    with pytest.raises(ConfigError, match=r"0\.\.4"):
+    with pytest.raises(ConfigError, match="action id must be between 0 and 4"):
         world.step([0, 7])
     world.pos = np.array([[0, 1], [-1, 3]], dtype=np.int32)
     with pytest.raises(ConfigError, match="outside the grid"):
         world.step([0, 0])
     vec = VectorWarehouse(grid, 2, 2, seed=0)
-    with pytest.raises(ConfigError, match=r"0\.\.4"):
+    with pytest.raises(ConfigError, match="action id must be between 0 and 4"):
         vec.step(np.array([[0, 0], [9, 0]]))
     observer = LocalObserver(grid.blocked, grid.pickups, 1)
     with pytest.raises(ConfigError, match="outside the grid"):

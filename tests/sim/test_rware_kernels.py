@@ -130,6 +130,6 @@ def test_a_bad_action_raises_and_changes_nothing() -> None:
     world = twin.RwareWorlds(twin.RwareConfig(LAYOUTS[1], 2, 2), 2)
     world.reset([0, 1])
     before = copy.deepcopy(world)
-    with pytest.raises(ConfigError, match=r"0\.\.4"):
+    with pytest.raises(ConfigError, match="action id must be between 0 and 4"):
         world.step(np.array([[1, 1], [1, 5]]))
     _same(world, before)

@@ -27,7 +27,7 @@ from numpy.typing import NDArray
 
 from fleetmind.errors import ConfigError
 from fleetmind.sim import kernels
-from fleetmind.sim.grid import DELTAS, WAIT
+from fleetmind.sim.grid import DELTAS, WAIT, action_error
 
 _NOBODY_FROZEN = np.zeros((0, 0), dtype=bool)
 
@@ -97,8 +97,7 @@ def _raise_if_invalid(
 ) -> None:
     """The :class:`ConfigError` of a kernel's refusal (see :func:`kernels.resolve_moves`)."""
     if code == kernels.BAD_ACTION:
-        bad = acts[(acts < 0) | (acts > 4)]
-        raise ConfigError(f"actions: ids must be in 0..4, got {bad[0]}")
+        raise action_error(acts, "actions")
     if code == kernels.OFF_GRID:
         raise ConfigError(f"positions: a robot stands outside the {shape[0]}x{shape[1]} grid")
 

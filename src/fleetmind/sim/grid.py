@@ -17,6 +17,8 @@ from typing import Final
 import numpy as np
 from numpy.typing import NDArray
 
+from fleetmind.errors import ConfigError, range_message
+
 Cell = tuple[int, int]
 
 WAIT: Final = 0
@@ -30,6 +32,19 @@ ACTION_NAMES: Final = ("wait", "up", "down", "left", "right")
 DELTAS: Final[NDArray[np.int32]] = np.array(
     [[0, 0], [-1, 0], [1, 0], [0, -1], [0, 1]], dtype=np.int32
 )
+
+
+def action_error(acts: NDArray[np.integer], where: str) -> ConfigError:
+    """The error for ``acts`` holding an id outside ``0..4`` (ours and rware's), naming the first.
+
+    Args:
+        acts: the actions given, any shape, at least one id out of range.
+        where: the prefix (the call at fault: ``"step"``, ``"actions"``).
+    """
+    flat = np.asarray(acts).reshape(-1)
+    bad = flat[(flat < 0) | (flat >= N_ACTIONS)]
+    message = range_message("action id", int(bad[0]), low=0, high=N_ACTIONS - 1)
+    return ConfigError(f"{where}: {message}")
 
 
 @dataclass(frozen=True, eq=False)

@@ -52,6 +52,7 @@ from numpy.typing import NDArray
 
 from fleetmind.errors import ConfigError, check_range
 from fleetmind.sim import rware_kernels as kernels
+from fleetmind.sim.grid import action_error
 
 # The settings live in rware_config; the step reads the turn tables and the tie order as
 # names of this module, so a test can break one here and see the twin part from rware.
@@ -302,7 +303,7 @@ class RwareWorlds:
         )
         events = kernels.step(mode, *args)
         if events & kernels.BAD_ACTION:
-            raise ConfigError("actions: expected ids 0..4 (noop, forward, left, right, toggle)")
+            raise action_error(act, "actions")
         if events & kernels.TIES:
             # Equal chains into one cell: networkx's order, on the numpy path, for those worlds.
             ws = np.flatnonzero(mode < 0)
@@ -324,7 +325,7 @@ class RwareWorlds:
         if act.shape != (b, n):
             raise ConfigError(f"actions: expected shape {(b, n)}, got {act.shape}")
         if act.size and (act.min() < 0 or act.max() >= N_ACTIONS):
-            raise ConfigError("actions: expected ids 0..4 (noop, forward, left, right, toggle)")
+            raise action_error(act, "actions")
         return act.astype(np.int64, copy=False)
 
     def step_reference(self, actions: NDArray[np.integer]) -> RwareStep:

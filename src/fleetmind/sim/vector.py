@@ -21,7 +21,7 @@ from fleetmind.errors import ConfigError, check_range
 from fleetmind.sim import kernels
 from fleetmind.sim import rewards as rw
 from fleetmind.sim.dynamics import resolve_moves
-from fleetmind.sim.grid import WAIT, GridMap
+from fleetmind.sim.grid import WAIT, GridMap, action_error
 from fleetmind.sim.maps import start_cells
 
 
@@ -152,7 +152,7 @@ class VectorWarehouse:
             truncated,
         )
         if n_new == -kernels.BAD_ACTION:
-            raise ConfigError("vector step: action ids must be in 0..4")
+            raise action_error(acts, "vector step")
         if n_new == -kernels.OFF_GRID:
             raise ConfigError("vector step: a robot stands outside the grid")
         delivered, conflict = flags

@@ -14,7 +14,7 @@ from fleetmind.errors import ConfigError
 from fleetmind.sim import kernels
 from fleetmind.sim import rewards as rw
 from fleetmind.sim.dynamics import resolve_moves
-from fleetmind.sim.grid import WAIT, Cell, GridMap
+from fleetmind.sim.grid import WAIT, Cell, GridMap, action_error
 from fleetmind.sim.orders import Order, OrderStream
 from fleetmind.sim.warehouse import scores
 from fleetmind.sim.warehouse.config import (
@@ -654,7 +654,7 @@ class Warehouse:
     def _team_without(self, acts: NDArray[np.int64]) -> NDArray[np.float32]:
         """``difference`` rewards' counterfactual team rewards, after checking the actions."""
         if ((acts < 0) | (acts > 4)).any():
-            raise ConfigError(f"step: action ids must be in 0..4, got {acts.tolist()}")
+            raise action_error(acts, "step")
         return self.counterfactual_team_rewards(acts)
 
     def _combine(
@@ -686,7 +686,7 @@ class Warehouse:
             assert out is not None
             raise ConfigError(f"advance: out has the wrong shape for the observer: {out.shape}")
         if events & 32:
-            raise ConfigError(f"step: action ids must be in 0..4, got {acts.tolist()}")
+            raise action_error(acts, "step")
         raise ConfigError(f"step: a robot stands outside the grid: {self.pos.tolist()}")
 
     def _events(

@@ -180,6 +180,8 @@ def test_below_the_knee_weights_fade_toward_one_step_and_above_it_stay_exact(gri
     assert GuideModel(theta={"against": 1.0}, knee=3.0).fade(grid, 1) < 0.01
     with pytest.raises(ConfigError, match="knee"):
         GuideModel(theta={}, knee=-0.1)
+    with pytest.raises(ConfigError, match=r"^guide model: traffic\['occupied'\] must be at least"):
+        GuideModel(theta={}, traffic={"occupied": -1.0})
 
 
 def test_the_knee_is_in_the_vector_and_files_and_old_files_never_fade(tmp_path) -> None:

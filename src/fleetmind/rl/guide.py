@@ -314,8 +314,8 @@ class GuideModel:
             raise ConfigError(f"guide model: unknown feature or traffic term {unknown}")
         check_range("decay", self.decay, low=0, high=0.99, where="guide model")
         check_range("wait", self.wait, low=W_MIN, high=W_MAX, where="guide model")
-        if any(v < 0 for v in self.traffic.values()):
-            raise ConfigError(f"guide model: negative traffic weight in {self.traffic}")
+        for term, weight in self.traffic.items():
+            check_range(f"traffic[{term!r}]", weight, low=0, where="guide model")
         if self.ties not in TIES:
             raise ConfigError(f"guide model: ties {self.ties!r} not one of {', '.join(TIES)}")
         check_range("knee", self.knee, low=0, high=KNEE_MAX, where="guide model")

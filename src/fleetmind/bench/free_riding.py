@@ -18,6 +18,7 @@ Set-up of one run (mode ``m``, seed ``s``):
   mode can pay (``N`` times the individual bound for ``shared`` and ``difference``).
 - exploration: epsilon from ``eps_start`` decayed per episode to ``eps_min`` at ``eps_reach`` of
   the training episodes.
+- updates: Watkins's Q(lambda), ``lam`` as ``fleetmind train`` sets it on a warehouse (0.9).
 - recorded per robot and training episode: deliveries, own reward (the individual reward
   ``r_i`` of :mod:`fleetmind.sim.rewards`, whatever the learners were trained on), the reward the
   learner saw (normalised), action entropy; team deliveries are counted apart, from the orders'
@@ -63,7 +64,7 @@ from fleetmind.rl.diagnostics import diagnose
 from fleetmind.rl.hyper import Hyper, resolve
 from fleetmind.rl.nav import shortest_path_actions
 from fleetmind.rl.tabular import IQLResult, entropy_of_counts, independent_q
-from fleetmind.rl.train import TASK_HORIZON, reward_bound
+from fleetmind.rl.train import TASK_HORIZON, WAREHOUSE_LAMBDA, reward_bound
 from fleetmind.sim import rewards as rw
 
 log = logging.getLogger(__name__)
@@ -273,6 +274,8 @@ class RunSettings:
         eps_start: exploration rate of the first episode.
         eps_min: exploration floor.
         eps_reach: share of the training episodes after which epsilon reaches ``eps_min``.
+        lam: eligibility-trace decay of the learners' Q(lambda) (``fleetmind train``'s rule for
+            warehouse maps; 0 for one-step Q-learning, the ablation).
         baseline: constant added to every raw reward before normalisation, for the learners only
             (own-reward curves are unchanged). In a continuing task a constant shift leaves the
             optimal policy alone, but a negative one makes the zero-initialised table optimistic
@@ -290,6 +293,7 @@ class RunSettings:
     eps_start: float = 1.0
     eps_min: float = 0.05
     eps_reach: float = 0.6
+    lam: float = WAREHOUSE_LAMBDA
     baseline: float = 0.0
     map_name: str = MAP
 
@@ -297,6 +301,7 @@ class RunSettings:
         for name in ("episodes", "episode_len", "eval_episodes"):
             _check_count(name, getattr(self, name))
         check_range("eps_reach", self.eps_reach, above=0, high=1)
+        check_range("lam", self.lam, low=0, high=1)
         if not 0.0 < self.eps_min <= self.eps_start <= 1.0:
             raise ConfigError(
                 f"need 0 < eps_min <= eps_start <= 1, got {self.eps_min}, {self.eps_start}"
@@ -353,6 +358,7 @@ def run_once(*, robots: int, mode: str, seed: int, settings: RunSettings) -> Run
         eps_decay=decay,
         eps_min=eps_min,
         seed=learn_seed,
+        lam=settings.lam,
     )
     agents = tuple(env.possible_agents)
     deliveries = np.asarray(env.deliveries, dtype=np.int64)  # (episodes, N)

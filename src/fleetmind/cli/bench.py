@@ -312,6 +312,10 @@ def bench_free_riding(
     eps_reach: Annotated[
         float, typer.Option(help="Share of training after which epsilon reaches the floor.")
     ] = 0.6,
+    lam: Annotated[
+        float | None,
+        typer.Option(help="Q(lambda) trace decay; 0: one-step Q-learning. [default: train's, 0.9]"),
+    ] = None,
     baseline: Annotated[float, typer.Option(help="Constant added to every learner reward.")] = 0.0,
     map_name: Annotated[str, typer.Option("--map", help="Map preset or file.")] = "warehouse-tiny",
     workers: Annotated[int, typer.Option(help="Processes running runs in parallel.")] = 1,
@@ -337,6 +341,7 @@ def bench_free_riding(
         eps_start=eps_start,
         eps_min=eps_min,
         eps_reach=eps_reach,
+        lam=rl_train.WAREHOUSE_LAMBDA if lam is None else lam,
         baseline=baseline,
         map_name=map_name,
     )

@@ -65,6 +65,7 @@ from fleetmind.rl.train.tabular_loop import (
     EXPLORE_MIN,
     EXPLORE_START,
     TASK_HORIZON,
+    WAREHOUSE_LAMBDA,
     warehouse_exploration,
 )
 
@@ -85,6 +86,7 @@ __all__ = [
     "TASK_HORIZON",
     "WAREHOUSE_EPISODE_TICKS",
     "WAREHOUSE_EVAL_EPISODES",
+    "WAREHOUSE_LAMBDA",
     "RwareCurve",
     "TrainRun",
     "reward_bound",

@@ -164,6 +164,17 @@ def test_deadlock_arbitration_by_the_model_and_by_rule(small) -> None:
     assert len(AssignmentPlanner(small).plan(snap).plan.boosts) == 1
 
 
+def test_a_model_reading_notes_off_the_tick_is_paced_like_the_llm_planner() -> None:
+    from fleetmind.eval.runner import RunConfig
+
+    cfg = RunConfig(planner="llm-notes", note_reader="rules+llm", steps=120, seed=0)
+    assert cfg.planner_mode == "async"
+    assert cfg.tick_period_s == 0.1
+    assert RunConfig(planner="llm-notes", note_reader="rules", steps=120).tick_period_s == 0.0
+    synced = RunConfig(planner="llm-notes", note_reader="rules+llm", planner_mode="sync")
+    assert synced.tick_period_s == 0.0  # sync waits for the model: no pacing needed
+
+
 @pytest.mark.llm
 def test_a_paced_async_run_gets_answers_from_the_real_model(embedded_client) -> None:
     from fleetmind.eval.runner import RunConfig, execute

@@ -154,14 +154,16 @@ class RunConfig(BaseModel):
     def _resolve_mode(self) -> RunConfig:
         if self.note_reader not in READERS:
             raise ValueError(f"note_reader: expected one of {', '.join(READERS)}")
+        slow = self.planner == "llm" or (
+            self.planner == "llm-notes" and self.note_reader in MODEL_READERS
+        )
         if self.planner_mode == "auto":
-            slow = self.planner == "llm" or (
-                self.planner == "llm-notes" and self.note_reader in MODEL_READERS
-            )
             self.planner_mode = "async" if slow else "sync"
         if self.tick_period_s is None:
+            # A model reading notes off the tick answers in seconds too: a flat-out run would end
+            # before its first reply (300 ticks, every call abandoned).
             live = self.replay_calls is None and (
-                (self.planner == "llm" and self.planner_mode == "async") or self.desk == "llm"
+                (slow and self.planner_mode == "async") or self.desk == "llm"
             )
             self.tick_period_s = AUTO_TICK_PERIOD_S if live else 0.0
         return self

@@ -172,3 +172,53 @@ def test_every_strategy_name_is_in_the_help_and_the_readme() -> None:
     for name in STRATEGIES:
         assert f"{name}," in helptext or f"{name} (" in helptext, name
         assert f"| `{name}` |" in readme, name
+
+
+def _named(name: str, text: str) -> bool:
+    """Whether ``name`` stands alone in ``text`` (``rl`` is not found inside ``rl-guided``)."""
+    return re.search(rf"(?<![\w+-]){re.escape(name)}(?![\w+-])", text) is not None
+
+
+def _help(*args: str) -> str:
+    # Rich draws the help in a box at its own width: the borders go, the words stay in order.
+    result = CliRunner().invoke(app, [*args, "--help"], env={"COLUMNS": "400"})
+    assert result.exit_code == 0, result.output
+    return " ".join(result.output.replace("│", " ").split())
+
+
+def _readme_list(option: str) -> set[str]:
+    """The names README gives after ``(`--option`: ...)``, exactly."""
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    found = re.search(rf"\(`{re.escape(option)}`: (.*?)\)", readme)
+    assert found is not None, option
+    return set(re.findall(r"`([^`]+)`", found.group(1)))
+
+
+def test_every_executor_planner_and_reader_name_is_in_the_help_and_the_readme() -> None:
+    from typing import get_args
+
+    from fleetmind.dispatch.notes.readers import READERS
+    from fleetmind.eval.runner import ExecutorName, PlannerName
+
+    executors, planners = get_args(ExecutorName), get_args(PlannerName)
+    run_help = _help("run")
+    # The option's own help, so a name quoted elsewhere on the page does not count.
+    executor_help = run_help.split("--executor", 1)[1].split(" --", 1)[0]
+    planner_help = run_help.split("--planner ", 1)[1].split(" --", 1)[0]
+    reader_help = run_help.split("--note-reader", 1)[1].split(" --", 1)[0]
+    for name in executors:
+        assert _named(name, executor_help), f"run --help: executor {name}"
+    for name in planners:
+        assert _named(name, planner_help), f"run --help: planner {name}"
+        assert _named(name, _help("replay").split("--planner", 1)[1].split(" --", 1)[0]), name
+    for name in READERS:
+        assert _named(name, reader_help), f"run --help: reader {name}"
+        for command in (("notes", "read"), ("notes", "eval")):
+            text = _help(*command).split("--reader", 1)[1].split(" --", 1)[0]
+            assert _named(name, text), f"{' '.join(command)} --help: reader {name}"
+    # README names exactly the executors and readers the code accepts, no more, no fewer.
+    assert _readme_list("--executor") == set(executors)
+    assert _readme_list("--reader") == set(READERS)
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    for name in planners:
+        assert f"`{name}`" in readme, f"README: planner {name}"

@@ -171,7 +171,8 @@ def notes_eval(
         list[str] | None,
         typer.Option(
             "--reader",
-            help="Reader to score (repeatable: side by side). [default: rules]",
+            help="Reader to score, repeatable to score side by side: template, rules, "
+            "rules-review, llm or rules+llm (default: rules).",
         ),
     ] = None,
     llm_base_url: LLMBaseUrl = None,

@@ -476,7 +476,10 @@ def replay(
     run_dir: Annotated[Path, typer.Argument(help="A recorded run folder.")],
     planner: Annotated[
         str | None,
-        typer.Option(help="Planner to replay each decision with. [default: the recorded one]"),
+        typer.Option(
+            help="Planner to replay each decision with: assignment, greedy, oracle, llm or "
+            "llm-notes (default: the recorded one)."
+        ),
     ] = None,
     horizon: Annotated[int, typer.Option(help="Counterfactual ticks per decision (0: off).")] = 50,
     continuation: Annotated[

@@ -43,3 +43,19 @@ def test_open_bounds_read_above_and_below() -> None:
         check_range("lr", float("nan"), above=0.0)
     with pytest.raises(ValueError, match="one lower"):
         range_message("x", 1, low=0, above=0)
+
+
+def test_no_range_check_in_src_words_its_bound_another_way() -> None:
+    """Every range error goes through ``range_message``: no hand-written ``must be >= 1`` left."""
+    import re
+    from pathlib import Path
+
+    src = Path(__file__).resolve().parents[1] / "src" / "fleetmind"
+    other = re.compile(r"must be (>=|>|<=|<|positive|non-negative|in \[|in \()")
+    found = [
+        f"{path.relative_to(src)}:{number}"
+        for path in sorted(src.rglob("*.py"))
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if other.search(line)
+    ]
+    assert found == []

@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from fleetmind.errors import range_message
 from fleetmind.llm.chat import CallContext, ChatClient, Message, report_outcome
 from fleetmind.llm.errors import BudgetExceeded, LLMConnectionError
 from fleetmind.llm.parse import parse_json
@@ -123,9 +124,9 @@ class LLMReward:
         cache: MutableMapping[str, float] | None = None,
     ) -> None:
         if samples < 1:
-            raise ValueError(f"samples must be >= 1, got {samples}")
+            raise ValueError(range_message("samples", samples, low=1))
         if not 0.0 <= temperature <= 2.0:
-            raise ValueError(f"temperature must be in [0, 2], got {temperature}")
+            raise ValueError(range_message("temperature", temperature, low=0, high=2))
         self.client = client
         self.goal = goal
         self.levels = dict(levels or DEFAULT_LEVELS)

@@ -180,8 +180,10 @@ def _named(name: str, text: str) -> bool:
 
 
 def _help(*args: str) -> str:
-    # Rich draws the help in a box at its own width: the borders go, the words stay in order.
-    result = CliRunner().invoke(app, [*args, "--help"], env={"COLUMNS": "400"})
+    # Wide enough that no name is broken at its hyphen; box borders (if any) go, words stay.
+    result = CliRunner().invoke(
+        app, [*args, "--help"], env={"COLUMNS": "400"}, terminal_width=400, max_content_width=400
+    )
     assert result.exit_code == 0, result.output
     return " ".join(result.output.replace("│", " ").split())
 
@@ -222,3 +224,9 @@ def test_every_executor_planner_and_reader_name_is_in_the_help_and_the_readme() 
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     for name in planners:
         assert f"`{name}`" in readme, f"README: planner {name}"
+
+
+def test_a_default_written_in_the_help_text_is_shown() -> None:
+    """``[default: ...]`` in an option's help is text, not a markup tag that vanishes."""
+    assert "[default: robots/40]" in _help("run")
+    assert "[default: 0,1,2]" in _help("bench", "marl")

@@ -21,6 +21,9 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
+    # Help text is plain: with rich markup on, an option's literal "[default: ...]" was read as
+    # a markup tag and vanished from --help.
+    rich_markup_mode=None,
 )
 console = Console()
 err_console = Console(stderr=True)
@@ -109,7 +112,7 @@ def show(result: Any, *, as_json: bool, table: Any = None) -> None:
 
 def sub_app(name: str, help: str) -> typer.Typer:
     """A command group ``fleetmind NAME ...`` (its help shown when called bare)."""
-    group = typer.Typer(help=help, no_args_is_help=True)
+    group = typer.Typer(help=help, no_args_is_help=True, rich_markup_mode=None)
     app.add_typer(group, name=name)
     return group
 

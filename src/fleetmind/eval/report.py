@@ -353,7 +353,8 @@ def _trade_offs(
             if a is None or b is None or not (np.isfinite(a) and np.isfinite(b)) or a == b:
                 continue
             better = (b < a) == lower
-            ratio = f" ({b / a:.2g}x)" if a > 0 and b > 0 else ""
+            # Three figures: at two a 0.996 ratio printed "1x", a tie, beside "worse".
+            ratio = f" ({b / a:.3g}x)" if a > 0 and b > 0 else ""
             traded.append(f"{label} {a:.4g} -> {b:.4g}{ratio}, {'better' if better else 'worse'}")
         if traded:
             lines.append(f"{other} against {leader}: " + "; ".join(traded) + ".")

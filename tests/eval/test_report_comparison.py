@@ -117,3 +117,11 @@ def test_single_runs_say_one_seed_and_what_the_others_trade(real: Path, tmp_path
     assert "one seed each: no interval" in page
     # The run that does not lead says what it trades against the one that does.
     assert "greedy against classical" in page or "classical against greedy" in page
+
+
+def test_a_near_tie_is_not_printed_as_one() -> None:
+    from fleetmind.eval.report import _trade_offs
+
+    values = {"a": {"on_time_rate": 0.9234}, "b": {"on_time_rate": 0.9196}}
+    (line,) = _trade_offs(values, "a", ["b"])
+    assert "on-time rate 0.9234 -> 0.9196 (0.996x), worse" in line

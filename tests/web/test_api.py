@@ -503,3 +503,15 @@ def test_off_loopback_the_host_check_stays_and_a_token_is_made() -> None:
     given = access("10.1.2.3", token="mine", allowed_hosts=["fleet.lan"])
     assert (given.token, given.generated) == ("mine", False)
     assert {"10.1.2.3", "fleet.lan"} <= set(given.hosts)
+
+
+def test_a_training_folder_is_named_and_sent_to_doctor(run_root: Path) -> None:
+    train = run_root / "train"
+    train.mkdir()
+    (train / "curves.csv").write_text("episode\n0\n")
+    (train / "config.json").write_text("{}")
+    with TestClient(dashboard(run_root, live=None)) as c:
+        msg = _error(c.get("/api/run/meta", params={"run": "train"}), 422)
+    assert "a training run (fleetmind train" in msg
+    assert "`fleetmind doctor train`" in msg
+    assert str(run_root) not in msg  # names under the root only

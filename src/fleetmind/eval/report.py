@@ -26,7 +26,14 @@ import numpy as np
 from fleetmind.errors import ConfigError
 from fleetmind.eval.compare import ROWS, format_cell, mean_interval, run_values
 from fleetmind.eval.signals import deliveries_per_tick, signals, throughput_curve
-from fleetmind.eval.store import load_calls, load_episode, load_events, load_latency, load_metrics
+from fleetmind.eval.store import (
+    load_calls,
+    load_episode,
+    load_events,
+    load_latency,
+    load_metrics,
+    other_folder,
+)
 
 log = logging.getLogger(__name__)
 
@@ -558,17 +565,10 @@ def build_report(path: str | Path, out: str | Path | None = None) -> Path:
         runs = {name: Path(folders[0]) for name, folders in comparison["runs"].items() if folders}
         return render(runs, target, title=f"fleetmind comparison: {p}", comparison=comparison)
     if not (p / "episode.parquet").is_dir():
-        if (p / "curves.csv").exists():
+        other = other_folder(p)
+        if other is not None:
             raise ConfigError(
-                f"{p}: a training run (fleetmind train: curves.csv): read it with "
-                f"`fleetmind doctor {p}` and its curves.png; report takes what "
-                "`fleetmind run` or `fleetmind compare` wrote"
-            )
-        if (p / "lorr_output.json").exists():
-            raise ConfigError(
-                f"{p}: a LoRR run (fleetmind lorr run): check it with "
-                f"`fleetmind lorr validate {p / 'lorr_output.json'}`; its figures are in "
-                "metrics.json"
+                f"{other}; report takes what `fleetmind run` or `fleetmind compare` wrote"
             )
         raise ConfigError(
             f"{p}: neither a run folder (episode.parquet/) nor a comparison (comparison.json)"

@@ -57,6 +57,27 @@ ACTION_NAMES = ("wait", "up", "down", "left", "right")
 CALLS_LIMIT = 1 << 30  # the largest calls.jsonl read (replies are bounded: see llm.client)
 
 
+def other_folder(path: str | Path) -> str | None:
+    """What a folder that is not a recorded run is, and the command that reads it; or ``None``.
+
+    One answer for every reader of run folders (``report``, the dashboard): a ``fleetmind train``
+    folder (``curves.csv``) goes to ``doctor``, a ``fleetmind lorr run`` folder to ``lorr
+    validate``.
+    """
+    p = Path(path)
+    if (p / "curves.csv").exists():
+        return (
+            f"{p}: a training run (fleetmind train: curves.csv): read it with "
+            f"`fleetmind doctor {p}` and its curves.png"
+        )
+    if (p / "lorr_output.json").exists():
+        return (
+            f"{p}: a LoRR run (fleetmind lorr run): check it with "
+            f"`fleetmind lorr validate {p / 'lorr_output.json'}`; its figures are in metrics.json"
+        )
+    return None
+
+
 def run_path(run_dir: str | Path) -> Path:
     """``run_dir`` as a Path, checked to be a run folder.
 

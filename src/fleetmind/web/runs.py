@@ -29,6 +29,7 @@ import pyarrow.parquet as pq
 from numpy.typing import NDArray
 
 from fleetmind.errors import FleetmindError
+from fleetmind.eval.store import other_folder
 from fleetmind.sim.grid import GridMap
 from fleetmind.sim.render import ascii as render_ascii
 from fleetmind.web.paths import FolderError, inside, relative_name
@@ -387,11 +388,19 @@ class RunFolder:
 
     def __init__(self, root: Path, folder: Path) -> None:
         if not (folder / "config.json").is_file() or not (folder / EPISODE).is_dir():
-            raise FolderError(
-                f"{relative_name(root, folder)}: not a run folder "
-                f"(needs config.json and {EPISODE}/ as `fleetmind run --out` writes them)",
-                status=422,
-            )
+            name = relative_name(root, folder)
+            other = other_folder(folder)
+            if other is None:
+                message = (
+                    f"{name}: not a run folder "
+                    f"(needs config.json and {EPISODE}/ as `fleetmind run --out` writes them)"
+                )
+            else:  # a train or lorr folder is named as such, by its name under the root
+                message = (
+                    f"{other.replace(str(folder), name)}; the dashboard shows what "
+                    "`fleetmind run --out` writes"
+                )
+            raise FolderError(message, status=422)
         for data in (folder / EPISODE, folder / EVENTS):  # a linked part refuses the whole run
             for path in [data, *_parts(inside(root, data))]:
                 inside(root, path)
